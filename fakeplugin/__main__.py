@@ -1,0 +1,3 @@
+from fakeplugin.cli import main
+
+raise SystemExit(main())
