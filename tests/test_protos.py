@@ -19,7 +19,9 @@ REGENERATE = "hack/gen-protos.sh"
 
 
 def _files(root: Path) -> dict[str, Path]:
-    return {str(p.relative_to(root)): p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_committed_stubs_are_fresh(tmp_path: Path) -> None:
@@ -57,7 +59,9 @@ def test_service_names_and_method_paths() -> None:
         "/pluginregistration.Registration/GetInfo",
         "/pluginregistration.Registration/NotifyRegistrationStatus",
     ]
-    assert _method_paths(health_v1alpha1, "DRAResourceHealth") == ["/v1alpha1.DRAResourceHealth/NodeWatchResources"]
+    assert _method_paths(health_v1alpha1, "DRAResourceHealth") == [
+        "/v1alpha1.DRAResourceHealth/NodeWatchResources"
+    ]
     watch = health_v1alpha1.DESCRIPTOR.services_by_name["DRAResourceHealth"].methods[0]
     assert watch.server_streaming and not watch.client_streaming
 

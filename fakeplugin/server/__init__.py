@@ -1,26 +1,14 @@
 """The gRPC edge between the kubelet and the prepare core.
 
-Modules: `sockets` (socket path rules), `registration` (pluginregistration.Registration), `claims` (the
-version-neutral request flow), `dra_v1` / `dra_v1beta1` (one adapter per wire version), `device_health`
-(v1alpha1.DRAResourceHealth), `liveness` (grpc.health.v1.Health over TCP), `app` (ServerConfig, Server, run).
+Modules: `driver` (the Driver protocol the core implements), `sockets` (socket path rules), `registration`
+(pluginregistration.Registration), `claims` (the version-neutral request flow), `dra_v1` / `dra_v1beta1`
+(one adapter per wire version), `device_health` (v1alpha1.DRAResourceHealth), `liveness`
+(grpc.health.v1.Health over TCP), `trace` (request logging), `app` (ServerConfig, Server, run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from fakeplugin.server.app import Server, ServerConfig, run
+from fakeplugin.server.driver import Driver
 
-from fakeplugin.model import ClaimRef, PrepareResult
-
-
-class Driver(Protocol):
-    """The prepare core as the gRPC edge sees it. Both methods block (API calls, file locks); the edge runs
-    them in worker threads, never on the event loop."""
-
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        """Prepare the claims; the result is keyed by claim UID."""
-        ...
-
-    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        """Unprepare the claims; the result maps claim UID to an error ("" = success)."""
-        ...
+__all__ = ["Driver", "Server", "ServerConfig", "run"]

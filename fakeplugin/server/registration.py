@@ -31,10 +31,13 @@ class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
             endpoint=str(endpoint),
             supported_versions=supported_versions(device_health),
         )
-        self.registered = False  # True once the kubelet confirmed the registration, until it reports a failure
+        # True once the kubelet confirmed the registration, until it reports a failure.
+        self.registered = False
         self.last_error = ""
 
-    async def GetInfo(self, request: api_pb2.InfoRequest, context: grpc.aio.ServicerContext) -> api_pb2.PluginInfo:
+    async def GetInfo(
+        self, request: api_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.PluginInfo:
         return self._info
 
     async def NotifyRegistrationStatus(

@@ -59,7 +59,7 @@ def prepare_listen_path(path: Path) -> None:
 
 
 def remove_socket(path: Path) -> None:
-    """Remove the socket at `path` if there is one; the kubelet deregisters a plugin whose socket goes away."""
+    """Remove the socket at `path` if there is one; the kubelet deregisters a plugin when it goes away."""
     try:
         if stat.S_ISSOCK(path.lstat().st_mode):
             path.unlink()

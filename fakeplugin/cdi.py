@@ -1,0 +1,327 @@
+"""CDI specs for prepared claims: built as plain dicts (pure), checked, written and removed atomically.
+
+Shape follows the real driver (v25.12+): one transient spec per claim,
+`<cdi_root>/k8s.<driver>-claim_<claimUID>.yaml`, kind `k8s.<driver>/claim`, one CDI device per
+allocated GPU named `<claimUID>-<deviceName>`, `cdiVersion` the minimum the content needs.
+
+Container edits of the fake (no real driver files exist to mount):
+- spec level (applied whenever any device of the claim is injected):
+  `NVIDIA_VISIBLE_DEVICES=<UUIDs of all the claim's GPUs, comma-joined, allocation order>`,
+  `FAKEPLUGIN_CLAIM_UID=<claimUID>`, `FAKEPLUGIN_CLAIM_DEVICES=<device names, comma-joined>`;
+- device level (only for the GPUs a container actually got; CDI rejects devices without edits):
+  `FAKEPLUGIN_GPU_<minor>_UUID=<uuid>`.
+With `device_nodes=True` the edits also carry fake character devices: `/dev/nvidia<minor>` (195:<minor>)
+per GPU, and `/dev/nvidiactl` (195:255), `/dev/nvidia-uvm` (238:0), `/dev/nvidia-uvm-tools` (238:1) at
+spec level. Type, major and minor are always set, so the CDI library never stats the host for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fakeplugin.atomicfile import write_atomic
+from fakeplugin.model import GpuDevice
+
+CLAIM_CLASS = "claim"
+SPEC_FILE_MODE = 0o644
+
+NVIDIA_MAJOR = 195  # fixed for the NVIDIA driver
+NVIDIACTL_MINOR = 255
+UVM_MAJOR = 238  # dynamically numbered on real hosts; this is the captured H200 host's value
+
+EARLIEST_VERSION = "0.3.0"
+KNOWN_VERSIONS = frozenset(
+    {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"}
+)
+
+# Name rules of tags.cncf.io/container-device-interface pkg/parser.
+_VENDOR_OR_CLASS = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
+_DEVICE_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?")
+_DIGITS = frozenset("0123456789")
+
+# Keys the CDI library's strict YAML decoding accepts at each level.
+_SPEC_KEYS = frozenset({"cdiVersion", "kind", "annotations", "devices", "containerEdits"})
+_DEVICE_KEYS = frozenset({"name", "annotations", "containerEdits"})
+_EDITS_KEYS = frozenset({"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGids", "netDevices"})
+_NODE_KEYS = frozenset(
+    {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}
+)
+_MOUNT_KEYS = frozenset({"hostPath", "containerPath", "options", "type"})
+_HOOK_KEYS = frozenset({"hookName", "path", "args", "env", "timeout"})
+_NODE_TYPES = frozenset({"", "b", "c", "u", "p"})
+_HOOK_NAMES = frozenset(
+    {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}
+)
+
+
+def vendor(driver_name: str) -> str:
+    return f"k8s.{driver_name}"
+
+
+def kind(driver_name: str) -> str:
+    return f"{vendor(driver_name)}/{CLAIM_CLASS}"
+
+
+def cdi_device_name(claim_uid: str, device_name: str) -> str:
+    return f"{claim_uid}-{device_name}"
+
+
+def cdi_device_id(claim_uid: str, device_name: str, *, driver_name: str) -> str:
+    """The fully qualified CDI device ID the kubelet hands to the runtime, e.g.
+    `k8s.gpu.nvidia.com/claim=<claimUID>-gpu-0`."""
+    return f"{kind(driver_name)}={cdi_device_name(claim_uid, device_name)}"
+
+
+def claim_spec(
+    claim_uid: str, devices: Sequence[GpuDevice], *, driver_name: str, device_nodes: bool = False
+) -> dict[str, Any]:
+    """The CDI spec of one claim (see the module docstring for the edits)."""
+    if not devices:
+        raise ValueError(f"claim {claim_uid}: a CDI spec needs at least one device")
+    spec_edits: dict[str, Any] = {
+        "env": [
+            "NVIDIA_VISIBLE_DEVICES=" + ",".join(d.uuid for d in devices),
+            f"FAKEPLUGIN_CLAIM_UID={claim_uid}",
+            "FAKEPLUGIN_CLAIM_DEVICES=" + ",".join(d.name for d in devices),
+        ]
+    }
+    if device_nodes:
+        spec_edits["deviceNodes"] = [
+            _char_device("/dev/nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
+            _char_device("/dev/nvidia-uvm", UVM_MAJOR, 0),
+            _char_device("/dev/nvidia-uvm-tools", UVM_MAJOR, 1),
+        ]
+    spec: dict[str, Any] = {
+        "cdiVersion": EARLIEST_VERSION,
+        "kind": kind(driver_name),
+        "devices": [_device_entry(claim_uid, d, device_nodes) for d in devices],
+        "containerEdits": spec_edits,
+    }
+    spec["cdiVersion"] = required_version(spec)
+    return spec
+
+
+def _device_entry(claim_uid: str, device: GpuDevice, device_nodes: bool) -> dict[str, Any]:
+    edits: dict[str, Any] = {"env": [f"FAKEPLUGIN_GPU_{device.minor}_UUID={device.uuid}"]}
+    if device_nodes:
+        edits["deviceNodes"] = [_char_device(f"/dev/nvidia{device.minor}", NVIDIA_MAJOR, device.minor)]
+    return {"name": cdi_device_name(claim_uid, device.name), "containerEdits": edits}
+
+
+def _char_device(path: str, major: int, minor: int) -> dict[str, Any]:
+    return {"path": path, "type": "c", "major": major, "minor": minor}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cdiVersion: the minimum version a spec's content needs (rules of the CDI library's specs-go/version.go).
+
+
+def _mappings(items: Any) -> list[Mapping[str, Any]]:
+    return [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
+
+
+def _all_edits(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    edits = [spec.get("containerEdits")] + [d.get("containerEdits") for d in _mappings(spec.get("devices"))]
+    return [e for e in edits if isinstance(e, Mapping)]
+
+
+def _needs_1_1(spec: Mapping[str, Any]) -> bool:
+    return any(
+        e.get("netDevices") or any(k in (e.get("intelRdt") or {}) for k in ("schemata", "enableMonitoring"))
+        for e in _all_edits(spec)
+    )
+
+
+def _needs_0_7(spec: Mapping[str, Any]) -> bool:
+    return any(e.get("intelRdt") is not None or e.get("additionalGids") for e in _all_edits(spec))
+
+
+def _needs_0_6(spec: Mapping[str, Any]) -> bool:
+    if spec.get("annotations") or any(d.get("annotations") for d in _mappings(spec.get("devices"))):
+        return True
+    kind_value = str(spec.get("kind", ""))
+    return "/" in kind_value and "." in kind_value.split("/", 1)[1]
+
+
+def _needs_0_5(spec: Mapping[str, Any]) -> bool:
+    if any(str(d.get("name", ""))[:1] in _DIGITS for d in _mappings(spec.get("devices"))):
+        return True
+    return any(node.get("hostPath") for e in _all_edits(spec) for node in _mappings(e.get("deviceNodes")))
+
+
+def _needs_0_4(spec: Mapping[str, Any]) -> bool:
+    return any(mount.get("type") for e in _all_edits(spec) for mount in _mappings(e.get("mounts")))
+
+
+# Newest first: the first rule that matches gives the minimum version.
+_VERSION_RULES: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
+    ("1.1.0", _needs_1_1),
+    ("0.7.0", _needs_0_7),
+    ("0.6.0", _needs_0_6),
+    ("0.5.0", _needs_0_5),
+    ("0.4.0", _needs_0_4),
+)
+
+
+def required_version(spec: Mapping[str, Any]) -> str:
+    """The minimum `cdiVersion` the spec's content needs (`0.5.0` once a device name starts with a digit)."""
+    return next((version for version, needs in _VERSION_RULES if needs(spec)), EARLIEST_VERSION)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation: the CDI rules a runtime would reject a spec for, each problem with its field path.
+
+
+def validate_spec(spec: Mapping[str, Any]) -> list[str]:
+    """Problems that would make the CDI library reject `spec`, as `<field path>: <what>`; empty when valid."""
+    problems = _unknown_keys(spec, _SPEC_KEYS, "")
+    version = spec.get("cdiVersion")
+    if version not in KNOWN_VERSIONS:
+        problems.append(f"cdiVersion: {version!r} is not a released CDI spec version")
+    elif _version_tuple(str(version)) < _version_tuple(needed := required_version(spec)):
+        problems.append(f"cdiVersion: {version} is too old for the content, which needs at least {needed}")
+
+    kind_value = spec.get("kind")
+    vendor_part, _, class_part = str(kind_value).partition("/")
+    if not isinstance(kind_value, str) or not class_part:
+        problems.append(f"kind: {kind_value!r} is not of the form <vendor>/<class>")
+    else:
+        for label, value in (("vendor", vendor_part), ("class", class_part)):
+            if not _VENDOR_OR_CLASS.fullmatch(value):
+                problems.append(
+                    f"kind: {label} {value!r} must start with a letter, end with a letter or digit and "
+                    "contain only letters, digits, '_', '-' and '.'"
+                )
+
+    spec_edits = spec.get("containerEdits") or {}
+    if isinstance(spec_edits, Mapping):
+        problems += _edits_problems(spec_edits, "containerEdits")
+    else:
+        problems.append("containerEdits: must be a mapping")
+
+    devices = spec.get("devices")
+    if not isinstance(devices, list) or not devices:
+        problems.append("devices: a spec needs at least one device")
+        return problems
+    seen: set[str] = set()
+    for i, device in enumerate(devices):
+        where = f"devices[{i}]"
+        if not isinstance(device, Mapping):
+            problems.append(f"{where}: must be a mapping")
+            continue
+        problems += _unknown_keys(device, _DEVICE_KEYS, f"{where}.")
+        name = device.get("name")
+        if not isinstance(name, str) or not _DEVICE_NAME.fullmatch(name):
+            problems.append(
+                f"{where}.name: {name!r} must start and end with a letter or digit and contain only "
+                "letters, digits, '_', '-', '.' and ':'"
+            )
+        elif name in seen:
+            problems.append(f"{where}.name: duplicate device name {name!r}")
+        else:
+            seen.add(name)
+        edits = device.get("containerEdits")
+        if not isinstance(edits, Mapping) or not any(edits.get(key) for key in _EDITS_KEYS):
+            problems.append(f"{where}.containerEdits: a device needs non-empty container edits")
+        else:
+            problems += _edits_problems(edits, f"{where}.containerEdits")
+    return problems
+
+
+def _unknown_keys(obj: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> list[str]:
+    return [f"{prefix}{key}: unknown field" for key in obj if key not in allowed]
+
+
+def _edits_problems(edits: Mapping[str, Any], where: str) -> list[str]:
+    problems = _unknown_keys(edits, _EDITS_KEYS, f"{where}.")
+    problems += _env_problems(edits.get("env") or [], f"{where}.env")
+    for i, node in enumerate(edits.get("deviceNodes") or []):
+        path = f"{where}.deviceNodes[{i}]"
+        if not isinstance(node, Mapping):
+            problems.append(f"{path}: must be a mapping")
+            continue
+        problems += _unknown_keys(node, _NODE_KEYS, f"{path}.")
+        problems += _absolute(node.get("path"), f"{path}.path")
+        if "hostPath" in node:
+            problems += _absolute(node["hostPath"], f"{path}.hostPath")
+        if node.get("type", "") not in _NODE_TYPES:
+            problems.append(f"{path}.type: {node.get('type')!r} is not one of b, c, u, p")
+        for number in ("major", "minor"):
+            value = node.get(number, 0)
+            if not isinstance(value, int) or value < 0:
+                problems.append(f"{path}.{number}: {value!r} must be a non-negative integer")
+        permissions = node.get("permissions", "")
+        if permissions != "none" and (not isinstance(permissions, str) or permissions.strip("rwm")):
+            problems.append(f"{path}.permissions: {permissions!r} must be a combination of r, w, m or 'none'")
+    for i, mount in enumerate(edits.get("mounts") or []):
+        path = f"{where}.mounts[{i}]"
+        if not isinstance(mount, Mapping):
+            problems.append(f"{path}: must be a mapping")
+            continue
+        problems += _unknown_keys(mount, _MOUNT_KEYS, f"{path}.")
+        if not mount.get("hostPath") or not isinstance(mount.get("hostPath"), str):
+            problems.append(f"{path}.hostPath: {mount.get('hostPath')!r} must be a non-empty string")
+        problems += _absolute(mount.get("containerPath"), f"{path}.containerPath")
+    for i, hook in enumerate(edits.get("hooks") or []):
+        path = f"{where}.hooks[{i}]"
+        if not isinstance(hook, Mapping):
+            problems.append(f"{path}: must be a mapping")
+            continue
+        problems += _unknown_keys(hook, _HOOK_KEYS, f"{path}.")
+        if hook.get("hookName") not in _HOOK_NAMES:
+            problems.append(f"{path}.hookName: {hook.get('hookName')!r} is not an OCI hook name")
+        problems += _absolute(hook.get("path"), f"{path}.path")
+        problems += _env_problems(hook.get("env") or [], f"{path}.env")
+    return problems
+
+
+def _env_problems(env: Sequence[Any], where: str) -> list[str]:
+    return [
+        f"{where}[{i}]: {entry!r} is not of the form KEY=VALUE"
+        for i, entry in enumerate(env)
+        if not isinstance(entry, str) or entry.find("=") <= 0
+    ]
+
+
+def _absolute(value: Any, where: str) -> list[str]:
+    if isinstance(value, str) and value.startswith("/"):
+        return []
+    return [f"{where}: {value!r} must be an absolute path"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Files.
+
+
+def spec_path(cdi_root: Path, claim_uid: str, *, driver_name: str) -> Path:
+    """`<cdi_root>/<vendor>-<class>_<claimUID>.yaml` (the CDI library's transient spec name)."""
+    # Defence in depth: callers validate UIDs, but nothing here may ever name a file outside cdi_root.
+    if not claim_uid or "/" in claim_uid or "\0" in claim_uid:
+        raise ValueError(f"claim UID {claim_uid!r} cannot be part of a CDI spec file name")
+    return cdi_root / f"{vendor(driver_name)}-{CLAIM_CLASS}_{claim_uid}.yaml"
+
+
+def write_spec(path: Path, spec: Mapping[str, Any]) -> None:
+    """Write `spec` as YAML (mode 0644) atomically; refuses specs the CDI library would reject."""
+    problems = validate_spec(spec)
+    if problems:
+        raise ValueError(f"refusing to write invalid CDI spec {path}: " + "; ".join(problems))
+    write_atomic(path, yaml.safe_dump(dict(spec), sort_keys=False).encode(), mode=SPEC_FILE_MODE)
+
+
+def remove_spec(path: Path) -> bool:
+    """Remove a spec file; False when it was already gone."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,228 @@
+"""Prepared-claim state: the checkpoint data, its JSON form (pure), and its file in the plugin dir.
+
+File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
+
+    {
+      "version": 1,
+      "nodeBootID": "<content of /proc/sys/kernel/random/boot_id>",
+      "preparedClaims": {
+        "<claimUID>": {
+          "state": "PrepareStarted" | "PrepareCompleted",
+          "namespace": "...", "name": "...",
+          "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}]
+        }
+      },
+      "checksum": "sha256:<hex of the canonical JSON (sorted keys, no spaces) of everything but checksum>"
+    }
+
+Loading rules (the real driver's, v0.4+):
+- no file: empty checkpoint;
+- written during another boot (`nodeBootID` differs): empty checkpoint, logged — a reboot undid every
+  preparation, and the kubelet prepares running pods' claims again;
+- corrupt (not JSON, wrong shape, checksum mismatch) or unknown version: `CheckpointError` naming the file.
+  Never discarded silently: as with the real driver (`checkpoint is corrupted`), prepare and unprepare fail
+  until an operator inspects and removes the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fakeplugin.atomicfile import write_atomic
+from fakeplugin.model import PreparedDevice
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "checkpoint.json"
+FORMAT_VERSION = 1
+FILE_MODE = 0o600
+CHECKSUM_PREFIX = "sha256:"
+
+
+class ClaimState(StrEnum):
+    PREPARE_STARTED = "PrepareStarted"
+    PREPARE_COMPLETED = "PrepareCompleted"
+
+
+@dataclass(frozen=True)
+class ClaimEntry:
+    state: ClaimState
+    namespace: str
+    name: str
+    devices: tuple[PreparedDevice, ...]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    node_boot_id: str
+    claims: Mapping[str, ClaimEntry] = field(default_factory=dict)  # key: claim UID
+
+    def with_claim(self, uid: str, entry: ClaimEntry) -> Checkpoint:
+        return replace(self, claims={**self.claims, uid: entry})
+
+    def without_claim(self, uid: str) -> Checkpoint:
+        return replace(self, claims={k: v for k, v in self.claims.items() if k != uid})
+
+
+class CheckpointError(Exception):
+    """The checkpoint file cannot be used (corrupt, unsupported); the message names the file."""
+
+
+def read_boot_id(path: Path) -> str:
+    try:
+        boot_id = path.read_text().strip()
+    except OSError as e:
+        raise CheckpointError(f"cannot read the boot ID from {path}: {e}") from e
+    if not boot_id:
+        raise CheckpointError(f"boot ID file {path} is empty")
+    return boot_id
+
+
+# ---------------------------------------------------------------------------------------------------------
+# JSON form (pure).
+
+
+def _checksum(payload: Mapping[str, Any]) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return CHECKSUM_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _device_json(device: PreparedDevice) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "poolName": device.pool_name,
+        "deviceName": device.device_name,
+        "requestNames": list(device.request_names),
+        "cdiDeviceIDs": list(device.cdi_device_ids),
+    }
+    if device.share_id is not None:
+        out["shareID"] = device.share_id
+    return out
+
+
+def encode(checkpoint: Checkpoint) -> bytes:
+    payload: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "nodeBootID": checkpoint.node_boot_id,
+        "preparedClaims": {
+            uid: {
+                "state": entry.state.value,
+                "namespace": entry.namespace,
+                "name": entry.name,
+                "devices": [_device_json(d) for d in entry.devices],
+            }
+            for uid, entry in checkpoint.claims.items()
+        },
+    }
+    document = {**payload, "checksum": _checksum(payload)}
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+
+
+def decode(data: bytes, *, source: Path) -> Checkpoint:
+    """Parse and verify a checkpoint; `source` only names the file in errors."""
+    corrupt = f"checkpoint {source} is corrupted"
+    try:
+        document = json.loads(data)
+    except ValueError as e:  # bad JSON or bad UTF-8
+        raise CheckpointError(f"{corrupt}: not valid JSON: {e}") from e
+    if not isinstance(document, dict):
+        raise CheckpointError(f"{corrupt}: top level must be a JSON object")
+    version = document.get("version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {source} has version {version!r}; this fakeplugin reads {FORMAT_VERSION}"
+        )
+    payload = {k: v for k, v in document.items() if k != "checksum"}
+    recorded, computed = document.get("checksum"), _checksum(payload)
+    if recorded != computed:
+        raise CheckpointError(f"{corrupt}: checksum mismatch (recorded {recorded!r}, computed {computed!r})")
+    reader = _Reader(corrupt)
+    claims_json = reader.get(payload, "preparedClaims", dict, "")
+    return Checkpoint(
+        node_boot_id=reader.get(payload, "nodeBootID", str, ""),
+        claims={uid: reader.claim(entry, f"preparedClaims.{uid}") for uid, entry in claims_json.items()},
+    )
+
+
+class _Reader:
+    """Typed field access that reports the field path (`where`: path of the object) of anything malformed."""
+
+    def __init__(self, corrupt: str) -> None:
+        self._corrupt = corrupt
+
+    def fail(self, path: str, problem: str) -> CheckpointError:
+        return CheckpointError(f"{self._corrupt}: {path}: {problem}")
+
+    def get(self, obj: Any, key: str, kind: type, where: str) -> Any:
+        if not isinstance(obj, dict):
+            raise self.fail(where, f"expected a JSON object, got {obj!r}")
+        value = obj.get(key)
+        if not isinstance(value, kind):
+            raise self.fail(f"{where}.{key}".lstrip("."), f"expected {kind.__name__}, got {value!r}")
+        return value
+
+    def strings(self, obj: Any, key: str, where: str) -> tuple[str, ...]:
+        values = self.get(obj, key, list, where)
+        if not all(isinstance(v, str) for v in values):
+            raise self.fail(f"{where}.{key}", f"expected a list of strings, got {values!r}")
+        return tuple(values)
+
+    def claim(self, obj: Any, where: str) -> ClaimEntry:
+        state = self.get(obj, "state", str, where)
+        if state not in set(ClaimState):
+            raise self.fail(f"{where}.state", f"unknown state {state!r}")
+        devices = self.get(obj, "devices", list, where)
+        return ClaimEntry(
+            state=ClaimState(state),
+            namespace=self.get(obj, "namespace", str, where),
+            name=self.get(obj, "name", str, where),
+            devices=tuple(self.device(d, f"{where}.devices[{i}]") for i, d in enumerate(devices)),
+        )
+
+    def device(self, obj: Any, where: str) -> PreparedDevice:
+        share_id = obj.get("shareID") if isinstance(obj, dict) else None
+        if share_id is not None and not isinstance(share_id, str):
+            raise self.fail(f"{where}.shareID", f"expected str, got {share_id!r}")
+        return PreparedDevice(
+            pool_name=self.get(obj, "poolName", str, where),
+            device_name=self.get(obj, "deviceName", str, where),
+            request_names=self.strings(obj, "requestNames", where),
+            cdi_device_ids=self.strings(obj, "cdiDeviceIDs", where),
+            share_id=share_id,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The file. Callers hold the node-wide prep/unprep lock around load → change → save.
+
+
+def load(path: Path, *, boot_id: str) -> Checkpoint:
+    """The checkpoint for this boot: empty when there is no file or it was written during another boot."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Checkpoint(node_boot_id=boot_id)
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e}") from e
+    checkpoint = decode(data, source=path)
+    if checkpoint.node_boot_id != boot_id:
+        log.info(
+            "checkpoint %s is from boot %s, this is boot %s: starting empty (dropping %d claims: %s)",
+            path,
+            checkpoint.node_boot_id,
+            boot_id,
+            len(checkpoint.claims),
+            ", ".join(sorted(checkpoint.claims)) or "-",
+        )
+        return Checkpoint(node_boot_id=boot_id)
+    return checkpoint
+
+
+def save(path: Path, checkpoint: Checkpoint) -> None:
+    write_atomic(path, encode(checkpoint), mode=FILE_MODE)

@@ -1,0 +1,138 @@
+"""Where a local cluster keeps its files (pure: paths only, nothing is created here).
+
+    <state>/cluster.json      what `up` started: ports, processes (pid + expected command line), nodes
+    <state>/admin.kubeconfig  credential-less kubeconfig (anonymous auth, AlwaysAllow)
+    <state>/lock              held by `up`, `down` and restarts
+    <state>/pki/              service-account key pair; serving certs the components generate
+    <state>/etcd/             etcd data
+    <state>/nodes/<name>/     per kubelet node: CDI dir, fake CRI socket and records, kubelet config,
+                              sysctl stand-ins, the dirs bound over /var/lib and /var/log, boot ID
+    <state>/kubelet/<i>/      kubelet root dirs, kept short: the plugin's sockets live below them and
+                              unix socket paths must fit in 108 bytes
+    <state>/logs/             one log per process (`down` keeps them unless asked to purge)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# sun_path is 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+# The longest socket the plugin creates below a kubelet root: <root>/plugins/<driver>/dra.sock.
+PLUGIN_SOCKET_SUFFIX = "/plugins/gpu.nvidia.com/dra.sock"
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    root: Path
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "admin.kubeconfig"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def log(self, process: str) -> Path:
+        """Log file of a process named like `kube-apiserver` or `kubelet/<node>`."""
+        return self.logs / (process.replace("/", "_") + ".log")
+
+    def node(self, name: str, index: int) -> NodeDirs:
+        return NodeDirs(name=name, dir=self.root / "nodes" / name, kubelet_root=self.root / "kubelet" / str(index))
+
+    def runtime_entries(self) -> list[Path]:
+        """Everything `down` removes (logs stay unless purged)."""
+        return [self.cluster_file, self.kubeconfig, self.pki, self.etcd_data, self.root / "nodes", self.root / "kubelet"]
+
+
+@dataclass(frozen=True)
+class NodeDirs:
+    """The files of one kubelet node."""
+
+    name: str
+    dir: Path
+    kubelet_root: Path
+
+    @property
+    def registrar_dir(self) -> Path:
+        return self.kubelet_root / "plugins_registry"
+
+    @property
+    def plugins_dir(self) -> Path:
+        return self.kubelet_root / "plugins"
+
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """The node's CDI spec dir: the plugin writes here, the fake CRI resolves from here."""
+        return self.dir / "cdi"
+
+    @property
+    def cri_socket(self) -> Path:
+        return self.dir / "cri.sock"
+
+    @property
+    def containers_dir(self) -> Path:
+        """The fake CRI's per-container records: <namespace>_<pod>_<container>.json."""
+        return self.dir / "containers"
+
+    @property
+    def kubelet_config(self) -> Path:
+        return self.dir / "kubelet.yaml"
+
+    @property
+    def boot_id_file(self) -> Path:
+        return self.dir / "boot_id"
+
+    @property
+    def sysctl_dir(self) -> Path:
+        """Stand-in files bound over the six /proc/sys entries the kubelet tunes."""
+        return self.dir / "sysctl"
+
+    @property
+    def var_lib(self) -> Path:
+        """Bound over /var/lib for the kubelet: /var/lib/kubelet/device-plugins is hard-coded."""
+        return self.dir / "var-lib"
+
+    @property
+    def var_log(self) -> Path:
+        """Bound over /var/log for the kubelet: /var/log/containers is hard-coded."""
+        return self.dir / "var-log"
+
+    @property
+    def pod_logs_dir(self) -> Path:
+        return self.dir / "pod-logs"
+
+    @property
+    def volume_plugin_dir(self) -> Path:
+        """FlexVolume dir; the kubelet creates it, default /usr/libexec/kubernetes/..."""
+        return self.dir / "volume-plugins"
+
+    def sockets(self) -> list[Path]:
+        return [self.cri_socket, Path(str(self.kubelet_root) + PLUGIN_SOCKET_SUFFIX), self.pod_resources_socket]
+
+
+def too_long_sockets(dirs: list[NodeDirs]) -> list[str]:
+    """Socket paths over the unix limit, for an error that names them."""
+    return [str(p) for d in dirs for p in d.sockets() if len(str(p).encode()) > MAX_SOCKET_PATH]

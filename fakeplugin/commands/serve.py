@@ -1,0 +1,140 @@
+"""`fakeplugin serve`: run as the kubelet plugin of one node (what the DaemonSet runs)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import threading
+from pathlib import Path
+
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
+from fakeplugin.commands import flag
+
+log = logging.getLogger("fakeplugin.serve")
+
+CONFIG_POLL_SECONDS = 5.0
+
+EPILOG = """\
+what it does:
+  1. reads the inventory and picks this node's entry (by name, else by node-label selector)
+  2. serves the kubelet's DRA gRPC API (v1 and v1beta1) on <plugins-dir>/<driver>/dra.sock and
+     registers through <registrar-dir>/<driver>-reg.sock
+  3. publishes this node's ResourceSlices and keeps them in place (re-created if deleted,
+     updated in place when the inventory file changes)
+  4. answers NodePrepareResources with CDI specs in --cdi-root, checkpointed in the plugins dir
+
+examples:
+  NODE_NAME=gpu-node-1 fakeplugin serve --config /etc/fakeplugin/inventory.yaml
+  fakeplugin -v 6 serve --config inv.yaml --node-name n1 --kubeconfig ~/.kube/config \\
+      --kubelet-registrar-directory-path /tmp/kl/plugins_registry \\
+      --kubelet-plugins-directory-path /tmp/kl/plugins --cdi-root /tmp/kl/cdi
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run as the kubelet plugin of one node",
+        description="Run fakeplugin as the DRA kubelet plugin of one node: register with the kubelet, "
+        "publish ResourceSlices, answer NodePrepareResources/NodeUnprepareResources with CDI specs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    flag(p, "--config", env="FAKEPLUGIN_CONFIG", required=False, metavar="FILE",
+         help="inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)")
+    flag(p, "--node-name", env="NODE_NAME", metavar="NAME", help="this node's name")
+    flag(p, "--driver-name", env="DRIVER_NAME", default=DEFAULT_DRIVER_NAME, metavar="NAME",
+         help="DRA driver name; change it to run beside NVIDIA's real driver")
+    flag(p, "--cdi-root", env="CDI_ROOT", default="/var/run/cdi", metavar="DIR",
+         help="where CDI spec files are written for the container runtime")
+    flag(p, "--kubelet-registrar-directory-path", env="KUBELET_REGISTRAR_DIRECTORY_PATH",
+         default="/var/lib/kubelet/plugins_registry", metavar="DIR", help="the kubelet's plugin registration dir")
+    flag(p, "--kubelet-plugins-directory-path", env="KUBELET_PLUGINS_DIRECTORY_PATH",
+         default="/var/lib/kubelet/plugins", metavar="DIR",
+         help="the kubelet's plugins dir; ours is <dir>/<driver> (DRA socket, checkpoint, lock)")
+    flag(p, "--pod-uid", env="POD_UID", default="", metavar="UID",
+         help="the plugin pod's UID: socket names carry it, so old and new pods overlap in rolling updates")
+    flag(p, "--healthcheck-port", env="HEALTHCHECK_PORT", default=-1, type=int, metavar="PORT",
+         help="TCP port of the grpc.health.v1 service for liveness probes; -1 disables it")
+    flag(p, "--healthcheck-address", env="HEALTHCHECK_ADDRESS", default="127.0.0.1", metavar="ADDR",
+         help="address the health service binds to (0.0.0.0 in a pod, so the kubelet can probe it)")
+    flag(p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE",
+         help="kubeconfig; empty: the in-cluster service account, else ~/.kube/config")
+    flag(p, "--feature-gates", env="FEATURE_GATES", default="", metavar="LIST",
+         help=f"NVIDIA driver feature gates, e.g. TimeSlicingSettings=true; known: {', '.join(featuregates.KNOWN)}")
+    flag(p, "--boot-id-file", env="BOOT_ID_FILE", default="/proc/sys/kernel/random/boot_id", metavar="FILE",
+         help="file holding the node's boot ID (prepared claims from an earlier boot are forgotten)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fakeplugin.inventory import NodeInventory
+    from fakeplugin.kube import Kube, new_api_client
+    from fakeplugin.prepare import Preparer
+    from fakeplugin.publisher import Publisher
+    from fakeplugin.server import ServerConfig
+    from fakeplugin.server import run as run_server
+    from fakeplugin.slices import resource_slices
+
+    if not args.config:
+        raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
+    if not args.node_name:
+        raise ValueError("--node-name (or NODE_NAME) is required")
+    gates = featuregates.parse(args.feature_gates)
+    enabled = sorted(g for g, on in gates.items() if on and not featuregates.KNOWN[g])
+    log.info("fakeplugin %s for node %s%s", args.driver_name, args.node_name,
+             f" (feature gates: {', '.join(enabled)})" if enabled else "")
+
+    inventory = NodeInventory(Path(args.config), args.node_name)
+    if not inventory.needs_labels():
+        inventory.resolve({})  # known by name: devices are ready before the API server answers
+    kube = Kube(new_api_client(args.kubeconfig or None))
+    plugin_dir = Path(args.kubelet_plugins_directory_path) / args.driver_name
+
+    def desired_slices() -> list[dict]:
+        node = kube.get_node(args.node_name)
+        devices = inventory.resolve(node.labels)
+        return resource_slices(devices, driver=args.driver_name, node_name=node.name, node_uid=node.uid)
+
+    preparer = Preparer(
+        driver_name=args.driver_name,
+        node_name=args.node_name,
+        devices=inventory,
+        get_claim=kube.get_claim,
+        cdi_root=Path(args.cdi_root),
+        plugin_dir=plugin_dir,
+        boot_id_file=Path(args.boot_id_file),
+    )
+    publisher = Publisher(kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=publisher.run, args=(stop,), name="publisher", daemon=True),
+        threading.Thread(target=_watch_config, args=(inventory, publisher, stop), name="config", daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    config = ServerConfig(
+        driver_name=args.driver_name,
+        registrar_dir=Path(args.kubelet_registrar_directory_path),
+        plugins_dir=Path(args.kubelet_plugins_directory_path),
+        pod_uid=args.pod_uid,
+        health_address=args.healthcheck_address,
+        health_port=args.healthcheck_port,
+        verbosity=args.verbosity,
+    )
+    try:
+        asyncio.run(run_server(preparer, config))
+    finally:
+        stop.set()
+    log.info("stopped; ResourceSlices are left to the kubelet (as upstream drivers do)")
+    return 0
+
+
+def _watch_config(inventory, publisher, stop: threading.Event) -> None:
+    while not stop.wait(CONFIG_POLL_SECONDS):
+        try:
+            if inventory.reload_if_changed():
+                publisher.wake.set()
+        except OSError as exc:  # e.g. a ConfigMap symlink swap in progress: try again next time
+            log.warning("reading inventory failed: %s", exc)

@@ -1,0 +1,299 @@
+"""The inventory: one YAML file describing the GPUs of every node of the fleet.
+
+Minimal form (examples/seed-lab.yaml)::
+
+    driverVersion: "580.126.20"
+    cudaDriverVersion: "13.0"
+    nodes:
+    - name: capi-dralabs-md-gput10-gzl84-f2m2d
+      gpus:
+      - profile: t10
+        count: 2
+    - name: capi-dralabs-md-gpua5000-jw4mx-d64jz
+      gpus:
+      - profile: rtx-a5000
+        ecc: true
+
+Fields:
+
+| path | type | default | meaning |
+| --- | --- | --- | --- |
+| `driverVersion` | string `N.N` or `N.N.N` | required | NVIDIA driver version as NVML prints it (`580.95.05`); the slice attribute drops leading zeros (`580.95.5`) as the real driver does |
+| `cudaDriverVersion` | string `N.N` | required | CUDA driver API version (`13.0`), published as `13.0.0` |
+| `nodes[]` | list | required, non-empty | one entry per node, or per group of nodes (`selector`) |
+| `nodes[].name` | string | one of name / selector | exact node name (DNS subdomain) |
+| `nodes[].selector.matchLabels` | map string→string | one of name / selector | the entry serves every node whose labels contain all of these; `{}` matches every node. The plugin picks its entry by name first, else the first entry (in file order) whose selector matches |
+| `nodes[].labels` | map string→string | `{}` | labels the local test cluster puts on this node; ignored by the plugin |
+| `nodes[].kubelet` | bool | true if the node has GPUs | local test cluster only: run a real kubelet for this node (true) or register an API-only Node (false) |
+| `nodes[].gpus[]` | list | `[]` | the node's GPUs; minors 0..n-1 follow this order. Empty or absent: a plain worker |
+| `nodes[].gpus[].profile` | string | required | GPU model, one of `fakeplugin profiles` |
+| `nodes[].gpus[].count` | integer >= 1 | 1 | how many GPUs of this entry |
+| `nodes[].gpus[].ecc` | bool | the profile's default | ECC mode; selects the profile's memory total for that mode |
+| `nodes[].gpus[].memory` | quantity (`23028Mi`, `15Gi`, or bytes) | the profile's value | overrides NVML memory.total; required when the profile knows no total for the chosen ECC mode |
+| `nodes[].gpus[].productName` | string (<= 64 chars) | the profile's | overrides the NVML product name (e.g. a PCIe variant) |
+| `nodes[].gpus[].uuid` | `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` | derived from node name + minor | fixed UUID (e.g. copied from a real node); only with count 1; unique in the file |
+| `nodes[].gpus[].pciBusID` | `0000:3b:00.0` (or NVML's `00000000:3B:00.0`) | derived from node name + minor | fixed PCI address; only with count 1; unique per node |
+
+UUID and PCI overrides name exactly one device, so they are refused on entries with count > 1;
+memory and productName apply to every GPU of the entry. Unknown fields anywhere are errors (typos
+never pass silently). The driver name is not configuration: it is the `--driver-name` flag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fakeplugin.profiles import Profile, UnknownProfileError, load_profile, profile_names
+from fakeplugin.schema import Problems, SchemaError, join, parse_yaml
+
+_DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_CUDA_VERSION = re.compile(r"^\d+\.\d+$")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+_PCI = re.compile(r"^(?:0000)?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])$", re.IGNORECASE)
+_QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti)?$")
+_BINARY = {None: 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}
+MAX_ATTRIBUTE_STRING = 64  # ResourceSlice attribute string values are at most 64 characters
+
+
+class ConfigError(SchemaError):
+    """The inventory is invalid; str() has one line `<file>: <path>: <problem>` per problem."""
+
+
+@dataclass(frozen=True)
+class GpuEntry:
+    """One `gpus[]` entry, defaults applied and profile resolved."""
+
+    profile: Profile
+    count: int
+    ecc: bool
+    memory_bytes: int  # NVML memory.total: the override, else the profile's value for `ecc`
+    product_name: str
+    uuid: str | None  # override, normalised; only when count == 1
+    pci_bus_id: str | None  # override, normalised to 0000:3b:00.0; only when count == 1
+    path: str  # "nodes[1].gpus[0]", for messages
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    """One `nodes[]` entry: a node by name, or every node matching a label selector."""
+
+    name: str | None
+    match_labels: dict[str, str] | None  # None for entries by name
+    labels: dict[str, str] = field(default_factory=dict)
+    kubelet: bool = False
+    gpus: tuple[GpuEntry, ...] = ()
+    path: str = ""  # "nodes[1]"
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(g.count for g in self.gpus)
+
+    def selects(self, labels: dict[str, str]) -> bool:
+        return self.match_labels is not None and all(labels.get(k) == v for k, v in self.match_labels.items())
+
+
+@dataclass(frozen=True)
+class Inventory:
+    driver_version: str  # as NVML prints it: "580.95.05"
+    cuda_driver_version: str  # "13.0"
+    nodes: tuple[NodeEntry, ...]
+    source: str  # file name, for messages
+
+    def node_entry(self, node_name: str, labels: dict[str, str] | None = None) -> NodeEntry | None:
+        """The entry serving `node_name`: by exact name first, else the first matching selector."""
+        for entry in self.nodes:
+            if entry.name == node_name:
+                return entry
+        return next((e for e in self.nodes if e.selects(labels or {})), None)
+
+
+def load_config(path: str | Path) -> Inventory:
+    """Read and validate an inventory file; ConfigError lists every problem."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{source}: {exc.strerror or exc}"]) from None
+    return parse_config(parse_yaml(text, source, ConfigError), source=source)
+
+
+def parse_config(data: Any, source: str = "<inventory>") -> Inventory:
+    """Validate parsed YAML into an Inventory; ConfigError lists every problem."""
+    p = Problems(source)
+    if data is None:
+        p.add("", "the inventory is empty; it needs driverVersion, cudaDriverVersion and nodes")
+        raise ConfigError(p.lines)
+    top = p.mapping(data, "", required=("driverVersion", "cudaDriverVersion", "nodes"))
+    if top is None:
+        raise ConfigError(p.lines)
+    driver = _version(p, top, "driverVersion", _DRIVER_VERSION, '"580.95.05" or "580.95"')
+    cuda = _version(p, top, "cudaDriverVersion", _CUDA_VERSION, '"13.0"')
+    raw_nodes = p.sequence(top, "nodes", "")
+    if raw_nodes == []:
+        p.add("nodes", "must list at least one node")
+    nodes = [_node(p, raw, f"nodes[{i}]") for i, raw in enumerate(raw_nodes or [])]
+    _check_unique(p, [n for n in nodes if n is not None])
+    if not p.ok:
+        raise ConfigError(p.lines)
+    return Inventory(driver_version=driver, cuda_driver_version=cuda, nodes=tuple(nodes), source=source)
+
+
+def parse_quantity(value: str) -> int:
+    """Bytes of a binary quantity (`23028Mi`, `15Gi`, `1024`); ValueError otherwise."""
+    match = _QUANTITY.match(value)
+    if not match:
+        raise ValueError(f'"{value}" is not a quantity like 23028Mi, 15Gi or a number of bytes')
+    return int(match.group(1)) << _BINARY[match.group(2)]
+
+
+def _version(p: Problems, m: dict[str, Any], key: str, pattern: re.Pattern[str], example: str) -> str | None:
+    value = p.string(m, key, "")
+    if value is not None and not pattern.match(value):
+        p.add(key, f'must be a version like {example}, got "{value}"')
+        return None
+    return value
+
+
+def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, str] | None:
+    labels = p.string_map(m, key, path)
+    for k, v in (labels or {}).items():
+        prefix, _, name = k.rpartition("/")
+        if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or len(name) > 63 or not (
+            _LABEL_NAME.match(name)
+        ):
+            p.add(join(join(path, key), k), "is not a valid label key")
+        elif len(v) > 63 or not _LABEL_VALUE.match(v):
+            p.add(join(join(path, key), k), f'"{v}" is not a valid label value')
+    return labels
+
+
+def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
+    m = p.mapping(raw, path, optional=("name", "selector", "labels", "kubelet", "gpus"))
+    if m is None:
+        return None
+    name = p.string(m, "name", path)
+    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+        p.add(join(path, "name"), f'"{name}" is not a valid node name (lower-case DNS subdomain)')
+    match_labels = None
+    if "selector" in m:
+        sel = p.mapping(m["selector"], join(path, "selector"), required=("matchLabels",))
+        if sel is not None:
+            match_labels = _labels(p, sel, "matchLabels", join(path, "selector"))
+    if ("name" in m) == ("selector" in m):
+        p.add(path, "needs exactly one of name (one node) or selector (nodes by label)")
+    labels = _labels(p, m, "labels", path) if "labels" in m else {}
+    # `gpus:` with nothing after it is YAML null: a plain worker, like an absent list.
+    raw_gpus = p.sequence(m, "gpus", path) if m.get("gpus") is not None else []
+    gpus = [_gpu(p, g, f"{path}.gpus[{i}]") for i, g in enumerate(raw_gpus or [])]
+    kubelet = p.boolean(m, "kubelet", path)
+    entries = tuple(g for g in gpus if g is not None)
+    return NodeEntry(
+        name=name,
+        match_labels=match_labels,
+        labels=labels or {},
+        kubelet=kubelet if kubelet is not None else any(g.count for g in entries),
+        gpus=entries,
+        path=path,
+    )
+
+
+def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
+    m = p.mapping(raw, path, required=("profile",),
+                  optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID"))  # fmt: skip
+    if m is None:
+        return None
+    profile = None
+    name = p.string(m, "profile", path)
+    if name is not None:
+        try:
+            profile = load_profile(name)
+        except UnknownProfileError:
+            p.add(join(path, "profile"), f'unknown profile "{name}" (known: {", ".join(profile_names())})')
+    count = p.integer(m, "count", path, minimum=1) if "count" in m else 1
+    ecc = p.boolean(m, "ecc", path)
+    memory = _memory(p, m, path)
+    product = p.string(m, "productName", path)
+    if product is not None and len(product) > MAX_ATTRIBUTE_STRING:
+        p.add(join(path, "productName"), f"must be at most {MAX_ATTRIBUTE_STRING} characters")
+    uuid = _pattern(p, m, "uuid", path, _UUID, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hex)")
+    bus = _pattern(p, m, "pciBusID", path, _PCI, '"0000:3b:00.0" (domain:bus:device.function, hex)')
+    for key in ("uuid", "pciBusID"):
+        if key in m and count is not None and count > 1:
+            p.add(join(path, key), f"names one GPU, so it needs count 1 (count is {count})")
+    if profile is None or count is None:
+        return None
+    ecc = profile.ecc_default if ecc is None else ecc
+    if memory is None and "memory" not in m:
+        memory = profile.memory_bytes(ecc)
+        if memory is None:
+            mode = "on" if ecc else "off"
+            p.add(join(path, "ecc" if "ecc" in m else "profile"),
+                  f'profile "{profile.name}" knows no memory total with ECC {mode}; set memory (e.g. 24564Mi)')  # fmt: skip
+    return GpuEntry(
+        profile=profile,
+        count=count,
+        ecc=ecc,
+        memory_bytes=memory or 0,
+        product_name=product or profile.product_name,
+        uuid=uuid and "GPU-" + uuid[4:].lower(),
+        pci_bus_id=bus and _normalise_pci(bus),
+        path=path,
+    )
+
+
+def _memory(p: Problems, m: dict[str, Any], path: str) -> int | None:
+    if "memory" not in m:
+        return None
+    value = m["memory"]
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    try:
+        if isinstance(value, str) and parse_quantity(value) > 0:
+            return parse_quantity(value)
+    except ValueError:
+        pass
+    p.add(join(path, "memory"), f"must be a positive quantity like 23028Mi or 15Gi, got {value!r}")
+    return None
+
+
+def _pattern(p: Problems, m: dict[str, Any], key: str, path: str, pattern: re.Pattern[str], form: str) -> str | None:
+    value = p.string(m, key, path)
+    if value is not None and not pattern.match(value):
+        p.add(join(path, key), f'must look like {form}, got "{value}"')
+        return None
+    return value
+
+
+def _normalise_pci(value: str) -> str:
+    """NVML's 00000000:3B:00.0 or 0000:3b:00.0 → 0000:3b:00.0, as go-nvlib's GetPCIBusID."""
+    domain, bus, device, function = _PCI.match(value).groups()  # type: ignore[union-attr]  # validated
+    return f"{domain}:{bus}:{device}.{function}".lower()
+
+
+def _check_unique(p: Problems, nodes: list[NodeEntry]) -> None:
+    """Node names unique in the file; UUID overrides unique in the file; bus IDs unique per node."""
+    names: dict[str, str] = {}
+    uuids: dict[str, str] = {}
+    for node in nodes:
+        if node.name is not None:
+            if node.name in names:
+                p.add(join(node.path, "name"), f'duplicate node name "{node.name}" (also {names[node.name]})')
+            names.setdefault(node.name, node.path)
+        buses: dict[str, str] = {}
+        for gpu in node.gpus:
+            if gpu.uuid is not None:
+                if gpu.uuid in uuids:
+                    p.add(join(gpu.path, "uuid"), f'duplicate uuid "{gpu.uuid}" (also {uuids[gpu.uuid]})')
+                uuids.setdefault(gpu.uuid, gpu.path)
+            if gpu.pci_bus_id is not None:
+                if gpu.pci_bus_id in buses:
+                    p.add(join(gpu.path, "pciBusID"),
+                          f'duplicate pciBusID "{gpu.pci_bus_id}" on this node (also {buses[gpu.pci_bus_id]})')  # fmt: skip
+                buses.setdefault(gpu.pci_bus_id, gpu.path)

@@ -1,0 +1,61 @@
+"""The DeviceClasses NVIDIA's chart installs (GPUs on, compute domains off), with its exact CEL (pure).
+
+Names follow the driver name so the fake can run next to the real driver: for driver `gpu.<rest>`
+(or any other `<rest>`, used whole) the classes are
+
+| class | default driver | driver `gpu.fake.nvidia.com` |
+| --- | --- | --- |
+| `<driver>` | `gpu.nvidia.com` | `gpu.fake.nvidia.com` |
+| `mig.<rest>` | `mig.nvidia.com` | `mig.fake.nvidia.com` |
+| `vfio.<driver>` | `vfio.gpu.nvidia.com` | `vfio.gpu.fake.nvidia.com` |
+
+and the GPU class maps the extended resource `<rest>/gpu` (`nvidia.com/gpu` for the real name,
+`fake.nvidia.com/gpu` for the example), so two drivers never claim the same extended resource name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin.slices import API_VERSION
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DRIVER_NAME = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+MAX_DRIVER_NAME = 63
+
+
+def check_driver_name(driver: str) -> str:
+    """`driver` if the API server accepts it as a driver name (a DNS subdomain of <= 63 characters)."""
+    if len(driver) > MAX_DRIVER_NAME or not _DRIVER_NAME.match(driver):
+        raise ValueError(
+            f'invalid driver name "{driver}": must be a lower-case DNS subdomain of at most '
+            f"{MAX_DRIVER_NAME} characters, e.g. {DEFAULT_DRIVER_NAME}"
+        )
+    return driver
+
+
+def _rest(driver: str) -> str:
+    return driver.removeprefix("gpu.")
+
+
+def device_classes(driver: str = DEFAULT_DRIVER_NAME) -> list[dict[str, Any]]:
+    """DeviceClasses for GPUs, MIG devices and VFIO passthrough, selecting this driver's devices."""
+    check_driver_name(driver)
+    classes = []
+    for name, device_type in ((driver, "gpu"), (f"mig.{_rest(driver)}", "mig"), (f"vfio.{driver}", "vfio")):
+        spec: dict[str, Any] = {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": f"device.driver == '{driver}' && "
+                        f"device.attributes['{driver}'].type == '{device_type}'"
+                    }
+                }
+            ]
+        }
+        if device_type == "gpu":
+            spec["extendedResourceName"] = f"{_rest(driver)}/gpu"
+        classes.append({"apiVersion": API_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec})
+    return classes

@@ -1,0 +1,170 @@
+"""The whole plugin server: DRA services and registration on unix sockets, liveness on TCP.
+
+It never touches the Kubernetes API; all it knows of the world is the Driver it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2_grpc
+
+from fakeplugin._proto.dra.v1 import api_pb2_grpc as dra_v1_grpc
+from fakeplugin._proto.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
+from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as device_health_grpc
+from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from fakeplugin.logs import GRPC_TRACE_LEVEL
+from fakeplugin.server.device_health import DeviceHealthServicer
+from fakeplugin.server.dra_v1 import DRAPluginV1
+from fakeplugin.server.dra_v1beta1 import DRAPluginV1beta1
+from fakeplugin.server.driver import Driver
+from fakeplugin.server.liveness import LivenessServicer
+from fakeplugin.server.registration import RegistrationServicer
+from fakeplugin.server.sockets import check_length, prepare_listen_path, remove_socket, socket_paths
+from fakeplugin.server.trace import TraceInterceptor
+
+log = logging.getLogger(__name__)
+
+KUBELET_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
+KUBELET_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
+# How long a stop waits for RPCs in flight before cancelling them.
+STOP_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    driver_name: str
+    registrar_dir: Path = KUBELET_REGISTRY_DIR
+    plugins_dir: Path = KUBELET_PLUGINS_DIR
+    pod_uid: str = ""  # set: socket names carry it, so two plugin pods can overlap in a rolling update
+    health_address: str = "127.0.0.1"
+    health_port: int = -1  # < 0: no liveness service; 0: any free port (see Server.health_port)
+    device_health: bool = False  # serve v1alpha1.DRAResourceHealth on the DRA socket
+    device_health_pool: str = ""
+    device_health_devices: tuple[str, ...] = ()
+    device_health_interval_s: float = 10.0
+    verbosity: int = 0  # >= fakeplugin.logs.GRPC_TRACE_LEVEL logs every request and response
+
+    def __post_init__(self) -> None:
+        if self.device_health and not self.device_health_pool:
+            raise ValueError("device health: a pool name is required")
+        if self.device_health and self.device_health_interval_s <= 0:
+            raise ValueError(f"device health: interval must be positive, got {self.device_health_interval_s}")
+
+
+class Server:
+    """Start with `await start()`, end with `await stop()`; `run()` does both around a stop event."""
+
+    def __init__(self, driver: Driver, cfg: ServerConfig) -> None:
+        self.cfg = cfg
+        self.paths = socket_paths(cfg.driver_name, cfg.registrar_dir, cfg.plugins_dir, cfg.pod_uid)
+        self.registration = RegistrationServicer(cfg.driver_name, self.paths.dra, cfg.device_health)
+        self.health_port: int | None = None  # the bound liveness port once started, None when disabled
+        self._driver = driver
+        self._device_health = (
+            DeviceHealthServicer(
+                cfg.device_health_pool, cfg.device_health_devices, cfg.device_health_interval_s
+            )
+            if cfg.device_health
+            else None
+        )
+        self._servers: list[grpc.aio.Server] = []  # in start order
+
+    @property
+    def registered(self) -> bool:
+        """Whether the kubelet has confirmed the registration."""
+        return self.registration.registered
+
+    async def start(self) -> None:
+        # Refuse unusable paths before anything listens.
+        check_length(self.paths.dra)
+        check_length(self.paths.registration)
+        try:
+            # The DRA services first: once the registration socket appears the kubelet may call them.
+            await self._serve_unix(self._dra_server(), self.paths.dra)
+            registration = self._new_server()
+            registration_grpc.add_RegistrationServicer_to_server(self.registration, registration)
+            await self._serve_unix(registration, self.paths.registration)
+            if self.cfg.health_port >= 0:
+                await self._serve_liveness()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info(
+            "serving %s: DRA on %s, registration on %s, liveness %s",
+            self.cfg.driver_name,
+            self.paths.dra,
+            self.paths.registration,
+            f"on {self.cfg.health_address}:{self.health_port}"
+            if self.health_port is not None
+            else "disabled",
+        )
+
+    async def stop(self) -> None:
+        """Stop serving (the reverse of start order) and remove both sockets. Safe to call more than once."""
+        if self._device_health is not None:
+            self._device_health.close()
+        while self._servers:
+            await self._servers.pop().stop(STOP_GRACE_S)
+        remove_socket(self.paths.registration)
+        remove_socket(self.paths.dra)
+
+    def _new_server(self) -> grpc.aio.Server:
+        trace = self.cfg.verbosity >= GRPC_TRACE_LEVEL
+        return grpc.aio.server(interceptors=[TraceInterceptor()] if trace else None)
+
+    def _dra_server(self) -> grpc.aio.Server:
+        server = self._new_server()
+        dra_v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(self._driver), server)
+        dra_v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(self._driver), server)
+        if self._device_health is not None:
+            device_health_grpc.add_DRAResourceHealthServicer_to_server(self._device_health, server)
+        return server
+
+    async def _serve_unix(self, server: grpc.aio.Server, path: Path) -> None:
+        prepare_listen_path(path)
+        try:
+            # "unix:" + absolute path: gRPC's "unix://" form allows two bytes less of the path.
+            server.add_insecure_port(f"unix:{path}")
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {path}: {exc}") from exc
+        self._servers.append(server)
+        await server.start()
+
+    async def _serve_liveness(self) -> None:
+        address, port = self.cfg.health_address, self.cfg.health_port
+        host = f"[{address}]" if ":" in address else address
+        server = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(LivenessServicer(self.paths), server)
+        try:
+            self.health_port = server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {host}:{port} for liveness: {exc}") from exc
+        self._servers.append(server)
+        await server.start()
+
+
+async def run(driver: Driver, cfg: ServerConfig, stop: asyncio.Event | None = None) -> None:
+    """Serve until `stop` is set or SIGTERM/SIGINT arrives, then stop gracefully and remove the sockets."""
+    if stop is None:
+        stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Signal handlers can only be installed from the main thread; elsewhere `stop` is the only way out.
+    signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    server = Server(driver, cfg)
+    try:
+        await server.start()
+        await stop.wait()
+        log.info("stopping %s (kubelet registration confirmed: %s)", cfg.driver_name, server.registered)
+    finally:
+        await server.stop()
+        for sig in signals:
+            loop.remove_signal_handler(sig)

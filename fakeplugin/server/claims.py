@@ -1,0 +1,83 @@
+"""The version-neutral middle of NodePrepareResources / NodeUnprepareResources.
+
+Wire claims in, exactly one answer per requested claim UID out: claims missing a required field get an
+error of their own, the rest go to the core (in a worker thread), and a claim the core did not answer gets
+an error rather than no entry (a missing entry fails the whole pod in the kubelet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
+
+from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.server.driver import Driver
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+REQUIRED_FIELDS = ("namespace", "uid", "name")
+
+
+class WireClaim(Protocol):
+    """The Claim message; identical in v1 and v1beta1."""
+
+    namespace: str
+    uid: str
+    name: str
+
+
+def split_claims(claims: Iterable[WireClaim]) -> tuple[list[ClaimRef], dict[str, str]]:
+    """Claims the core can work on, and an error per claim with an empty required field (keyed by its UID,
+    which may be the empty one)."""
+    refs: list[ClaimRef] = []
+    invalid: dict[str, str] = {}
+    for claim in claims:
+        missing = [field for field in REQUIRED_FIELDS if not getattr(claim, field)]
+        if missing:
+            invalid[claim.uid] = (
+                f"claim namespace={claim.namespace!r} name={claim.name!r} uid={claim.uid!r}: "
+                f"required field {', '.join(missing)} is empty"
+            )
+        else:
+            refs.append(ClaimRef(namespace=claim.namespace, uid=claim.uid, name=claim.name))
+    return refs, invalid
+
+
+async def prepare(driver: Driver, claims: Iterable[WireClaim]) -> dict[str, PrepareResult]:
+    return await _answer_each(driver.prepare, claims, lambda error: PrepareResult(error=error), "prepare")
+
+
+async def unprepare(driver: Driver, claims: Iterable[WireClaim]) -> dict[str, str]:
+    return await _answer_each(driver.unprepare, claims, lambda error: error, "unprepare")
+
+
+async def _answer_each(
+    core: Callable[[Sequence[ClaimRef]], dict[str, T]],
+    claims: Iterable[WireClaim],
+    failed: Callable[[str], T],
+    operation: str,
+) -> dict[str, T]:
+    refs, invalid = split_claims(claims)
+    answers = {uid: failed(error) for uid, error in invalid.items()}
+    if not refs:
+        return answers
+    try:
+        # The core blocks (API calls, file locks); the event loop must stay free for GetInfo.
+        returned = await asyncio.to_thread(core, refs)
+    except Exception as exc:
+        log.exception("%s of %s failed", operation, ", ".join(map(str, refs)))
+        return answers | {ref.uid: failed(f"{operation} resource claims: {exc}") for ref in refs}
+    unknown = returned.keys() - {ref.uid for ref in refs}
+    if unknown:
+        # The kubelet rejects a response naming a claim it did not ask about.
+        log.warning("%s: dropping answers for claims not in the request: %s", operation, sorted(unknown))
+    for ref in refs:
+        if ref.uid in returned:
+            answers[ref.uid] = returned[ref.uid]
+        else:
+            answers[ref.uid] = failed(f"driver returned no result for claim {ref}")
+    return answers

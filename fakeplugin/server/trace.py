@@ -1,0 +1,46 @@
+"""Logging of every unary gRPC request and response (verbosity >= fakeplugin.logs.GRPC_TRACE_LEVEL)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import text_format
+from google.protobuf.message import Message
+
+log = logging.getLogger(__name__)
+
+
+def _text(message: Message) -> str:
+    return text_format.MessageToString(message, as_one_line=True) or "{}"
+
+
+class TraceInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method
+        behavior = handler.unary_unary
+
+        async def traced(request: Message, context: grpc.aio.ServicerContext) -> Any:
+            log.debug("%s request: %s", method, _text(request))
+            try:
+                response = await behavior(request, context)
+            except BaseException as exc:
+                log.debug("%s failed: %r", method, exc)
+                raise
+            log.debug("%s response: %s", method, _text(response))
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            traced,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The container image's install steps, in one place: the Dockerfile runs them, and
+# tests/test_image.py runs the Dockerfile's RUN lines (paths mapped to a temp dir) without Docker,
+# so the two cannot drift.
+#
+#   hack/image-build-steps.sh wheels SRC WHEEL_DIR   regenerate SRC's gRPC stubs, build fakeplugin's wheel
+#                                                    and its dependencies' wheels into WHEEL_DIR
+#   hack/image-build-steps.sh install WHEEL_DIR VENV create VENV and install fakeplugin from WHEEL_DIR
+#                                                    alone (no index), then drop pip from it
+#   hack/image-build-steps.sh smoke VENV             run the installed command line
+#
+# Environment: PYTHON (default python3) creates the virtual environments.
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+say() { printf '[image-build-steps] %s\n' "$*" >&2; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+
+wheels() {
+  local src wheel_dir tools tools_req
+  src="$(cd "$1" && pwd)"
+  wheel_dir="$2"
+  tools="$(mktemp -d)"
+  # grpcio-tools at the version pyproject.toml pins for development, so stubs match the committed ones.
+  tools_req="$("$PYTHON" -c 'import sys, tomllib
+deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["dev"]
+print(next(d for d in deps if d.startswith("grpcio-tools")))' "$src/pyproject.toml")"
+  say "build tools: $tools_req"
+  "$PYTHON" -m venv "$tools"
+  "$tools/bin/python" -m pip install --quiet "$tools_req"
+  say "generating gRPC stubs from protos/"
+  PATH="$tools/bin:$PATH" "$src/hack/gen-protos.sh" "$src"
+  say "building wheels into $wheel_dir"
+  "$tools/bin/python" -m pip wheel --quiet --wheel-dir "$wheel_dir" "$src"
+  rm -rf "$tools"
+}
+
+install() {
+  local wheel_dir="$1" venv="$2"
+  say "installing fakeplugin from $wheel_dir into $venv"
+  "$PYTHON" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheel_dir" fakeplugin
+  "$venv/bin/python" -m pip uninstall --quiet --yes pip
+}
+
+smoke() {
+  local venv="$1"
+  "$venv/bin/fakeplugin" --help >/dev/null
+  "$venv/bin/fakeplugin" profiles
+}
+
+[[ $# -ge 2 ]] || usage
+step="$1"
+shift
+case "$step" in
+  wheels) [[ $# -eq 2 ]] || usage; wheels "$@" ;;
+  install) [[ $# -eq 2 ]] || usage; install "$@" ;;
+  smoke) [[ $# -eq 1 ]] || usage; smoke "$@" ;;
+  *) usage ;;
+esac

@@ -1,0 +1,77 @@
+"""Small helpers for end-to-end tests: apply objects, read them back, wait for conditions."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def wait_for(fn: Callable[[], T | None], *, what: str, timeout: float = 120.0, interval: float = 0.5) -> T:
+    """Poll fn until it returns something truthy; fail naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+def apply(cluster: Any, namespace: str | None, *objs: dict[str, Any]) -> None:
+    args = ["apply", "-f", "-"] + (["-n", namespace] if namespace else [])
+    cluster.kubectl(*args, input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+
+
+def apply_file(cluster: Any, namespace: str, path: Path) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    apply(cluster, namespace, *docs)
+    return docs
+
+
+def get(cluster: Any, *args: str) -> Any:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def items(cluster: Any, *args: str) -> list[dict[str, Any]]:
+    return get(cluster, *args)["items"]
+
+
+def pod_phase(cluster: Any, namespace: str, name: str) -> str:
+    return get(cluster, "pod", name, "-n", namespace).get("status", {}).get("phase", "")
+
+
+def claim_pod(name: str, claim: dict[str, Any], containers: list[str] | None = None) -> dict[str, Any]:
+    """A pod whose containers all use one claim entry (resourceClaimName or resourceClaimTemplateName)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", **claim}],
+            "containers": [
+                {"name": c, "image": "ubuntu:22.04", "command": ["sleep", "infinity"],
+                 "resources": {"claims": [{"name": "gpu"}]}}
+                for c in (containers or ["ctr"])
+            ],
+        },
+    }
+
+
+def resource_claim(name: str, exactly: dict[str, Any], constraints: list[dict] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+    if constraints:
+        spec["devices"]["constraints"] = constraints
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name}, "spec": spec}

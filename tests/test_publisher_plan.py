@@ -1,0 +1,95 @@
+"""The pure pool-reconciliation rules of fakeplugin.publisher.plan (upstream resourceslice controller)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fakeplugin.publisher import plan
+
+NODE = "node-a"
+
+
+def desired(*device_sets: list[str], mem: str = "15Gi") -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {
+                "generateName": f"{NODE}-gpu.nvidia.com-",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "u1", "controller": True}],
+            },
+            "spec": {
+                "driver": "gpu.nvidia.com",
+                "nodeName": NODE,
+                "pool": {"name": NODE, "generation": 0, "resourceSliceCount": len(device_sets)},
+                "devices": [{"name": n, "capacity": {"memory": {"value": mem}}} for n in names],
+            },
+        }
+        for names in device_sets
+    ]
+
+
+def stored(objs: list[dict[str, Any]], generation: int, pool: str = NODE) -> list[dict[str, Any]]:
+    out = []
+    for i, obj in enumerate(objs):
+        copy = {**obj, "metadata": {**obj["metadata"], "name": f"s{i}", "uid": f"uid{i}", "resourceVersion": "7",
+                                     "creationTimestamp": f"2026-01-01T00:00:0{i}Z"},
+                "spec": {**obj["spec"], "pool": {**obj["spec"]["pool"], "generation": generation, "name": pool}}}
+        out.append(copy)
+    return out
+
+
+def test_first_publish_creates_with_generation_one():
+    p = plan([], desired(["gpu-0", "gpu-1"]), pool_name=NODE)
+    assert p.generation == 1
+    assert [c["spec"]["pool"]["generation"] for c in p.creates] == [1]
+    assert not p.updates and not p.deletes
+
+
+def test_unchanged_pool_needs_no_writes():
+    want = desired(["gpu-0", "gpu-1"])
+    p = plan(stored(want, 1), want, pool_name=NODE)
+    assert p.empty and p.generation == 1
+
+
+def test_single_slice_change_updates_in_place_and_keeps_generation():
+    have = stored(desired(["gpu-0"]), 3)
+    p = plan(have, desired(["gpu-0", "gpu-1"]), pool_name=NODE)
+    assert p.generation == 3
+    assert len(p.updates) == 1 and not p.creates and not p.deletes
+    assert p.updates[0]["metadata"]["name"] == "s0"
+    assert p.updates[0]["metadata"]["resourceVersion"] == "7"
+    assert [d["name"] for d in p.updates[0]["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+
+
+def test_duplicates_after_restart_are_deleted_and_generation_bumped():
+    want = desired(["gpu-0"])
+    have = stored(want + want, 1)  # two identical slices, e.g. from a crash between create and record
+    p = plan(have, want, pool_name=NODE)
+    assert [d["metadata"]["name"] for d in p.deletes] == ["s1"]
+    assert p.generation == 2
+    assert p.updates and p.updates[0]["spec"]["pool"]["generation"] == 2
+
+
+def test_split_pool_growth_bumps_generation_everywhere():
+    have = stored(desired(["gpu-0"], ["gpu-1"]), 4)
+    want = desired(["gpu-0"], ["gpu-1"], ["gpu-2"])
+    p = plan(have, want, pool_name=NODE)
+    assert p.generation == 5
+    assert len(p.creates) == 1 and p.creates[0]["spec"]["pool"]["resourceSliceCount"] == 3
+    assert sorted(u["metadata"]["name"] for u in p.updates) == ["s0", "s1"]
+    assert all(u["spec"]["pool"]["generation"] == 5 for u in p.updates)
+
+
+def test_foreign_pool_slices_are_removed():
+    want = desired(["gpu-0"])
+    have = stored(want, 1, pool="old-pool")
+    p = plan(have, want, pool_name=NODE)
+    assert [d["spec"]["pool"]["name"] for d in p.deletes] == ["old-pool"]
+    assert len(p.creates) == 1
+
+
+def test_empty_desired_deletes_everything():
+    have = stored(desired(["gpu-0"], ["gpu-1"]), 2)
+    p = plan(have, [], pool_name=NODE)
+    assert len(p.deletes) == 2 and not p.creates and not p.updates

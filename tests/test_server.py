@@ -1,0 +1,456 @@
+"""Contract tests of the gRPC edge: real unix sockets, generated stubs, a client acting as the kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fakeplugin._proto.dra.v1 import api_pb2 as v1
+from fakeplugin._proto.dra.v1 import api_pb2_grpc as v1_grpc
+from fakeplugin._proto.dra.v1beta1 import api_pb2 as v1beta1
+from fakeplugin._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from fakeplugin._proto.dra_health.v1alpha1 import api_pb2 as dh
+from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as dh_grpc
+from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
+from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
+from fakeplugin.server import Server, ServerConfig
+from fakeplugin.server.sockets import MAX_SOCKET_PATH_BYTES
+
+DRIVER = "gpu.nvidia.com"
+RPC_TIMEOUT_S = 10
+WIRE = {"v1": (v1, v1_grpc), "v1beta1": (v1beta1, v1beta1_grpc)}
+
+GPU0 = PreparedDevice(
+    pool_name="node1",
+    device_name="gpu-0",
+    request_names=("gpu",),
+    cdi_device_ids=("k8s.gpu.nvidia.com/claim=uid-a-gpu-0",),
+)
+GPU1_SHARED = PreparedDevice(
+    pool_name="node1",
+    device_name="gpu-1",
+    request_names=(),
+    cdi_device_ids=("k8s.gpu.nvidia.com/claim=uid-a-gpu-1", "k8s.gpu.nvidia.com/device=gpu-1"),
+    share_id="6f1c0a3e-share",
+)
+
+
+class CannedDriver:
+    """A stand-in core: returns what it was given, records what it was asked, can be held in prepare."""
+
+    def __init__(
+        self,
+        prepared: dict[str, PrepareResult] | Exception | None = None,
+        unprepared: dict[str, str] | None = None,
+        gate: threading.Event | None = None,
+    ) -> None:
+        self.prepared = prepared if prepared is not None else {}
+        self.unprepared = unprepared if unprepared is not None else {}
+        self.gate = gate
+        self.entered = threading.Event()
+        self.calls: list[tuple[str, list[ClaimRef]]] = []
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        self.calls.append(("prepare", list(claims)))
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(timeout=60)
+        if isinstance(self.prepared, Exception):
+            raise self.prepared
+        return dict(self.prepared)
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        self.calls.append(("unprepare", list(claims)))
+        return dict(self.unprepared)
+
+
+class Running:
+    """The server on its own event loop thread, as in the plugin process; the test thread is the kubelet."""
+
+    def __init__(self, driver: CannedDriver, cfg: ServerConfig) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = Server(driver, cfg)
+        self.channels: list[grpc.Channel] = []
+
+    def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    def channel(self, path: Path) -> grpc.Channel:
+        channel = grpc.insecure_channel(f"unix:{path}")
+        self.channels.append(channel)
+        return channel
+
+    def registration(self) -> reg_grpc.RegistrationStub:
+        return reg_grpc.RegistrationStub(self.channel(self.server.paths.registration))
+
+    def dra(self, version: str) -> Any:
+        return WIRE[version][1].DRAPluginStub(self.channel(self.server.paths.dra))
+
+    def health(self) -> health_pb2_grpc.HealthStub:
+        channel = grpc.insecure_channel(f"127.0.0.1:{self.server.health_port}")
+        self.channels.append(channel)
+        return health_pb2_grpc.HealthStub(channel)
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+        self.call(self.server.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # Not tmp_path: its long names eat into the 107 bytes a unix socket path may have.
+    path = Path(tempfile.mkdtemp(prefix="fpsrv-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def serve(short_dir: Path) -> Iterator[Any]:
+    started: list[Running] = []
+
+    def start(driver: CannedDriver | None = None, **overrides: Any) -> Running:
+        settings = {
+            "registrar_dir": short_dir / "registry",
+            "plugins_dir": short_dir / "plugins",
+            **overrides,
+        }
+        cfg = ServerConfig(driver_name=DRIVER, **settings)
+        running = Running(driver or CannedDriver(), cfg)
+        started.append(running)
+        running.call(running.server.start())
+        return running
+
+    yield start
+    for running in started:
+        running.close()
+
+
+def claim(api: Any, uid: str, namespace: str = "default", name: str | None = None) -> Any:
+    return api.Claim(namespace=namespace, uid=uid, name=f"claim-{uid}" if name is None else name)
+
+
+# --- registration ---------------------------------------------------------------------------------------
+
+
+def test_get_info_names_the_driver_and_an_absolute_dra_socket(
+    serve: Any, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(short_dir)
+    running = serve(plugins_dir=Path("plugins"))
+    info = running.registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
+    assert info.type == "DRAPlugin"
+    assert info.name == DRIVER
+    assert info.endpoint == str(short_dir / "plugins" / DRIVER / "dra.sock")
+    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert (short_dir / "registry" / f"{DRIVER}-reg.sock").is_socket()
+    assert Path(info.endpoint).is_socket()
+
+
+def test_notify_registration_status(serve: Any) -> None:
+    running = serve()
+    stub = running.registration()
+    assert not running.server.registered
+    stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True), timeout=RPC_TIMEOUT_S)
+    assert running.server.registered
+    with pytest.raises(grpc.RpcError) as failed:
+        stub.NotifyRegistrationStatus(
+            reg.RegistrationStatus(plugin_registered=False, error="endpoint already registered"),
+            timeout=RPC_TIMEOUT_S,
+        )
+    assert failed.value.code() == grpc.StatusCode.UNKNOWN
+    assert failed.value.details() == "failed registration process: endpoint already registered"
+    assert not running.server.registered
+
+
+def test_get_info_answers_while_the_core_is_blocked_in_prepare(serve: Any) -> None:
+    gate = threading.Event()
+    driver = CannedDriver({"uid-a": PrepareResult(devices=(GPU0,))}, gate=gate)
+    running = serve(driver)
+    pending = running.dra("v1").NodePrepareResources.future(
+        v1.NodePrepareResourcesRequest(claims=[claim(v1, "uid-a")]), timeout=RPC_TIMEOUT_S * 3
+    )
+    try:
+        assert driver.entered.wait(timeout=RPC_TIMEOUT_S), "the core was never called"
+        info = running.registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
+        assert info.name == DRIVER
+        assert not gate.is_set() and not pending.done(), "GetInfo must answer while the core is still blocked"
+    finally:
+        gate.set()
+    assert [d.device_name for d in pending.result().claims["uid-a"].devices] == ["gpu-0"]
+
+
+# --- DRA services -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_prepare_answers_every_claim_exactly_once(serve: Any, version: str) -> None:
+    api = WIRE[version][0]
+    driver = CannedDriver(
+        {
+            "uid-a": PrepareResult(devices=(GPU0, GPU1_SHARED)),
+            "uid-b": PrepareResult(devices=(GPU0,), error="claim default/claim-uid-b not allocated"),
+            "../../etc": PrepareResult(error="claim UID '../../etc' is not a valid UID"),
+            "uid-stranger": PrepareResult(devices=(GPU0,)),  # not asked for: must not reach the kubelet
+        }
+    )
+    running = serve(driver)
+    request = api.NodePrepareResourcesRequest(
+        claims=[
+            claim(api, "uid-a"),
+            claim(api, "uid-b"),
+            claim(api, "uid-omitted"),
+            claim(api, "../../etc"),
+            claim(api, "uid-no-ns", namespace=""),
+            claim(api, "", name="nameless-uid"),
+        ]
+    )
+    response = running.dra(version).NodePrepareResources(request, timeout=RPC_TIMEOUT_S)
+    got = response.claims
+
+    assert set(got) == {"uid-a", "uid-b", "uid-omitted", "../../etc", "uid-no-ns", ""}
+    assert [ref.uid for ref in driver.calls[0][1]] == ["uid-a", "uid-b", "uid-omitted", "../../etc"]
+    assert driver.calls[0][1][0] == ClaimRef(namespace="default", uid="uid-a", name="claim-uid-a")
+
+    a = got["uid-a"]
+    assert a.error == ""
+    assert [(d.pool_name, d.device_name) for d in a.devices] == [("node1", "gpu-0"), ("node1", "gpu-1")]
+    assert [list(d.request_names) for d in a.devices] == [["gpu"], []]
+    assert [list(d.cdi_device_ids) for d in a.devices] == [
+        list(GPU0.cdi_device_ids),
+        list(GPU1_SHARED.cdi_device_ids),
+    ]
+    if version == "v1":
+        assert not a.devices[0].HasField("share_id")
+        assert a.devices[1].HasField("share_id") and a.devices[1].share_id == "6f1c0a3e-share"
+    else:
+        assert "share_id" not in api.Device.DESCRIPTOR.fields_by_name
+
+    assert got["uid-b"].error == "claim default/claim-uid-b not allocated"
+    assert not got["uid-b"].devices
+    assert "no result" in got["uid-omitted"].error and "uid-omitted" in got["uid-omitted"].error
+    assert got["../../etc"].error == "claim UID '../../etc' is not a valid UID"
+    assert "namespace" in got["uid-no-ns"].error and "uid-no-ns" in got["uid-no-ns"].error
+    assert "uid" in got[""].error and "nameless-uid" in got[""].error
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_unprepare_answers_every_claim_exactly_once(serve: Any, version: str) -> None:
+    api = WIRE[version][0]
+    driver = CannedDriver(unprepared={"uid-a": "", "uid-b": "removing CDI spec: permission denied"})
+    running = serve(driver)
+    request = api.NodeUnprepareResourcesRequest(
+        claims=[claim(api, "uid-a"), claim(api, "uid-b"), claim(api, "uid-omitted"), claim(api, "x", name="")]
+    )
+    got = running.dra(version).NodeUnprepareResources(request, timeout=RPC_TIMEOUT_S).claims
+    assert set(got) == {"uid-a", "uid-b", "uid-omitted", "x"}
+    assert got["uid-a"].error == ""
+    assert got["uid-b"].error == "removing CDI spec: permission denied"
+    assert "no result" in got["uid-omitted"].error
+    assert "name" in got["x"].error
+    assert [ref.uid for ref in driver.calls[0][1]] == ["uid-a", "uid-b", "uid-omitted"]
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_empty_requests_get_empty_answers_without_the_core(serve: Any, version: str) -> None:
+    api = WIRE[version][0]
+    driver = CannedDriver({"uid-a": PrepareResult(devices=(GPU0,))}, {"uid-a": ""})
+    stub = serve(driver).dra(version)
+    assert not stub.NodePrepareResources(api.NodePrepareResourcesRequest(), timeout=RPC_TIMEOUT_S).claims
+    assert not stub.NodeUnprepareResources(api.NodeUnprepareResourcesRequest(), timeout=RPC_TIMEOUT_S).claims
+    assert driver.calls == []
+
+
+def test_a_failing_core_fails_each_claim_not_the_call(serve: Any) -> None:
+    running = serve(CannedDriver(RuntimeError("checkpoint unreadable")))
+    request = v1.NodePrepareResourcesRequest(claims=[claim(v1, "uid-a"), claim(v1, "uid-b")])
+    got = running.dra("v1").NodePrepareResources(request, timeout=RPC_TIMEOUT_S).claims
+    assert {uid: r.error for uid, r in got.items()} == {
+        "uid-a": "prepare resource claims: checkpoint unreadable",
+        "uid-b": "prepare resource claims: checkpoint unreadable",
+    }
+
+
+def test_requests_and_responses_are_logged_at_trace_verbosity(
+    serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="fakeplugin.server")
+    running = serve(CannedDriver({"uid-traced": PrepareResult(devices=(GPU0,))}), verbosity=6)
+    request = v1.NodePrepareResourcesRequest(claims=[claim(v1, "uid-traced")])
+    running.dra("v1").NodePrepareResources(request, timeout=RPC_TIMEOUT_S)
+    lines = [r.getMessage() for r in caplog.records if "NodePrepareResources" in r.getMessage()]
+    assert any("request" in line and 'uid: "uid-traced"' in line for line in lines), lines
+    assert any("response" in line and 'device_name: "gpu-0"' in line for line in lines), lines
+
+
+# --- sockets ----------------------------------------------------------------------------------------------
+
+
+def test_stale_socket_is_replaced(serve: Any, short_dir: Path) -> None:
+    stale = short_dir / "registry" / f"{DRIVER}-reg.sock"
+    stale.parent.mkdir(parents=True)
+    with socket.socket(socket.AF_UNIX) as leftover:  # a crashed run leaves its socket file behind
+        leftover.bind(str(stale))
+    assert stale.is_socket()
+    info = serve().registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
+    assert info.name == DRIVER
+
+
+def test_a_non_socket_at_the_path_is_an_error_and_kept(serve: Any, short_dir: Path) -> None:
+    squatter = short_dir / "plugins" / DRIVER / "dra.sock"
+    squatter.parent.mkdir(parents=True)
+    squatter.write_text("not a socket")
+    with pytest.raises(FileExistsError, match=str(squatter)):
+        serve()
+    assert squatter.read_text() == "not a socket"
+    assert not (short_dir / "registry" / f"{DRIVER}-reg.sock").exists()
+
+
+def plugins_dir_for_dra_socket_of(short_dir: Path, size: int) -> Path:
+    """A plugins dir that makes the DRA socket path exactly `size` bytes long."""
+    base = len(os.fsencode(short_dir / "p" / DRIVER / "dra.sock"))
+    return short_dir / ("p" * (1 + size - base))
+
+
+def test_socket_path_at_the_limit_is_served(serve: Any, short_dir: Path) -> None:
+    running = serve(
+        plugins_dir=plugins_dir_for_dra_socket_of(short_dir, MAX_SOCKET_PATH_BYTES), health_port=0
+    )
+    assert len(os.fsencode(running.server.paths.dra)) == MAX_SOCKET_PATH_BYTES
+    status = running.health().Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT_S).status
+    assert status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_over_long_socket_path_is_refused_with_its_length(serve: Any, short_dir: Path) -> None:
+    plugins = plugins_dir_for_dra_socket_of(short_dir, MAX_SOCKET_PATH_BYTES + 1)
+    dra = plugins / DRIVER / "dra.sock"
+    with pytest.raises(ValueError) as refused:
+        serve(plugins_dir=plugins)
+    assert str(dra) in str(refused.value)
+    assert f"is {MAX_SOCKET_PATH_BYTES + 1} bytes long" in str(refused.value)
+    assert not (short_dir / "registry").exists()
+
+
+def test_pod_uid_socket_names_and_removal_on_stop(serve: Any, short_dir: Path) -> None:
+    pod_uid = "0b6f8d2e-7c1a-4b7e-9a55-3f0d2c1e9b44"
+    running = serve(pod_uid=pod_uid)
+    registration = short_dir / "registry" / f"{DRIVER}-{pod_uid}-reg.sock"
+    dra = short_dir / "plugins" / DRIVER / f"dra-{pod_uid}.sock"
+    info = running.registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
+    assert running.server.paths.registration == registration and registration.is_socket()
+    assert info.endpoint == str(dra) and dra.is_socket()
+    running.call(running.server.stop())
+    assert not registration.exists()
+    assert not dra.exists()
+
+
+def test_sigterm_stops_the_server_and_removes_both_sockets(short_dir: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, sys
+        from pathlib import Path
+        from fakeplugin.server import ServerConfig, run
+
+        class Idle:
+            def prepare(self, claims): return {}
+            def unprepare(self, claims): return {}
+
+        root = Path(sys.argv[1])
+        cfg = ServerConfig("gpu.nvidia.com", root / "registry", root / "plugins")
+        asyncio.run(run(Idle(), cfg))
+        """
+    )
+    registration = short_dir / "registry" / f"{DRIVER}-reg.sock"
+    dra = short_dir / "plugins" / DRIVER / "dra.sock"
+    proc = subprocess.Popen([sys.executable, "-c", script, str(short_dir)], cwd=Path(__file__).parent.parent)
+    try:
+        with grpc.insecure_channel(f"unix:{registration}") as channel:
+            info = reg_grpc.RegistrationStub(channel).GetInfo(
+                reg.InfoRequest(), timeout=RPC_TIMEOUT_S * 3, wait_for_ready=True
+            )
+        assert info.endpoint == str(dra) and dra.is_socket()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=RPC_TIMEOUT_S * 3) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not registration.exists()
+    assert not dra.exists()
+
+
+# --- health -----------------------------------------------------------------------------------------------
+
+
+def test_liveness_serving_until_a_socket_is_gone(serve: Any) -> None:
+    running = serve(health_port=0)
+    health = running.health()
+    serving = health.Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT_S)
+    assert serving.status == health_pb2.HealthCheckResponse.SERVING
+    liveness = health.Check(health_pb2.HealthCheckRequest(service="liveness"), timeout=RPC_TIMEOUT_S)
+    assert liveness.status == health_pb2.HealthCheckResponse.SERVING
+    with pytest.raises(grpc.RpcError) as unknown:
+        health.Check(health_pb2.HealthCheckRequest(service="nope"), timeout=RPC_TIMEOUT_S)
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+    os.unlink(running.server.paths.dra)
+    broken = health.Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT_S)
+    assert broken.status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def test_liveness_is_off_by_default(serve: Any) -> None:
+    assert serve().server.health_port is None
+
+
+def test_device_health_streams_all_devices_healthy(serve: Any) -> None:
+    devices = ("gpu-0", "gpu-1", "gpu-2")
+    running = serve(
+        device_health=True,
+        device_health_pool="node1",
+        device_health_devices=devices,
+        device_health_interval_s=0.05,
+    )
+    info = running.registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
+    assert list(info.supported_versions) == [
+        "v1.DRAPlugin",
+        "v1beta1.DRAPlugin",
+        "v1alpha1.DRAResourceHealth",
+    ]
+
+    stub = dh_grpc.DRAResourceHealthStub(running.channel(running.server.paths.dra))
+    stream = stub.NodeWatchResources(dh.NodeWatchResourcesRequest(), timeout=RPC_TIMEOUT_S * 3)
+    updates = [next(stream), next(stream)]
+    for update in updates:
+        assert [(d.device.pool_name, d.device.device_name) for d in update.devices] == [
+            ("node1", name) for name in devices
+        ]
+        assert {d.health for d in update.devices} == {dh.HEALTHY}
+        assert {d.health_check_timeout_seconds for d in update.devices} == {30}
+        assert all(d.last_updated_time > 1_700_000_000 for d in update.devices)
+
+    # Stopping ends open watches cleanly instead of cutting them off.
+    running.call(running.server.stop())
+    list(stream)  # drain updates sent before the stop; the stream must then end with OK
+    assert stream.code() == grpc.StatusCode.OK
