@@ -16,27 +16,34 @@ Minimal form (examples/seed-lab.yaml)::
 
 Fields:
 
-| path | type | default | meaning |
+| field | type | default | meaning |
 | --- | --- | --- | --- |
-| `driverVersion` | string `N.N` or `N.N.N` | required | NVIDIA driver version as NVML prints it (`580.95.05`); the slice attribute drops leading zeros (`580.95.5`) as the real driver does |
-| `cudaDriverVersion` | string `N.N` | required | CUDA driver API version (`13.0`), published as `13.0.0` |
-| `nodes[]` | list | required, non-empty | one entry per node, or per group of nodes (`selector`) |
-| `nodes[].name` | string | one of name / selector | exact node name (DNS subdomain) |
-| `nodes[].selector.matchLabels` | map string→string | one of name / selector | the entry serves every node whose labels contain all of these; `{}` matches every node. The plugin picks its entry by name first, else the first entry (in file order) whose selector matches |
-| `nodes[].labels` | map string→string | `{}` | labels the local test cluster puts on this node; ignored by the plugin |
-| `nodes[].kubelet` | bool | true if the node has GPUs | local test cluster only: run a real kubelet for this node (true) or register an API-only Node (false) |
-| `nodes[].gpus[]` | list | `[]` | the node's GPUs; minors 0..n-1 follow this order. Empty or absent: a plain worker |
+| `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
+| `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
+| `nodes[]` | list | required | at least one entry: one node by name, or nodes by selector |
+| `nodes[].name` | string | name xor selector | exact node name (DNS subdomain) |
+| `nodes[].selector.matchLabels` | map | name xor selector | nodes whose labels include all of these [2] |
+| `nodes[].labels` | map | `{}` | labels the local test cluster sets on the node; the plugin ignores them |
+| `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or API-only Node (false) |
+| `nodes[].gpus[]` | list | `[]` | the GPUs, minors 0..n-1 in this order; empty or absent: a plain worker |
 | `nodes[].gpus[].profile` | string | required | GPU model, one of `fakeplugin profiles` |
-| `nodes[].gpus[].count` | integer >= 1 | 1 | how many GPUs of this entry |
-| `nodes[].gpus[].ecc` | bool | the profile's default | ECC mode; selects the profile's memory total for that mode |
-| `nodes[].gpus[].memory` | quantity (`23028Mi`, `15Gi`, or bytes) | the profile's value | overrides NVML memory.total; required when the profile knows no total for the chosen ECC mode |
-| `nodes[].gpus[].productName` | string (<= 64 chars) | the profile's | overrides the NVML product name (e.g. a PCIe variant) |
-| `nodes[].gpus[].uuid` | `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` | derived from node name + minor | fixed UUID (e.g. copied from a real node); only with count 1; unique in the file |
-| `nodes[].gpus[].pciBusID` | `0000:3b:00.0` (or NVML's `00000000:3B:00.0`) | derived from node name + minor | fixed PCI address; only with count 1; unique per node |
+| `nodes[].gpus[].count` | integer >= 1 | 1 | how many GPUs this entry describes |
+| `nodes[].gpus[].ecc` | bool | profile's | ECC mode; picks the profile's memory total for that mode |
+| `nodes[].gpus[].memory` | quantity | profile's | NVML memory.total: `23028Mi`, `15Gi` or bytes [3] |
+| `nodes[].gpus[].productName` | string | profile's | NVML product name (<= 64 characters) |
+| `nodes[].gpus[].uuid` | `GPU-` 8-4-4-4-12 hex | derived | fixed UUID; count 1 only; unique in the file [4] |
+| `nodes[].gpus[].pciBusID` | `0000:3b:00.0` | derived | fixed PCI address; count 1 only; unique on node [4] |
 
-UUID and PCI overrides name exactly one device, so they are refused on entries with count > 1;
-memory and productName apply to every GPU of the entry. Unknown fields anywhere are errors (typos
-never pass silently). The driver name is not configuration: it is the `--driver-name` flag.
+[1] The slice attribute drops leading zeros (`580.95.5`), as the real driver's semver parse does.
+[2] `{}` matches every node. The plugin takes the entry naming its node, else the first entry (in
+    file order) whose selector matches the node's labels.
+[3] Required when the profile knows no memory total for the chosen ECC mode.
+[4] Derived values come from the node name and minor (fakeplugin.devices). Overrides name exactly
+    one device, hence count 1; NVML's `00000000:3B:00.0` form is accepted and normalised, and
+    UUIDs are lower-cased. memory and productName apply to every GPU of the entry.
+
+Unknown fields anywhere are errors (typos never pass silently). The driver name is not
+configuration: it is the `--driver-name` flag.
 """
 
 from __future__ import annotations
@@ -120,7 +127,7 @@ def load_config(path: str | Path) -> Inventory:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError([f"{source}: {exc.strerror or exc}"]) from None
+        raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
     return parse_config(parse_yaml(text, source, ConfigError), source=source)
 
 
@@ -130,7 +137,10 @@ def parse_config(data: Any, source: str = "<inventory>") -> Inventory:
     if data is None:
         p.add("", "the inventory is empty; it needs driverVersion, cudaDriverVersion and nodes")
         raise ConfigError(p.lines)
-    top = p.mapping(data, "", required=("driverVersion", "cudaDriverVersion", "nodes"))
+    not_config = {
+        "driverName": "the driver name is the --driver-name flag (env DRIVER_NAME), not configuration"
+    }
+    top = p.mapping(data, "", required=("driverVersion", "cudaDriverVersion", "nodes"), hints=not_config)
     if top is None:
         raise ConfigError(p.lines)
     driver = _version(p, top, "driverVersion", _DRIVER_VERSION, '"580.95.05" or "580.95"')
@@ -165,8 +175,10 @@ def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, st
     labels = p.string_map(m, key, path)
     for k, v in (labels or {}).items():
         prefix, _, name = k.rpartition("/")
-        if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or len(name) > 63 or not (
-            _LABEL_NAME.match(name)
+        if (
+            (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))
+            or len(name) > 63
+            or not _LABEL_NAME.match(name)
         ):
             p.add(join(join(path, key), k), "is not a valid label key")
         elif len(v) > 63 or not _LABEL_VALUE.match(v):
@@ -205,8 +217,12 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
 
 
 def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
-    m = p.mapping(raw, path, required=("profile",),
-                  optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID"))  # fmt: skip
+    m = p.mapping(
+        raw,
+        path,
+        required=("profile",),
+        optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID"),
+    )
     if m is None:
         return None
     profile = None
@@ -233,9 +249,12 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
     if memory is None and "memory" not in m:
         memory = profile.memory_bytes(ecc)
         if memory is None:
-            mode = "on" if ecc else "off"
-            p.add(join(path, "ecc" if "ecc" in m else "profile"),
-                  f'profile "{profile.name}" knows no memory total with ECC {mode}; set memory (e.g. 24564Mi)')  # fmt: skip
+            p.add(
+                join(path, "ecc" if "ecc" in m else "profile"),
+                f'profile "{profile.name}" knows no memory total with ECC {"on" if ecc else "off"}; '
+                "set memory to the real NVML memory.total (a quantity like 23028Mi)",
+            )
+    # A None memory was reported above, so this entry never reaches a valid Inventory.
     return GpuEntry(
         profile=profile,
         count=count,
@@ -252,18 +271,19 @@ def _memory(p: Problems, m: dict[str, Any], path: str) -> int | None:
     if "memory" not in m:
         return None
     value = m["memory"]
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
     try:
-        if isinstance(value, str) and parse_quantity(value) > 0:
-            return parse_quantity(value)
+        memory = parse_quantity(value) if isinstance(value, str) else value
     except ValueError:
-        pass
+        memory = None
+    if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0:
+        return memory
     p.add(join(path, "memory"), f"must be a positive quantity like 23028Mi or 15Gi, got {value!r}")
     return None
 
 
-def _pattern(p: Problems, m: dict[str, Any], key: str, path: str, pattern: re.Pattern[str], form: str) -> str | None:
+def _pattern(
+    p: Problems, m: dict[str, Any], key: str, path: str, pattern: re.Pattern[str], form: str
+) -> str | None:
     value = p.string(m, key, path)
     if value is not None and not pattern.match(value):
         p.add(join(path, key), f'must look like {form}, got "{value}"')
@@ -294,6 +314,8 @@ def _check_unique(p: Problems, nodes: list[NodeEntry]) -> None:
                 uuids.setdefault(gpu.uuid, gpu.path)
             if gpu.pci_bus_id is not None:
                 if gpu.pci_bus_id in buses:
-                    p.add(join(gpu.path, "pciBusID"),
-                          f'duplicate pciBusID "{gpu.pci_bus_id}" on this node (also {buses[gpu.pci_bus_id]})')  # fmt: skip
+                    p.add(
+                        join(gpu.path, "pciBusID"),
+                        f'duplicate pciBusID "{gpu.pci_bus_id}" on this node (also {buses[gpu.pci_bus_id]})',
+                    )
                 buses.setdefault(gpu.pci_bus_id, gpu.path)

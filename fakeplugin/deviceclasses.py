@@ -57,5 +57,7 @@ def device_classes(driver: str = DEFAULT_DRIVER_NAME) -> list[dict[str, Any]]:
         }
         if device_type == "gpu":
             spec["extendedResourceName"] = f"{_rest(driver)}/gpu"
-        classes.append({"apiVersion": API_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec})
+        classes.append(
+            {"apiVersion": API_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+        )
     return classes

@@ -23,10 +23,12 @@ _BUSES = (0x1B, 0x3B, 0x5E, 0x86, 0xAF, 0xD8, 0x2C, 0x4E)
 def devices_for_node(inv: Inventory, entry: NodeEntry, node_name: str) -> list[GpuDevice]:
     """The devices of `node_name` served by `entry`: gpu-0..gpu-(n-1) in inventory order."""
     devices: list[GpuDevice] = []
+    paths: list[str] = []  # the inventory entry of each device, for messages
     for gpu in entry.gpus:
         for _ in range(gpu.count):
             devices.append(_device(inv, gpu, node_name, minor=len(devices)))
-    _check_unique(devices, entry, node_name)
+            paths.append(gpu.path)
+    _check_unique(devices, paths, node_name)
     return devices
 
 
@@ -72,16 +74,16 @@ def _device(inv: Inventory, gpu: GpuEntry, node_name: str, minor: int) -> GpuDev
     )
 
 
-def _check_unique(devices: list[GpuDevice], entry: NodeEntry, node_name: str) -> None:
+def _check_unique(devices: list[GpuDevice], paths: list[str], node_name: str) -> None:
     # An override can coincide with a derived value; two devices sharing an identity would break
     # the pool (the scheduler and nvidia-smi both key on them).
-    for attr in ("uuid", "pci_bus_id"):
+    for attr, field in (("uuid", "uuid"), ("pci_bus_id", "pciBusID")):
         seen: dict[str, str] = {}
-        for dev in devices:
+        for dev, path in zip(devices, paths, strict=True):
             value = getattr(dev, attr)
             if value in seen:
                 raise ValueError(
-                    f"{entry.path} on node {node_name}: {dev.name} and {seen[value]} share {attr} {value}; "
-                    f"set a different uuid/pciBusID override"
+                    f"{path} on node {node_name}: {dev.name} has the {field} of {seen[value]} ({value}); "
+                    f"override {field} with another value"
                 )
             seen[value] = dev.name

@@ -7,9 +7,11 @@ so no field is ever lost in a model class.
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -24,12 +26,18 @@ REQUEST_TIMEOUT = 15.0
 def new_api_client(kubeconfig: str | None) -> client.ApiClient:
     """A client from `kubeconfig`, else the in-cluster service account, else ~/.kube/config."""
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    try:
-        config.load_incluster_config()
-        return client.ApiClient()
-    except config.ConfigException:
-        return config.new_client_from_config()
+        api = config.new_client_from_config(config_file=kubeconfig)
+    else:
+        try:
+            config.load_incluster_config()
+            api = client.ApiClient()
+        except config.ConfigException:
+            api = config.new_client_from_config()
+    if not api.configuration.verify_ssl:
+        # Said once here instead of a urllib3 warning on every request.
+        log.warning("the kubeconfig disables TLS verification of %s", api.configuration.host)
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+    return api
 
 
 @dataclass(frozen=True)

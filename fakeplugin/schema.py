@@ -41,7 +41,7 @@ class _StrictLoader(yaml.SafeLoader):
 def parse_yaml(text: str, source: str, error: type[SchemaError]) -> Any:
     """Parse one YAML document; syntax errors and duplicate keys become `error` naming the line."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else TOP
@@ -91,9 +91,16 @@ class Problems:
         self.lines.append(f"{self.source}: {path or TOP}: {problem}")
 
     def mapping(
-        self, value: Any, path: str, *, required: Iterable[str] = (), optional: Iterable[str] = ()
+        self,
+        value: Any,
+        path: str,
+        *,
+        required: Iterable[str] = (),
+        optional: Iterable[str] = (),
+        hints: dict[str, str] | None = None,
     ) -> dict[str, Any] | None:
-        """Check that `value` is a mapping with all `required` keys and no unknown ones."""
+        """Check that `value` is a mapping with all `required` keys and no unknown ones; `hints`
+        explain fields people are likely to try that do not belong here."""
         if not isinstance(value, dict):
             self.add(path, f"must be a mapping, got {_describe(value)}")
             return None
@@ -104,7 +111,9 @@ class Problems:
                 self.add(path, f"keys must be strings, got {_describe(key)}")
             elif key not in known:
                 close = difflib.get_close_matches(key, known, n=1)
-                hint = f'did you mean "{close[0]}"?' if close else f"known fields: {', '.join(sorted(known))}"
+                hint = (hints or {}).get(key) or (
+                    f'did you mean "{close[0]}"?' if close else f"known fields: {', '.join(sorted(known))}"
+                )
                 self.add(join(path, key), f"unknown field ({hint})")
         for key in required:
             if key not in value:
@@ -118,7 +127,7 @@ class Problems:
         # bool is an int in Python; YAML true/false must never pass as a number.
         if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
             return value
-        hint = ' (quote it in YAML: "...")' if what == "a string" and isinstance(value, (int, float)) else ""
+        hint = " (quote it in YAML)" if kinds == (str,) and isinstance(value, (int, float)) else ""
         self.add(join(path, key), f"must be {what}, got {_describe(value)}{hint}")
         return None
 
@@ -149,8 +158,12 @@ class Problems:
             return None
         good = True
         for k, v in value.items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                hint = " (quote it in YAML)" if isinstance(v, (bool, int, float)) else ""
-                self.add(join(join(path, key), str(k)), f"must be a string, got {_describe(v)}{hint}")
+            what = "key" if not isinstance(k, str) else "value" if not isinstance(v, str) else None
+            if what is not None:
+                wrong = k if what == "key" else v
+                hint = " (quote it in YAML)" if isinstance(wrong, (bool, int, float)) else ""
+                self.add(
+                    join(join(path, key), str(k)), f"{what} must be a string, got {_describe(wrong)}{hint}"
+                )
                 good = False
         return value if good else None

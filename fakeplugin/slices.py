@@ -91,13 +91,19 @@ def split_devices(devices: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
 
 
 def resource_slices(
-    devices: Sequence[dict[str, Any]], *, driver: str, node_name: str, node_uid: str, generation: int = 1
+    devices: Sequence[GpuDevice | dict[str, Any]],
+    *,
+    driver: str,
+    node_name: str,
+    node_uid: str,
+    generation: int = 1,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, as the API server receives them on create.
 
-    `devices` are API-shaped (`device_to_api`, or richer dicts with taints / consumesCounters).
+    `devices` are GpuDevices (rendered with `device_to_api`) or already API-shaped device dicts,
+    e.g. with taints or consumesCounters.
     """
-    chunks = split_devices(devices)
+    chunks = split_devices([device_to_api(d) if isinstance(d, GpuDevice) else d for d in devices])
     return [
         {
             "apiVersion": API_VERSION,
@@ -105,7 +111,13 @@ def resource_slices(
             "metadata": {
                 "generateName": f"{node_name}-{driver}-",
                 "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": True}
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": node_name,
+                        "uid": node_uid,
+                        "controller": True,
+                    }
                 ],
             },
             "spec": {

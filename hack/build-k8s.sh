@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Build pinned, real Kubernetes components (and etcd, helm, our fake CRI) from Go modules
-# into a cache outside the repository. Idempotent: binaries already built are kept.
+# Build pinned, real Kubernetes components (and etcd, helm, our fake CRI) from Go modules into a
+# cache outside the repository. Idempotent: binaries already built are kept (fakecri is rebuilt when
+# hack/fakecri/main.go changed). Needs Go >= 1.25 and the Go module proxy; nothing is vendored.
 #
 #   hack/build-k8s.sh [--only NAME[,NAME...]]
 #
+# NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm
+# Prints progress on stderr and the binary directory on stdout.
+#
 # Environment:
-#   FAKEPLUGIN_CACHE   cache root (default ~/.cache/fakeplugin)
+#   FAKEPLUGIN_CACHE   cache root (default ~/.cache/fakeplugin); binaries in $FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin
 #   K8S_VERSION        Kubernetes version (default v1.35.4)
 #   ETCD_VERSION       etcd version (default v3.6.16)
 #   HELM_VERSION       helm version (default v3.19.0)
-#   CDI_VERSION        tags.cncf.io/container-device-interface version (default v1.1.0)
+#   CDI_VERSION        tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.35.4}"
@@ -20,55 +24,51 @@ CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
-ONLY="${1:-}"
-[[ "$ONLY" == "--only" ]] && ONLY=",${2:-}," || ONLY=""
+KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
+ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm)
+
+say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+ONLY=""
+case "${1:-}" in
+  "") ;;
+  --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]}"; ONLY=",$2," ;;
+  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
+esac
+for n in ${ONLY//,/ }; do
+  [[ " ${ALL_NAMES[*]} " == *" $n "* ]] || die "--only: unknown binary $n (known: ${ALL_NAMES[*]})"
+done
+
+command -v go >/dev/null || die "go not found in PATH; install Go >= 1.25 (https://go.dev/dl/)"
+GO_MINOR="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
+[[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge 25 ]] || die "$(go env GOVERSION) is too old: Kubernetes 1.35 needs Go >= 1.25"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$BIN" "$WORK"
 
-say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 want() { [[ -z "$ONLY" || "$ONLY" == *",$1,"* ]]; }
 have() { [[ -x "$BIN/$1" ]]; }
+fakecri_sum() { sha256sum "$REPO/hack/fakecri/main.go" | cut -d' ' -f1; }
+fakecri_fresh() { have fakecri && [[ "$(cat "$BIN/fakecri.sha256" 2>/dev/null)" == "$(fakecri_sum)" ]]; }
 
-build_kube() {
-  local names=() n
-  for n in kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri; do
-    want "$n" && ! have "$n" && names+=("$n")
-  done
-  [[ ${#names[@]} -eq 0 ]] && { say "kubernetes $K8S_VERSION: cached in $BIN"; return; }
-  local mod="$WORK/kube"
-  mkdir -p "$mod"
-  cd "$mod"
-  if [[ ! -f go.mod ]]; then
-    say "kubernetes $K8S_VERSION: preparing wrapper module in $mod"
-    go mod init local/k8sbin >/dev/null 2>&1
-    go mod edit -go=1.25.0 -godebug=default=go1.25
-    go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
-    local kdir minor="v0.${K8S_VERSION#v1.}"
-    say "downloading k8s.io/kubernetes@$K8S_VERSION (module proxy)"
-    kdir="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-    # Every staging module the kubernetes go.mod replaces with ./staging/... gets the matching v0.X.Y.
-    for m in $(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$kdir/go.mod" | awk '{print $1}'); do
-      go mod edit -replace="$m=$m@$minor"
-    done
+# go with its output shown only when it fails (module downloads are chatty).
+quiet_go() {
+  local out
+  if ! out="$(go "$@" 2>&1)"; then
+    printf '%s\n' "$out" >&2
+    die "go $* failed"
   fi
-  if want fakecri; then mkdir -p fakecri && cp "$REPO/hack/fakecri/main.go" fakecri/main.go; fi
-  say "resolving dependencies (first run downloads several hundred MB)"
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubelet@$K8S_VERSION" \
-    "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" "tags.cncf.io/container-device-interface@$CDI_VERSION" >/dev/null 2>&1 \
-    || go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "tags.cncf.io/container-device-interface@$CDI_VERSION"
-  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
-  ld+=" -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
-  for n in "${names[@]}"; do
-    local pkg="k8s.io/kubernetes/cmd/$n"
-    [[ "$n" == fakecri ]] && { go mod tidy >/dev/null 2>&1 || true; pkg="./fakecri"; }
-    say "building $n (a cold build takes minutes on 2 cores)"
-    local t0=$SECONDS
-    go build -trimpath -ldflags "$ld" -o "$BIN/$n.tmp" "$pkg"
-    mv "$BIN/$n.tmp" "$BIN/$n"
-    say "built $n in $((SECONDS - t0)) s"
-  done
+}
+
+# build NAME PACKAGE LDFLAGS: go build into a temp file, then rename, so a binary is whole or absent.
+build() {
+  local name="$1" pkg="$2" ld="$3" t0=$SECONDS
+  say "building $name"
+  go build -trimpath -ldflags "$ld" -o "$BIN/.$name.tmp" "$pkg"
+  mv "$BIN/.$name.tmp" "$BIN/$name"
+  say "built $name in $((SECONDS - t0)) s"
 }
 
 build_etcd() {
@@ -76,11 +76,60 @@ build_etcd() {
   have etcd && { say "etcd: cached"; return; }
   local mod="$WORK/etcd"
   mkdir -p "$mod" && cd "$mod"
-  [[ -f go.mod ]] || go mod init local/etcdbin >/dev/null 2>&1
-  say "building etcd $ETCD_VERSION"
-  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 || go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-  go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
-  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  [[ -f go.mod ]] || printf 'module local/etcdbin\n\ngo 1.25.0\n' > go.mod
+  say "etcd $ETCD_VERSION: resolving go.etcd.io/etcd/server/v3 (module proxy)"
+  quiet_go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  build etcd go.etcd.io/etcd/server/v3 "-s -w"
+}
+
+# A wrapper module: k8s.io/kubernetes plus every staging module it replaces with ./staging/..., mapped
+# to the matching v0.X.Y tag. Written to go.mod.tmp first, so an interrupted run starts over.
+wrapper_module() {
+  local mod="$1" kdir minor="v0.${K8S_VERSION#v1.}" m
+  mkdir -p "$mod"
+  [[ -f "$mod/go.mod" ]] && return
+  say "kubernetes $K8S_VERSION: preparing wrapper module in $mod"
+  printf 'module local/%s\n\ngo 1.25.0\n\ngodebug default=go1.25\n' "$(basename "$mod")" > "$mod/go.mod.tmp"
+  go mod edit -require="k8s.io/kubernetes@$K8S_VERSION" "$mod/go.mod.tmp"
+  say "downloading k8s.io/kubernetes@$K8S_VERSION (module proxy)"
+  kdir="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  for m in $(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$kdir/go.mod" | awk '{print $1}'); do
+    go mod edit -replace="$m=$m@$minor" "$mod/go.mod.tmp"
+  done
+  mv "$mod/go.mod.tmp" "$mod/go.mod"
+}
+
+build_kube() {
+  local names=() n pkgs=()
+  for n in "${KUBE_NAMES[@]}"; do
+    want "$n" && ! have "$n" && names+=("$n")
+  done
+  [[ ${#names[@]} -eq 0 ]] && { say "kubernetes $K8S_VERSION: cached in $BIN"; return; }
+  wrapper_module "$WORK/kube"
+  cd "$WORK/kube"
+  say "kubernetes $K8S_VERSION: resolving dependencies (the first run downloads several hundred MB)"
+  # No `go mod tidy`: nothing in this module imports the cmd packages, tidy would drop them.
+  for n in "${KUBE_NAMES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n@$K8S_VERSION"); done
+  quiet_go get "${pkgs[@]}"
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+  ld+=" -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
+  for n in "${names[@]}"; do
+    build "$n" "k8s.io/kubernetes/cmd/$n" "$ld"
+  done
+}
+
+# fakecri has a module of its own: the CDI library needs newer dependencies (runtime-spec) than
+# Kubernetes pins, and those must not leak into the kubelet and the other components.
+build_fakecri() {
+  want fakecri || return 0
+  fakecri_fresh && { say "fakecri: cached"; return; }
+  wrapper_module "$WORK/fakecri"
+  cd "$WORK/fakecri"
+  cp "$REPO/hack/fakecri/main.go" main.go
+  say "fakecri: resolving dependencies"
+  quiet_go get "k8s.io/kubernetes@$K8S_VERSION" "tags.cncf.io/container-device-interface@$CDI_VERSION" .
+  build fakecri . "-s -w"
+  fakecri_sum > "$BIN/fakecri.sha256"
 }
 
 build_helm() {
@@ -88,16 +137,16 @@ build_helm() {
   have helm && { say "helm: cached"; return; }
   local mod="$WORK/helm"
   mkdir -p "$mod" && cd "$mod"
-  [[ -f go.mod ]] || go mod init local/helmbin >/dev/null 2>&1
-  say "building helm $HELM_VERSION"
-  go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >/dev/null 2>&1 || go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" -o "$BIN/helm.tmp" helm.sh/helm/v3/cmd/helm
-  mv "$BIN/helm.tmp" "$BIN/helm"
+  [[ -f go.mod ]] || printf 'module local/helmbin\n\ngo 1.25.0\n' > go.mod
+  say "helm $HELM_VERSION: resolving helm.sh/helm/v3 (module proxy)"
+  quiet_go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  build helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 }
 
 T0=$SECONDS
 build_etcd
 build_kube
+build_fakecri
 build_helm
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

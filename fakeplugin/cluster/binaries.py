@@ -61,7 +61,9 @@ def find(name: str, env: Mapping[str, str] = os.environ) -> Path:
     return path
 
 
-def find_all(names: tuple[str, ...] = CLUSTER_BINARIES, env: Mapping[str, str] = os.environ) -> dict[str, Path]:
+def find_all(
+    names: tuple[str, ...] = CLUSTER_BINARIES, env: Mapping[str, str] = os.environ
+) -> dict[str, Path]:
     """All binaries, or one error listing every missing one."""
     found: dict[str, Path] = {}
     missing: list[str] = []

@@ -1,15 +1,15 @@
 """Where a local cluster keeps its files (pure: paths only, nothing is created here).
 
-    <state>/cluster.json      what `up` started: ports, processes (pid + expected command line), nodes
-    <state>/admin.kubeconfig  credential-less kubeconfig (anonymous auth, AlwaysAllow)
-    <state>/lock              held by `up`, `down` and restarts
-    <state>/pki/              service-account key pair; serving certs the components generate
-    <state>/etcd/             etcd data
-    <state>/nodes/<name>/     per kubelet node: CDI dir, fake CRI socket and records, kubelet config,
-                              sysctl stand-ins, the dirs bound over /var/lib and /var/log, boot ID
-    <state>/kubelet/<i>/      kubelet root dirs, kept short: the plugin's sockets live below them and
-                              unix socket paths must fit in 108 bytes
-    <state>/logs/             one log per process (`down` keeps them unless asked to purge)
+<state>/cluster.json      what `up` started: ports, processes (pid + expected command line), nodes
+<state>/admin.kubeconfig  credential-less kubeconfig (anonymous auth, AlwaysAllow)
+<state>/lock              held by `up`, `down` and restarts
+<state>/pki/              service-account key pair; serving certs the components generate
+<state>/etcd/             etcd data
+<state>/nodes/<name>/     per kubelet node: CDI dir, fake CRI socket and records, kubelet config,
+                          sysctl stand-ins, the dirs bound over /var/lib and /var/log, boot ID
+<state>/kubelet/<i>/      kubelet root dirs, kept short: the plugin's sockets live below them and
+                          unix socket paths must fit in 108 bytes
+<state>/logs/             one log per process (`down` keeps them unless asked to purge)
 """
 
 from __future__ import annotations
@@ -44,8 +44,22 @@ class StateLayout:
         return self.root / "pki"
 
     @property
+    def token_file(self) -> Path:
+        return self.pki / "tokens.csv"
+
+    @property
     def etcd_data(self) -> Path:
         return self.root / "etcd"
+
+    @property
+    def kcm_volume_plugin_dir(self) -> Path:
+        """kube-controller-manager's FlexVolume dir (it creates it; the default is under /usr)."""
+        return self.root / "kcm-volume-plugins"
+
+    @property
+    def kubectl_cache(self) -> Path:
+        """kubectl's discovery cache for Cluster.kubectl (not ~/.kube/cache: it goes with the cluster)."""
+        return self.root / "kubectl-cache"
 
     @property
     def logs(self) -> Path:
@@ -56,11 +70,22 @@ class StateLayout:
         return self.logs / (process.replace("/", "_") + ".log")
 
     def node(self, name: str, index: int) -> NodeDirs:
-        return NodeDirs(name=name, dir=self.root / "nodes" / name, kubelet_root=self.root / "kubelet" / str(index))
+        return NodeDirs(
+            name=name, dir=self.root / "nodes" / name, kubelet_root=self.root / "kubelet" / str(index)
+        )
 
     def runtime_entries(self) -> list[Path]:
         """Everything `down` removes (logs stay unless purged)."""
-        return [self.cluster_file, self.kubeconfig, self.pki, self.etcd_data, self.root / "nodes", self.root / "kubelet"]
+        return [
+            self.cluster_file,
+            self.kubeconfig,
+            self.pki,
+            self.etcd_data,
+            self.kcm_volume_plugin_dir,
+            self.root / "nodes",
+            self.root / "kubelet",
+            self.kubectl_cache,
+        ]
 
 
 @dataclass(frozen=True)
@@ -84,7 +109,7 @@ class NodeDirs:
         return self.kubelet_root / "pod-resources" / "kubelet.sock"
 
     @property
-    def cdi_dir(self) -> Path:
+    def cdi(self) -> Path:
         """The node's CDI spec dir: the plugin writes here, the fake CRI resolves from here."""
         return self.dir / "cdi"
 
@@ -130,7 +155,11 @@ class NodeDirs:
         return self.dir / "volume-plugins"
 
     def sockets(self) -> list[Path]:
-        return [self.cri_socket, Path(str(self.kubelet_root) + PLUGIN_SOCKET_SUFFIX), self.pod_resources_socket]
+        return [
+            self.cri_socket,
+            Path(str(self.kubelet_root) + PLUGIN_SOCKET_SUFFIX),
+            self.pod_resources_socket,
+        ]
 
 
 def too_long_sockets(dirs: list[NodeDirs]) -> list[str]:

@@ -17,11 +17,35 @@ from fakeplugin.schema import Problems, SchemaError, join, parse_yaml
 
 # go-nvlib's brand and architecture strings (nvidia-driver-shape.md §4.1).
 BRANDS = (
-    "Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan", "NvidiaVApps", "NvidiaVPC",
-    "NvidiaVCS", "NvidiaVWS", "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX", "Nvidia", "GeForceRTX",
+    "Unknown",
+    "Quadro",
+    "Tesla",
+    "NVS",
+    "Grid",
+    "GeForce",
+    "Titan",
+    "NvidiaVApps",
+    "NvidiaVPC",
+    "NvidiaVCS",
+    "NvidiaVWS",
+    "NvidiaCloudGaming",
+    "QuadroRTX",
+    "NvidiaRTX",
+    "Nvidia",
+    "GeForceRTX",
     "TitanRTX",
-)  # fmt: skip
-ARCHITECTURES = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
+)
+ARCHITECTURES = (
+    "Kepler",
+    "Maxwell",
+    "Pascal",
+    "Volta",
+    "Turing",
+    "Ampere",
+    "Ada Lovelace",
+    "Hopper",
+    "Blackwell",
+)
 ADDRESSING_MODES = ("HMM", "ATS", "None")
 
 _CC = re.compile(r"^\d+\.\d+$")
@@ -121,10 +145,18 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
     m = p.mapping(
         data,
         "",
-        required=("source", "productName", "brand", "architecture", "cudaComputeCapability", "pciDeviceId",
-                  "memory", "eccDefault"),
+        required=(
+            "source",
+            "productName",
+            "brand",
+            "architecture",
+            "cudaComputeCapability",
+            "pciDeviceId",
+            "memory",
+            "eccDefault",
+        ),
         optional=("addressingMode", "mig", "smi", "notes"),
-    )  # fmt: skip
+    )
     if m is None:
         raise ProfileError(p.lines)
     brand = _choice(p, m, "brand", BRANDS)
@@ -136,7 +168,7 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
     device_id = _hex16(p, m, "pciDeviceId", "")
     ecc_default = p.boolean(m, "eccDefault", "")
     ecc_on = ecc_off = None
-    mem = p.mapping(m.get("memory"), "memory", optional=("eccOn", "eccOff")) if "memory" in m else None
+    mem = p.mapping(m["memory"], "memory", optional=("eccOn", "eccOff")) if "memory" in m else None
     if mem is not None:
         ecc_on = p.integer(mem, "eccOn", "memory", minimum=_MIB)
         ecc_off = p.integer(mem, "eccOff", "memory", minimum=_MIB)
@@ -183,8 +215,17 @@ def _hex16(p: Problems, m: dict[str, Any], key: str, path: str) -> int | None:
     return int(value, 16) if value is not None else None
 
 
-_MIG_COUNTS = ("slices", "instances", "multiprocessors", "copyEngines", "decoders", "encoders",
-               "jpegEngines", "ofaEngines", "placementSize")  # fmt: skip
+_MIG_COUNTS = (
+    "slices",
+    "instances",
+    "multiprocessors",
+    "copyEngines",
+    "decoders",
+    "encoders",
+    "jpegEngines",
+    "ofaEngines",
+    "placementSize",
+)
 
 
 def _mig(p: Problems, raw: Any) -> MigCapability | None:
@@ -195,8 +236,9 @@ def _mig(p: Problems, raw: Any) -> MigCapability | None:
     profiles = []
     for i, item in enumerate(p.sequence(m, "profiles", "mig") or []):
         path = f"mig.profiles[{i}]"
-        pm = p.mapping(item, path, required=("name", "giProfileId", "placements", *_MIG_COUNTS),
-                       optional=("memoryMiB",))  # fmt: skip
+        pm = p.mapping(
+            item, path, required=("name", "giProfileId", "placements", *_MIG_COUNTS), optional=("memoryMiB",)
+        )
         if pm is None:
             continue
         counts = {k: p.integer(pm, k, path, minimum=0) for k in _MIG_COUNTS}

@@ -65,7 +65,36 @@ func (r *runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if rec.Error != "" {
 		return nil, status.Error(codes.Unknown, rec.Error)
 	}
-	return r.RemoteRuntime.CreateContainer(ctx, req)
+	resp, err := r.RemoteRuntime.CreateContainer(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r.createLog(resp.ContainerId, req.GetSandboxConfig().GetLogDirectory(), req.GetConfig().GetLogPath())
+	return resp, nil
+}
+
+// createLog gives the container the (empty) log file a runtime would write, so the kubelet's log
+// rotation and `kubectl logs` find one. The directory is the kubelet's podLogsDir.
+func (r *runtime) createLog(id, dir, name string) {
+	if dir == "" || name == "" {
+		return
+	}
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		log.Printf("fakecri: container log dir: %v", err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		log.Printf("fakecri: container log: %v", err)
+		return
+	}
+	f.Close()
+	r.RuntimeService.Lock()
+	defer r.RuntimeService.Unlock()
+	if c, ok := r.RuntimeService.Containers[id]; ok {
+		c.LogPath = path
+	}
 }
 
 // resolve builds the container's OCI spec from the kubelet's config and injects its CDI devices.
@@ -102,9 +131,9 @@ func (r *runtime) resolve(cfg *runtimeapi.ContainerConfig, pod *runtimeapi.PodSa
 			rec.Error = fmt.Sprintf("failed to inject CDI devices: %v", err)
 		}
 	}
-	rec.Env = spec.Process.Env
-	rec.Mounts = spec.Mounts
-	rec.DeviceNodes = spec.Linux.Devices
+	rec.Env = append([]string{}, spec.Process.Env...)
+	rec.Mounts = append([]oci.Mount{}, spec.Mounts...)
+	rec.DeviceNodes = append([]oci.LinuxDevice{}, spec.Linux.Devices...)
 	rec.Hooks = spec.Hooks
 	return rec
 }
@@ -167,6 +196,14 @@ func main() {
 	}}
 	// Say cgroupfs explicitly: an empty RuntimeConfig means "keep the kubelet's own setting".
 	fakeRuntime.RuntimeService.FakeLinuxConfiguration = &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS}
+	// The kubelet refuses images of size 0 (ImageInspectError) and wants an image filesystem to garbage-collect.
+	fakeRuntime.ImageService.SetFakeImageSize(1 << 20)
+	fakeRuntime.ImageService.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{
+		Timestamp:  time.Now().UnixNano(),
+		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: *outputDir},
+		UsedBytes:  &runtimeapi.UInt64Value{Value: 0},
+		InodesUsed: &runtimeapi.UInt64Value{Value: 0},
+	}})
 	rt := &runtime{RemoteRuntime: fakeRuntime, cdi: cache, outputDir: *outputDir}
 
 	if err := os.Remove(*socket); err != nil && !os.IsNotExist(err) {

@@ -34,6 +34,10 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{- define "fakeplugin.driverName" -}}
+{{- .Values.driverName | default "gpu.nvidia.com" -}}
+{{- end -}}
+
 {{- define "fakeplugin.image" -}}
 {{- $image := .Values.image | default dict -}}
 {{- printf "%s:%s" ($image.repository | default "fakeplugin") ($image.tag | default .Chart.AppVersion | toString) -}}

@@ -1,0 +1,144 @@
+"""NodePrepareResources latency and throughput through the real unix socket, against a real API server.
+
+    python bench/prepare_latency.py --kubeconfig KUBECONFIG [--claims 128] [--concurrency 16]
+
+What it does: registers an API-only Node `bench-node` with one inventory entry of --claims GPUs,
+starts `fakeplugin serve` for it (temp dirs, our real gRPC server), creates --claims ResourceClaims
+of one GPU each with status.allocation written directly (no scheduler needed: the plugin reads the
+claim from the API server exactly as in production), then calls NodePrepareResources and
+NodeUnprepareResources over the socket: first one claim at a time, then from --concurrency threads.
+Prints p50/p99 latency, throughput and the plugin's peak RSS; deletes what it created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+import yaml
+
+from fakeplugin._proto.dra.v1 import api_pb2, api_pb2_grpc
+from fakeplugin.cluster.binaries import find as find_binary
+
+NODE = "bench-node"
+NS = "fakeplugin-bench"
+
+
+def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(
+        [str(find_binary("kubectl")), "--kubeconfig", kubeconfig, *args],
+        input=stdin, capture_output=True, text=True, check=True,
+    ).stdout
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def rss_kib(pid: int) -> tuple[int, int]:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("--claims", type=int, default=128, help="claims (and GPUs) per round (max 128)")
+    ap.add_argument("--concurrency", type=int, default=16)
+    args = ap.parse_args()
+    kc = args.kubeconfig
+
+    tmp = Path(tempfile.mkdtemp(prefix="fpbench-"))
+    inventory = tmp / "inventory.yaml"
+    inventory.write_text(yaml.safe_dump({
+        "driverVersion": "580.126.20", "cudaDriverVersion": "13.0",
+        "nodes": [{"name": NODE, "gpus": [{"profile": "t4", "count": args.claims}]}],
+    }))
+    kubectl(kc, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}))
+    kubectl(kc, "create", "namespace", NS)
+    plugin = subprocess.Popen(
+        [sys.executable, "-m", "fakeplugin", "serve", "--config", str(inventory), "--node-name", NODE,
+         "--kubeconfig", kc, "--kubelet-registrar-directory-path", str(tmp / "reg"),
+         "--kubelet-plugins-directory-path", str(tmp / "plugins"), "--cdi-root", str(tmp / "cdi")],
+        stdout=subprocess.DEVNULL, stderr=open(tmp / "plugin.log", "w"),
+    )
+    try:
+        sock = tmp / "plugins" / "gpu.nvidia.com" / "dra.sock"
+        while not sock.exists():
+            if plugin.poll() is not None:
+                raise SystemExit(f"plugin exited: {(tmp / 'plugin.log').read_text()}")
+            time.sleep(0.1)
+        claims = create_claims(kc, args.claims)
+        rss_idle = rss_kib(plugin.pid)[0]
+        stub = api_pb2_grpc.DRAPluginStub(grpc.insecure_channel(f"unix:{sock}"))
+        report = {"claims": args.claims, "rss_idle_kib": rss_idle}
+        for label, workers in (("sequential", 1), (f"concurrent-{args.concurrency}", args.concurrency)):
+            report[label] = run_round(stub, claims, workers)
+        report["rss_peak_kib"] = rss_kib(plugin.pid)[1]
+        print(json.dumps(report, indent=2))
+    finally:
+        plugin.terminate()
+        plugin.wait(10)
+        kubectl(kc, "delete", "namespace", NS, "--wait=false")
+        kubectl(kc, "delete", "node", NODE, "--wait=false")
+    return 0
+
+
+def create_claims(kc: str, n: int) -> list[api_pb2.Claim]:
+    objs = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": f"bench-{i}", "namespace": NS},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+            for i in range(n)]
+    kubectl(kc, "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    by_name = {o["metadata"]["name"]: o for o in json.loads(kubectl(kc, "get", "resourceclaims", "-n", NS, "-o", "json"))["items"]}
+    items = [by_name[f"bench-{i}"] for i in range(n)]
+    for i, obj in enumerate(items):
+        obj["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": f"gpu-{i}"}]}}}
+    kubectl(kc, "replace", "--subresource=status", "-f", "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return [api_pb2.Claim(namespace=NS, name=o["metadata"]["name"], uid=o["metadata"]["uid"]) for o in items]
+
+
+def run_round(stub: api_pb2_grpc.DRAPluginStub, claims: list[api_pb2.Claim], workers: int) -> dict:
+    results: dict[str, list[float]] = {"prepare": [], "unprepare": []}
+    lock = threading.Lock()
+
+    def call(kind: str, claim: api_pb2.Claim) -> None:
+        t0 = time.perf_counter()
+        if kind == "prepare":
+            resp = stub.NodePrepareResources(api_pb2.NodePrepareResourcesRequest(claims=[claim]))
+        else:
+            resp = stub.NodeUnprepareResources(api_pb2.NodeUnprepareResourcesRequest(claims=[claim]))
+        elapsed = time.perf_counter() - t0
+        if resp.claims[claim.uid].error:
+            raise RuntimeError(f"{kind} {claim.name}: {resp.claims[claim.uid].error}")
+        with lock:
+            results[kind].append(elapsed)
+
+    out = {}
+    for kind in ("prepare", "unprepare"):
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda c, k=kind: call(k, c), claims))
+        wall = time.perf_counter() - t0
+        ms = [v * 1000 for v in results[kind]]
+        out[kind] = {"p50_ms": round(statistics.median(ms), 2), "p99_ms": round(percentile(ms, 99), 2),
+                     "throughput_per_s": round(len(ms) / wall, 1)}
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

@@ -1,0 +1,307 @@
+"""Command lines and config files of every process of a local cluster (pure: values in, argv/dicts out).
+
+Everything listens on 127.0.0.1 only. Clients authenticate with one static admin token (the API
+server refuses anonymous auth together with AlwaysAllow) and everything is allowed: a throwaway test
+cluster, never to be exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fakeplugin.cluster.layout import NodeDirs, StateLayout
+
+LOOPBACK = "127.0.0.1"
+SERVICE_CIDR = "10.0.0.0/24"
+CLUSTER_DNS = "10.0.0.10"
+
+# Kubernetes feature gates on by default: the DRA alphas the NVIDIA driver's features need in 1.35.
+DEFAULT_FEATURE_GATES: dict[str, bool] = {
+    "DRAPartitionableDevices": True,
+    "DRAExtendedResource": True,
+    "DRADeviceTaints": True,
+    "ResourceHealthStatus": True,
+}
+
+# The kubelet tunes these at start (container_manager_linux.go setupKernelTunables); it only ever
+# sees stand-in files bound over them in its private mount namespace.
+KUBELET_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
+
+# Runs as `sh -ec ISOLATE kubelet-isolated <sysctl dir> <var-lib> <var-log> <kubelet argv...>` inside
+# `unshare --mount --propagation private`: binds stand-ins over the six sysctls and per-node dirs over
+# /var/lib and /var/log (hard-coded kubelet paths), then execs the kubelet. `-e`: any failed mount
+# stops here, before the kubelet could touch the host.
+ISOLATE = """\
+dir=$1 varlib=$2 varlog=$3; shift 3
+for f in {sysctls}; do
+  s="$dir/$(echo "$f" | tr / _)"
+  cat "/proc/sys/$f" > "$s"
+  mount --bind "$s" "/proc/sys/$f"
+done
+mount --bind "$varlib" /var/lib
+mount --bind "$varlog" /var/log
+exec "$@"
+""".format(sysctls=" ".join(KUBELET_SYSCTLS))
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    scheduler: int
+    controller_manager: int
+
+
+@dataclass(frozen=True)
+class KubeletPorts:
+    kubelet: int
+    healthz: int
+
+
+def parse_feature_gates(
+    text: str | None, defaults: dict[str, bool] = DEFAULT_FEATURE_GATES
+) -> dict[str, bool]:
+    """`A=true,B=false` over the defaults. Names are Kubernetes' own; the components reject unknown ones."""
+    gates = dict(defaults)
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or value.strip().lower() not in ("true", "false"):
+            raise ValueError(f"--feature-gates: {item!r}: expected Name=true or Name=false")
+        gates[name.strip()] = value.strip().lower() == "true"
+    return gates
+
+
+def gates_flag(gates: dict[str, bool]) -> str:
+    return ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+
+
+def etcd_argv(binary: Path, layout: StateLayout, ports: Ports) -> list[str]:
+    client = f"http://{LOOPBACK}:{ports.etcd_client}"
+    return [
+        str(binary),
+        f"--data-dir={layout.etcd_data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls=http://{LOOPBACK}:{ports.etcd_peer}",
+        f"--initial-advertise-peer-urls=http://{LOOPBACK}:{ports.etcd_peer}",
+        f"--initial-cluster=default=http://{LOOPBACK}:{ports.etcd_peer}",
+        "--unsafe-no-fsync=true",  # throwaway data; spares the shared disk
+    ]
+
+
+def apiserver_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool]) -> list[str]:
+    argv = [
+        str(binary),
+        f"--etcd-servers=http://{LOOPBACK}:{ports.etcd_client}",
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={ports.apiserver}",
+        f"--cert-dir={layout.pki}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--service-account-issuer=https://{LOOPBACK}:{ports.apiserver}",
+        f"--service-account-key-file={layout.pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={layout.pki / 'sa.key'}",
+        f"--token-auth-file={layout.token_file}",
+        "--authorization-mode=AlwaysAllow",
+        "--allow-privileged=true",  # as kubeadm clusters: the driver's DaemonSet is privileged
+        # ServiceAccount: no token volumes (tmpfs mounts) in pods. TaintNodesByCondition: its not-ready
+        # taint is lifted by the node-lifecycle controller, which this cluster does not run.
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        f"--feature-gates={gates_flag(gates)}",
+    ]
+    if gates.get("DRADeviceTaintRules"):
+        argv.append("--runtime-config=resource.k8s.io/v1alpha3=true")  # DeviceTaintRule's API in 1.35
+    return argv
+
+
+def scheduler_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool]) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--authentication-kubeconfig={layout.kubeconfig}",
+        f"--authorization-kubeconfig={layout.kubeconfig}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={ports.scheduler}",
+        f"--cert-dir={layout.pki / 'kube-scheduler'}",
+        f"--feature-gates={gates_flag(gates)}",
+    ]
+
+
+def controller_manager_argv(
+    binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool]
+) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--authentication-kubeconfig={layout.kubeconfig}",
+        f"--authorization-kubeconfig={layout.kubeconfig}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={ports.controller_manager}",
+        f"--cert-dir={layout.pki / 'kube-controller-manager'}",
+        f"--flex-volume-plugin-dir={layout.kcm_volume_plugin_dir}",
+        # API-only nodes have no kubelet renewing their lease: without this controller they stay Ready.
+        "--controllers=*,-node-lifecycle-controller",
+        f"--service-account-private-key-file={layout.pki / 'sa.key'}",
+        f"--feature-gates={gates_flag(gates)}",
+    ]
+
+
+def token_file(token: str) -> str:
+    """The API server's static token file (CSV: token,user,uid,groups): one admin."""
+    return f'{token},admin,admin,"system:masters"\n'
+
+
+def kubeconfig(server: str, token: str) -> dict[str, Any]:
+    """Admin kubeconfig: the static token, the API server's self-signed certificate not verified."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fakeplugin", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "fakeplugin", "context": {"cluster": "fakeplugin", "user": "admin"}}],
+        "current-context": "fakeplugin",
+    }
+
+
+def fakecri_argv(binary: Path, node: NodeDirs) -> list[str]:
+    return [
+        str(binary),
+        f"--socket={node.cri_socket}",
+        f"--cdi-spec-dir={node.cdi}",
+        f"--output-dir={node.containers_dir}",
+    ]
+
+
+def kubelet_config(node: NodeDirs, ports: KubeletPorts, gates: dict[str, bool]) -> dict[str, Any]:
+    """KubeletConfiguration for a node without containers, cgroup v1 or v2, host left untouched."""
+    endpoint = f"unix://{node.cri_socket}"
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": LOOPBACK,
+        "port": ports.kubelet,
+        "readOnlyPort": 0,
+        "healthzBindAddress": LOOPBACK,
+        "healthzPort": ports.healthz,
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "containerRuntimeEndpoint": endpoint,
+        "imageServiceEndpoint": endpoint,
+        "failCgroupV1": False,  # 1.35 refuses cgroup v1 hosts by default
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": False,  # no kubepods hierarchy on the host
+        "enforceNodeAllocatable": [],  # the default ["pods"] needs cgroupsPerQOS
+        "failSwapOn": False,
+        "makeIPTablesUtilChains": False,  # else a chain appears in the host's iptables
+        "protectKernelDefaults": False,  # the kubelet writes its sysctls, to the stand-ins only
+        "podLogsDir": str(node.pod_logs_dir),
+        "volumePluginDir": str(node.volume_plugin_dir),
+        "evictionHard": {},  # the fake runtime's filesystem stats must not evict anything
+        "localStorageCapacityIsolation": False,
+        "clusterDNS": [CLUSTER_DNS],
+        "clusterDomain": "cluster.local",
+        "featureGates": dict(sorted(gates.items())),
+    }
+
+
+def kubelet_argv(binary: Path, layout: StateLayout, node: NodeDirs) -> list[str]:
+    return [
+        str(binary),
+        f"--config={node.kubelet_config}",
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--root-dir={node.kubelet_root}",
+        f"--cert-dir={node.kubelet_root / 'pki'}",
+        f"--hostname-override={node.name}",
+        f"--node-ip={LOOPBACK}",
+    ]
+
+
+def isolated_argvs(unshare: str, sh: str, node: NodeDirs, argv: list[str]) -> list[list[str]]:
+    """The kubelet in its own mount namespace: the launch argv first, then what the same pid runs
+    after each exec (sh, then the kubelet), so every stage can be recognised as ours."""
+    inner = [
+        sh,
+        "-ec",
+        ISOLATE,
+        "kubelet-isolated",
+        str(node.sysctl_dir),
+        str(node.var_lib),
+        str(node.var_log),
+    ]
+    return [[unshare, "--mount", "--propagation", "private", "--", *inner, *argv], [*inner, *argv], argv]
+
+
+def plugin_argv(python: str, inventory: Path, layout: StateLayout, node: NodeDirs) -> list[str]:
+    return [
+        python,
+        "-m",
+        "fakeplugin",
+        "serve",
+        f"--config={inventory}",
+        f"--node-name={node.name}",
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--kubelet-registrar-directory-path={node.registrar_dir}",
+        f"--kubelet-plugins-directory-path={node.plugins_dir}",
+        f"--cdi-root={node.cdi}",
+        f"--boot-id-file={node.boot_id_file}",
+    ]
+
+
+def node_addresses(name: str) -> list[dict[str, str]]:
+    return [{"type": "InternalIP", "address": LOOPBACK}, {"type": "Hostname", "address": name}]
+
+
+def api_node(name: str, labels: dict[str, str], kubelet_version: str) -> dict[str, Any]:
+    """A Node with no kubelet behind it (kwok style): Ready, with room for pods, never heartbeating."""
+    capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **labels,
+            },
+            "annotations": {"fakeplugin/api-only": "true"},
+        },
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "APIOnlyNode",
+                    "message": "registered by fakeplugin cluster",
+                }
+            ],
+            "addresses": node_addresses(name),
+            "nodeInfo": {
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": "API-only node (no kubelet)",
+                "kernelVersion": "",
+                "kubeletVersion": kubelet_version,
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+        },
+    }

@@ -1,0 +1,384 @@
+"""End-to-end: the chart's rendered objects against real API servers.
+
+1. The session cluster (tests/e2e/conftest.py `cluster`, `namespace`) accepts every object. The release
+   gets its own driver name, so its DeviceClasses never touch the seed lab's, and a nodeSelector no
+   node has, so no plugin pod competes with the session's plugins.
+2. Least privilege needs an authorizer: the session cluster runs AlwaysAllow, so a private
+   etcd + kube-apiserver with RBAC (static admin token) runs here. As the plugin's ServiceAccount
+   (impersonated), SubjectAccessReviews allow exactly the plugin's calls, and the
+   ValidatingAdmissionPolicy lets it write ResourceSlices of its own node only — the node named by
+   the `authentication.kubernetes.io/node-name` user extra, which the API server puts only into
+   pod-bound tokens; impersonation sets it here.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.cluster import binaries, components
+from fakeplugin.cluster.layout import StateLayout
+from tests.e2e.kube import wait_for
+from tests.tooling import unavailable
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "fakeplugin"
+NODE_EXTRA = "authentication.kubernetes.io/node-name"
+START_TIMEOUT = 90.0
+
+
+def tool(name: str) -> Path:
+    try:
+        return binaries.find(name)
+    except binaries.BinaryNotFound as exc:
+        unavailable(str(exc))
+
+
+def render(namespace: str, release: str, driver: str) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [
+            str(tool("helm")),
+            "template",
+            release,
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--kube-version",
+            binaries.K8S_VERSION,
+            "-f",
+            "examples/seed-lab-values.yaml",
+            "--set-file",
+            "inventory=examples/seed-lab.yaml",
+            "--set",
+            f"driverName={driver}",
+            "--set-string",
+            "kubeletPlugin.nodeSelector.fakeplugin-test/no-such-node=true",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def as_list(objs: list[dict[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+
+
+def cluster_scoped(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objs if "namespace" not in o["metadata"]]
+
+
+def test_session_cluster_accepts_every_object(cluster: Any, namespace: str) -> None:
+    suffix = secrets.token_hex(3)
+    objs = render(namespace, f"fp-{suffix}", f"t{suffix}.fakeplugin.test")
+    cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=as_list(objs))
+    try:
+        cluster.kubectl("apply", "-f", "-", input=as_list(objs))
+        for obj in objs:
+            where = ["-n", namespace] if "namespace" in obj["metadata"] else []
+            kind = (
+                f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}"
+                if "/" in obj["apiVersion"]
+                else obj["kind"]
+            )
+            got = json.loads(
+                cluster.kubectl("get", kind, obj["metadata"]["name"], *where, "-o", "json").stdout
+            )
+            assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == f"fp-{suffix}"
+    finally:
+        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input=as_list(cluster_scoped(objs)))
+
+
+@dataclass(frozen=True)
+class ApiServer:
+    """A private RBAC-authorizing control plane; kubectl() runs as the system:masters admin."""
+
+    kubeconfig: Path
+    kubectl_binary: Path
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.kubectl_binary), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind((components.LOOPBACK, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def wait_ready(url: str, token: str | None, proc: subprocess.Popen[bytes], log: Path) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{url}: process exited:\n{log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=context) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{url} not ready after {START_TIMEOUT:.0f}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def rbac_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    bins = {name: tool(name) for name in ("etcd", "kube-apiserver", "kubectl")}
+    layout = StateLayout(tmp_path_factory.mktemp("rbac-apiserver"))
+    layout.pki.mkdir(parents=True)
+    for argv in (
+        ["openssl", "genrsa", "-out", str(layout.pki / "sa.key"), "2048"],
+        ["openssl", "rsa", "-in", str(layout.pki / "sa.key"), "-pubout", "-out", str(layout.pki / "sa.pub")],
+    ):
+        subprocess.run(argv, capture_output=True, check=True, timeout=60)
+    token = secrets.token_hex(16)
+    tokens = layout.root / "tokens.csv"
+    tokens.write_text(f'{token},admin,admin-uid,"system:masters"\n')
+    etcd_client, etcd_peer, apiserver = free_ports(3)
+    ports = components.Ports(etcd_client, etcd_peer, apiserver, scheduler=0, controller_manager=0)
+    # The session cluster's API server, but authorizing with RBAC, only our admin token, and
+    # privileged containers allowed (as kubeadm clusters do) for the plugin's DaemonSet.
+    ours = (
+        "--authorization-mode=",
+        "--anonymous-auth=",
+        "--token-auth-file=",
+        "--feature-gates=",
+        "--allow-privileged=",
+    )
+    apiserver_argv = [
+        arg
+        for arg in components.apiserver_argv(bins["kube-apiserver"], layout, ports, {})
+        if not arg.startswith(ours)
+    ] + [
+        "--authorization-mode=RBAC",
+        "--anonymous-auth=false",
+        f"--token-auth-file={tokens}",
+        "--allow-privileged=true",
+    ]
+    layout.logs.mkdir()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, argv, url, auth in (
+            (
+                "etcd",
+                components.etcd_argv(bins["etcd"], layout, ports),
+                f"http://{components.LOOPBACK}:{etcd_client}/health",
+                None,
+            ),
+            ("kube-apiserver", apiserver_argv, f"https://{components.LOOPBACK}:{apiserver}/readyz", token),
+        ):
+            with layout.log(name).open("wb") as log:
+                procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=layout.root))
+            wait_ready(url, auth, procs[-1], layout.log(name))
+        layout.kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "admin",
+                    "clusters": [
+                        {
+                            "name": "rbac",
+                            "cluster": {
+                                "server": f"https://{components.LOOPBACK}:{apiserver}",
+                                "insecure-skip-tls-verify": True,
+                            },
+                        }
+                    ],
+                    "users": [{"name": "admin", "user": {"token": token}}],
+                    "contexts": [{"name": "admin", "context": {"cluster": "rbac", "user": "admin"}}],
+                }
+            )
+        )
+        yield ApiServer(layout.kubeconfig, bins["kubectl"])
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@dataclass(frozen=True)
+class Installed:
+    server: ApiServer
+    namespace: str
+    service_account: str
+    driver: str
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+@pytest.fixture(scope="module")
+def installed(rbac_apiserver: ApiServer) -> Installed:
+    namespace, driver = "nvidia-dra-driver-gpu", "gpu.nvidia.com"
+    objs = render(namespace, "fakeplugin", driver)
+    created = rbac_apiserver.kubectl("create", "namespace", namespace)
+    assert created.returncode == 0, created.stderr
+    applied = rbac_apiserver.kubectl("apply", "-f", "-", input=as_list(objs))
+    assert applied.returncode == 0, applied.stderr
+    [sa] = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"]
+    return Installed(rbac_apiserver, namespace, sa, driver)
+
+
+def allowed(
+    installed: Installed, verb: str, resource: str, group: str = "", namespace: str = "", name: str = ""
+) -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": installed.user,
+            "groups": [
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{installed.namespace}",
+                "system:authenticated",
+            ],
+            "resourceAttributes": {
+                "verb": verb,
+                "resource": resource,
+                "group": group,
+                "namespace": namespace,
+                "name": name,
+            },
+        },
+    }
+    result = installed.server.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(review))
+    assert result.returncode == 0, result.stderr
+    return bool(json.loads(result.stdout)["status"].get("allowed"))
+
+
+NEEDED = [
+    ("get", "nodes", "", "", "node-a"),
+    *[
+        (verb, "resourceslices", "resource.k8s.io", "", "")
+        for verb in ("get", "list", "watch", "create", "update", "delete")
+    ],
+    ("get", "resourceclaims", "resource.k8s.io", "default", "claim-1"),
+    ("get", "resourceclaims", "resource.k8s.io", "team-b", "claim-2"),
+]
+NOT_NEEDED = [
+    ("list", "nodes", "", "", ""),
+    ("update", "nodes", "", "", "node-a"),
+    ("patch", "nodes", "", "", "node-a"),
+    ("get", "secrets", "", "nvidia-dra-driver-gpu", ""),
+    ("list", "secrets", "", "default", ""),
+    ("get", "pods", "", "default", ""),
+    ("create", "pods", "", "default", ""),
+    ("get", "configmaps", "", "nvidia-dra-driver-gpu", ""),
+    ("patch", "resourceslices", "resource.k8s.io", "", ""),
+    ("deletecollection", "resourceslices", "resource.k8s.io", "", ""),
+    ("list", "resourceclaims", "resource.k8s.io", "default", ""),
+    ("watch", "resourceclaims", "resource.k8s.io", "default", ""),
+    ("update", "resourceclaims", "resource.k8s.io", "default", "claim-1"),
+    ("update", "resourceclaims/status", "resource.k8s.io", "default", "claim-1"),
+    ("create", "deviceclasses", "resource.k8s.io", "", ""),
+    ("get", "computedomains", "resource.nvidia.com", "default", ""),
+]
+
+
+@pytest.mark.parametrize("attrs", NEEDED, ids=lambda a: f"{a[0]}-{a[1]}")
+def test_service_account_may_make_the_plugins_calls(installed: Installed, attrs: tuple[str, ...]) -> None:
+    verb, resource, group, namespace, name = attrs
+    assert allowed(installed, verb, resource, group, namespace, name)
+
+
+@pytest.mark.parametrize("attrs", NOT_NEEDED, ids=lambda a: f"{a[0]}-{a[1]}")
+def test_service_account_may_do_nothing_else(installed: Installed, attrs: tuple[str, ...]) -> None:
+    verb, resource, group, namespace, name = attrs
+    assert not allowed(installed, verb, resource, group, namespace, name)
+
+
+def slice_for(node: str, driver: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}-test"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
+
+
+def write_as_plugin(
+    installed: Installed, verb: str, obj: dict[str, Any], node: str | None, dry_run: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """kubectl VERB (create/replace/delete) as the plugin's ServiceAccount on `node` (None: no node extra)."""
+    impersonate = [f"--as={installed.user}"] + ([f"--as-user-extra={NODE_EXTRA}={node}"] if node else [])
+    return installed.server.kubectl(
+        verb, *impersonate, *(["--dry-run=server"] if dry_run else []), "-f", "-", input=json.dumps(obj)
+    )
+
+
+def test_policy_limits_slice_writes_to_the_plugins_node(installed: Installed) -> None:
+    # The policy is enforced once the API server has loaded it: wait for the first denial.
+    foreign = slice_for("node-b", installed.driver)
+    denied = wait_for(
+        lambda: (r := write_as_plugin(installed, "create", foreign, "node-a")).returncode and r,
+        what="the ValidatingAdmissionPolicy to deny a foreign slice",
+        timeout=60,
+    )
+    assert (
+        "the kubelet plugin on node 'node-a' may only write ResourceSlices of that node, not slices of "
+        "node 'node-b'" in denied.stderr
+    )
+
+    own = slice_for("node-a", installed.driver)
+    created = write_as_plugin(installed, "create", own, "node-a", dry_run=False)
+    assert created.returncode == 0, created.stderr
+    without_node = write_as_plugin(installed, "create", slice_for("node-c", installed.driver), None)
+    assert "no node name in the request's user info" in without_node.stderr
+
+    # Updating or deleting another node's slice is denied too; its own it may update.
+    current = json.loads(
+        installed.server.kubectl("get", "resourceslice", own["metadata"]["name"], "-o", "json").stdout
+    )
+    updated = {**current, "spec": {**current["spec"], "pool": {**current["spec"]["pool"], "generation": 2}}}
+    assert write_as_plugin(installed, "replace", updated, "node-a").returncode == 0
+    assert "not slices of node 'node-a'" in write_as_plugin(installed, "replace", updated, "node-b").stderr
+    assert "not slices of node 'node-a'" in write_as_plugin(installed, "delete", own, "node-b").stderr
+    deleted = write_as_plugin(installed, "delete", own, "node-a", dry_run=False)
+    assert deleted.returncode == 0, deleted.stderr
+
+    # Other users (the admin here) are not limited by the policy.
+    admin = installed.server.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(foreign))
+    assert admin.returncode == 0, admin.stderr

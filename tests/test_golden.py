@@ -1,0 +1,70 @@
+"""Golden files for everything `fakeplugin render` prints (tests/golden/).
+
+A golden file is the exact expected output; a change in rendering shows up as a reviewable diff.
+After an intended change, regenerate them and review `git diff tests/golden`:
+
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.commands.render import render_documents, to_yaml
+from fakeplugin.config import load_config, parse_config
+from fakeplugin.deviceclasses import device_classes
+from fakeplugin.profiles import profile_names
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
+SEED = ROOT / "examples" / "seed-lab.yaml"
+
+
+def check_golden(name: str, docs: list[dict[str, Any]]) -> None:
+    path = GOLDEN / name
+    text = to_yaml(docs)
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{path} differs; if intended, regenerate with UPDATE_GOLDEN=1"
+
+
+def test_render_seed_lab() -> None:
+    docs = render_documents(load_config(SEED))
+    assert [d["kind"] for d in docs] == ["DeviceClass"] * 3 + ["ResourceSlice"] * 2
+    check_golden("render-seed-lab.yaml", docs)
+
+
+def test_deviceclasses() -> None:
+    check_golden("deviceclasses.yaml", device_classes())
+
+
+@pytest.mark.parametrize("profile", profile_names())
+def test_one_gpu_of_each_profile(profile: str) -> None:
+    inv = parse_config(
+        {
+            "driverVersion": "580.126.20",
+            "cudaDriverVersion": "13.0",
+            "nodes": [{"name": f"node-{profile}", "gpus": [{"profile": profile}]}],
+        },
+        source="test",
+    )
+    slices = render_documents(inv)[3:]
+    assert [s["kind"] for s in slices] == ["ResourceSlice"]
+    check_golden(f"profile-{profile}.yaml", slices)
+
+
+def test_no_stale_profile_goldens_and_all_parse() -> None:
+    assert {p.name for p in GOLDEN.glob("profile-*.yaml")} == {f"profile-{p}.yaml" for p in profile_names()}
+    for name in (
+        "render-seed-lab.yaml",
+        "deviceclasses.yaml",
+        *(f"profile-{p}.yaml" for p in profile_names()),
+    ):
+        assert all(isinstance(doc, dict) for doc in yaml.safe_load_all((GOLDEN / name).read_text()))

@@ -1,0 +1,455 @@
+"""Prepare/Unprepare over real files (fakeplugin.prepare): state machine, errors, hostile input, locking."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin import cdi
+from fakeplugin import checkpoint as cp
+from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
+from fakeplugin.prepare import Preparer
+
+DRIVER = "gpu.nvidia.com"
+NODE = "node-a"
+BOOT = "0b00b00b-0000-4000-8000-000000000001"
+
+
+def gpu(minor: int) -> GpuDevice:
+    return GpuDevice(
+        name=f"gpu-{minor}",
+        type="gpu",
+        minor=minor,
+        index=minor,
+        uuid=f"GPU-{minor:08x}-1111-2222-3333-444444444444",
+        product_name="NVIDIA T10",
+        brand="Nvidia",
+        architecture="Turing",
+        cuda_compute_capability="7.5",
+        driver_version="580.95.05",
+        cuda_driver_version="13.0",
+        memory_bytes=16106127360,
+        pci_bus_id=f"0000:{minor + 3:02x}:00.0",
+        pcie_root=None,
+        addressing_mode=None,
+        profile="t10",
+    )
+
+
+def uid(n: int) -> str:
+    return f"{n:08x}-aaaa-4bbb-8ccc-dddddddddddd"
+
+
+def ref(n: int, ns: str = "ns") -> ClaimRef:
+    return ClaimRef(namespace=ns, uid=uid(n), name=f"claim-{n}")
+
+
+def result(device: str, request: str = "gpus", *, driver: str = DRIVER, pool: str = NODE) -> dict[str, str]:
+    return {"request": request, "driver": driver, "pool": pool, "device": device}
+
+
+def claim_object(claim: ClaimRef, *results: dict[str, str], allocated: bool = True) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"namespace": claim.namespace, "name": claim.name, "uid": claim.uid}}
+    obj["status"] = {"allocation": {"devices": {"results": list(results)}}} if allocated else {}
+    return obj
+
+
+@dataclass
+class Node:
+    """One node's directories and its API server's claims, as the tests set them up."""
+
+    root: Path
+    claims: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    fetched: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def cdi_root(self) -> Path:
+        return self.root / "run" / "cdi"
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.root / "lib" / "plugins" / DRIVER
+
+    @property
+    def boot_id_file(self) -> Path:
+        return self.root / "boot_id"
+
+    def add(self, claim: ClaimRef, *results: dict[str, str], allocated: bool = True) -> ClaimRef:
+        self.claims[(claim.namespace, claim.name)] = claim_object(claim, *results, allocated=allocated)
+        return claim
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        self.fetched.append((namespace, name))
+        try:
+            return self.claims[(namespace, name)]
+        except KeyError:
+            raise RuntimeError(f'resourceclaims.resource.k8s.io "{name}" not found') from None
+
+    def preparer(self, **overrides: Any) -> Preparer:
+        kwargs: dict[str, Any] = {
+            "driver_name": DRIVER,
+            "node_name": NODE,
+            "devices": {d.name: d for d in map(gpu, range(4))},
+            "get_claim": self.get_claim,
+            "cdi_root": self.cdi_root,
+            "plugin_dir": self.plugin_dir,
+            "boot_id_file": self.boot_id_file,
+            **overrides,
+        }
+        return Preparer(**kwargs)
+
+    def spec_path(self, claim: ClaimRef) -> Path:
+        return cdi.spec_path(self.cdi_root, claim.uid, driver_name=DRIVER)
+
+    def checkpoint(self) -> cp.Checkpoint:
+        return cp.load(self.plugin_dir / cp.FILE_NAME, boot_id=self.boot_id_file.read_text().strip())
+
+    def files(self) -> set[str]:
+        return {str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    n = Node(tmp_path)
+    n.boot_id_file.write_text(BOOT + "\n")
+    return n
+
+
+def prepared(claim: ClaimRef, *devices: tuple[str, tuple[str, ...]]) -> tuple[PreparedDevice, ...]:
+    return tuple(
+        PreparedDevice(
+            pool_name=NODE,
+            device_name=name,
+            request_names=requests,
+            cdi_device_ids=(f"k8s.gpu.nvidia.com/claim={claim.uid}-{name}",),
+        )
+        for name, requests in devices
+    )
+
+
+# ---- prepare ---------------------------------------------------------------------------------------------
+
+
+def test_prepare_writes_cdi_spec_and_checkpoint(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-1"), result("gpu-2"))
+    results = node.preparer().prepare([claim])
+
+    expected = prepared(claim, ("gpu-1", ("gpus",)), ("gpu-2", ("gpus",)))
+    assert results == {claim.uid: PrepareResult(devices=expected)}
+    spec = yaml.safe_load(node.spec_path(claim).read_text())
+    assert spec == cdi.claim_spec(claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER)
+    assert cdi.validate_spec(spec) == []
+    assert [d["name"] for d in spec["devices"]] == [f"{claim.uid}-gpu-1", f"{claim.uid}-gpu-2"]
+    assert node.checkpoint().claims == {
+        claim.uid: cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
+    }
+
+
+def test_prepare_uses_base_request_names_and_merges_requests_per_device(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0", "gpus/big"), result("gpu-1", "other"), result("gpu-0", "more/x"))
+    results = node.preparer().prepare([claim])
+    assert results[claim.uid] == PrepareResult(
+        devices=prepared(claim, ("gpu-0", ("gpus", "more")), ("gpu-1", ("other",)))
+    )
+
+
+def test_prepare_with_device_nodes_puts_them_in_the_spec(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-3"))
+    node.preparer(device_nodes=True).prepare([claim])
+    spec = yaml.safe_load(node.spec_path(claim).read_text())
+    assert spec["devices"][0]["containerEdits"]["deviceNodes"] == [
+        {"path": "/dev/nvidia3", "type": "c", "major": 195, "minor": 3}
+    ]
+
+
+def test_re_prepare_is_idempotent_and_leaves_the_spec_alone(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    first = node.preparer().prepare([claim])
+    inode = node.spec_path(claim).stat().st_ino
+
+    assert node.preparer().prepare([claim]) == first  # a restarted plugin
+    assert node.spec_path(claim).stat().st_ino == inode  # not rewritten (as the real driver)
+    assert node.checkpoint().claims[claim.uid].state is cp.ClaimState.PREPARE_COMPLETED
+
+
+def test_re_prepare_rewrites_a_vanished_cdi_spec(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"), result("gpu-2"))
+    preparer = node.preparer()
+    first = preparer.prepare([claim])
+    content = node.spec_path(claim).read_text()
+    node.spec_path(claim).unlink()  # a reboot emptied the tmpfs CDI root, the checkpoint survived
+
+    assert preparer.prepare([claim]) == first
+    assert node.spec_path(claim).read_text() == content
+
+
+def test_a_claim_left_prepare_started_is_rolled_back_and_prepared_again(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-1"))
+    node.preparer()  # creates the directories
+    # A plugin died between PrepareStarted and PrepareCompleted, with a half-written spec and another device.
+    stale = prepared(claim, ("gpu-0", ("gpus",)))
+    started = cp.Checkpoint(BOOT).with_claim(
+        claim.uid, cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, "ns", "claim-1", stale)
+    )
+    cp.save(node.plugin_dir / cp.FILE_NAME, started)
+    node.spec_path(claim).write_text("half-written")
+
+    results = node.preparer().prepare([claim])
+
+    expected = prepared(claim, ("gpu-1", ("gpus",)))
+    assert results == {claim.uid: PrepareResult(devices=expected)}
+    assert node.checkpoint().claims == {
+        claim.uid: cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
+    }
+    assert yaml.safe_load(node.spec_path(claim).read_text()) == cdi.claim_spec(
+        claim.uid, [gpu(1)], driver_name=DRIVER
+    )
+    # gpu-0 is free again
+    other = node.add(ref(2), result("gpu-0"))
+    assert node.preparer().prepare([other])[other.uid].error == ""
+
+
+def test_a_device_of_another_claim_is_refused(node: Node) -> None:
+    first = node.add(ref(1), result("gpu-0"))
+    second = node.add(ref(2), result("gpu-1"), result("gpu-0"))
+    preparer = node.preparer()
+    preparer.prepare([first])
+
+    results = preparer.prepare([second])
+
+    assert results == {
+        second.uid: PrepareResult(
+            error=f"error preparing devices for claim ns/claim-2:{second.uid}: "
+            f"requested device gpu-0 is already allocated to different claim {first.uid}"
+        )
+    }
+    assert not node.spec_path(second).exists()
+    assert set(node.checkpoint().claims) == {first.uid}
+
+
+def test_a_reboot_forgets_prepared_claims(node: Node) -> None:
+    first = node.add(ref(1), result("gpu-0"))
+    node.preparer().prepare([first])
+    node.boot_id_file.write_text("0b00b00b-0000-4000-8000-000000000002\n")
+
+    preparer = node.preparer()
+
+    on_disk = cp.decode((node.plugin_dir / cp.FILE_NAME).read_bytes(), source=Path("x"))
+    assert on_disk == cp.Checkpoint("0b00b00b-0000-4000-8000-000000000002")
+    second = node.add(ref(2), result("gpu-0"))
+    assert preparer.prepare([second])[second.uid].error == ""
+
+
+def test_a_corrupt_checkpoint_stops_start_and_fails_claims_naming_the_file(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    preparer = node.preparer()
+    checkpoint_file = node.plugin_dir / cp.FILE_NAME
+    checkpoint_file.write_text("{not json")
+
+    with pytest.raises(
+        cp.CheckpointError, match=f"checkpoint {checkpoint_file} is corrupted: not valid JSON"
+    ):
+        node.preparer()
+    prepare_error = preparer.prepare([claim])[claim.uid].error
+    unprepare_error = preparer.unprepare([claim])[claim.uid]
+
+    assert prepare_error.startswith(
+        f"error preparing devices for claim ns/claim-1:{claim.uid}: unable to get checkpoint: "
+        f"checkpoint {checkpoint_file} is corrupted: not valid JSON"
+    )
+    assert unprepare_error.startswith(
+        f"error unpreparing devices for claim ns/claim-1:{claim.uid}: unable to get checkpoint: "
+        f"checkpoint {checkpoint_file} is corrupted"
+    )
+    assert checkpoint_file.read_text() == "{not json"
+    assert not node.spec_path(claim).exists()
+
+
+def test_each_claim_gets_its_own_result(node: Node) -> None:
+    good = node.add(ref(1), result("gpu-0"))
+    unallocated = node.add(ref(2), allocated=False)
+    replaced = node.add(ref(3), result("gpu-1"))
+    node.claims[("ns", "claim-3")]["metadata"]["uid"] = uid(33)
+    missing = ref(4)
+    unknown_device = node.add(ref(5), result("gpu-1"), result("gpu-9"))
+    elsewhere = node.add(ref(6), result("gpu-2", driver="other.example.com"), result("gpu-3", pool="node-b"))
+    malformed = node.add(ref(7), {"driver": DRIVER, "pool": NODE, "request": "gpus"})
+
+    results = node.preparer().prepare(
+        [good, unallocated, replaced, missing, unknown_device, elsewhere, malformed]
+    )
+
+    assert results == {
+        good.uid: PrepareResult(devices=prepared(good, ("gpu-0", ("gpus",)))),
+        unallocated.uid: PrepareResult(error="claim ns/claim-2 not allocated"),
+        replaced.uid: PrepareResult(error="claim ns/claim-3 got replaced"),
+        missing.uid: PrepareResult(
+            error='retrieve claim ns/claim-4: resourceclaims.resource.k8s.io "claim-4" not found'
+        ),
+        unknown_device.uid: PrepareResult(
+            error=f"error preparing devices for claim ns/claim-5:{unknown_device.uid}: "
+            f"prepare devices failed: allocated device gpu-9 does not exist in pool {NODE} "
+            "(has: gpu-0, gpu-1, gpu-2, gpu-3)"
+        ),
+        elsewhere.uid: PrepareResult(),  # nothing of ours on this node
+        malformed.uid: PrepareResult(
+            error="claim ns/claim-7: status.allocation.devices.results[0].device: expected a non-empty string"
+        ),
+    }
+    assert {p.name for p in node.cdi_root.iterdir()} == {node.spec_path(good).name}
+    assert set(node.checkpoint().claims) == {good.uid}
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "claim_uid", "field"),
+    [
+        ("ns", "claim", "../../../../escaped", "uid"),
+        ("ns", "claim", "a/b", "uid"),
+        ("ns", "claim", "..", "uid"),
+        ("ns", "claim", "", "uid"),
+        ("ns", "claim", "ABCDEF00-0000-4000-8000-000000000000", "uid"),
+        ("ns", "claim", "a" * 64, "uid"),
+        ("../ns", "claim", uid(1), "namespace"),
+        ("ns", "../../claim", uid(1), "name"),
+        ("ns", "claim\nx", uid(1), "name"),
+    ],
+)
+def test_hostile_claim_references_never_reach_the_api_or_the_disk(
+    node: Node, namespace: str, name: str, claim_uid: str, field: str
+) -> None:
+    preparer = node.preparer()
+    before = node.files()
+    hostile = ClaimRef(namespace=namespace, uid=claim_uid, name=name)
+    node.claims[(namespace, name)] = claim_object(hostile, result("gpu-0"))
+
+    error = preparer.prepare([hostile])[claim_uid].error
+    unprepare_error = preparer.unprepare([hostile])[claim_uid]
+
+    assert error.startswith(f"invalid claim reference {str(hostile)!r}: {field} ")
+    assert unprepare_error == ""  # it cannot have been prepared: nothing to undo
+    assert node.fetched == []
+    assert node.files() == before
+    assert list(node.cdi_root.iterdir()) == []
+
+
+# ---- unprepare -------------------------------------------------------------------------------------------
+
+
+def test_unprepare_of_an_unknown_claim_succeeds(node: Node) -> None:
+    assert node.preparer().unprepare([ref(1)]) == {uid(1): ""}
+    assert node.fetched == []
+
+
+def test_unprepare_removes_spec_and_entry(node: Node) -> None:
+    kept, removed = node.add(ref(1), result("gpu-0")), node.add(ref(2), result("gpu-1"))
+    preparer = node.preparer()
+    preparer.prepare([kept, removed])
+    node.fetched.clear()
+
+    assert preparer.unprepare([removed]) == {removed.uid: ""}
+    assert preparer.unprepare([removed]) == {removed.uid: ""}  # again: already gone
+
+    assert not node.spec_path(removed).exists()
+    assert node.spec_path(kept).exists()
+    assert set(node.checkpoint().claims) == {kept.uid}
+    assert node.fetched == []  # no API calls
+
+
+def test_unprepare_of_a_prepare_started_claim_cleans_up(node: Node) -> None:
+    claim = ref(1)
+    node.preparer()
+    started = cp.ClaimEntry(
+        cp.ClaimState.PREPARE_STARTED, "ns", "claim-1", prepared(claim, ("gpu-0", ("gpus",)))
+    )
+    cp.save(node.plugin_dir / cp.FILE_NAME, cp.Checkpoint(BOOT).with_claim(claim.uid, started))
+    node.spec_path(claim).write_text("half-written")
+
+    assert node.preparer().unprepare([claim]) == {claim.uid: ""}
+    assert not node.spec_path(claim).exists()
+    assert node.checkpoint().claims == {}
+
+
+def test_unprepare_with_the_spec_already_gone_succeeds(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    preparer = node.preparer()
+    preparer.prepare([claim])
+    node.spec_path(claim).unlink()
+    assert preparer.unprepare([claim]) == {claim.uid: ""}
+    assert node.checkpoint().claims == {}
+
+
+# ---- locking ---------------------------------------------------------------------------------------------
+
+
+def hold_lock(lock_file: Path) -> subprocess.Popen[str]:
+    """Another process holding the node lock until its stdin closes."""
+    script = (
+        "import fcntl, sys\n"
+        f"f = open({str(lock_file)!r}, 'a')\n"
+        "fcntl.flock(f, fcntl.LOCK_EX)\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    return holder
+
+
+def test_a_lock_held_by_another_process_fails_the_claim_then_clears(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    preparer = node.preparer(lock_timeout=0.2)
+    holder = hold_lock(node.plugin_dir / "pu.lock")
+    try:
+        error = preparer.prepare([claim])[claim.uid].error
+        unprepare_error = preparer.unprepare([claim])[claim.uid]
+    finally:
+        holder.communicate("")  # closes stdin: the holder exits and its lock goes with it
+
+    assert error == (
+        "error acquiring prep/unprep lock: timed out after 0.2s waiting for flock on "
+        f"{node.plugin_dir / 'pu.lock'}"
+    )
+    assert unprepare_error.startswith("error acquiring prep/unprep lock: ")
+    assert not node.spec_path(claim).exists()
+    assert preparer.prepare([claim])[claim.uid].error == ""
+
+
+def test_two_plugins_preparing_at_once_keep_a_consistent_checkpoint(node: Node) -> None:
+    devices = {d.name: d for d in map(gpu, range(16))}
+    claims = [node.add(ref(n), result(f"gpu-{n}")) for n in range(16)]
+    plugins = [
+        node.preparer(devices=devices),
+        node.preparer(devices=devices),
+    ]  # e.g. old and new during an update
+    start = threading.Barrier(4)
+    results: dict[str, PrepareResult] = {}
+
+    def work(preparer: Preparer, mine: list[ClaimRef]) -> Callable[[], None]:
+        def run() -> None:
+            start.wait()
+            for claim in mine:  # one call per claim: every claim is its own read-modify-write
+                results.update(preparer.prepare([claim]))
+
+        return run
+
+    threads = [threading.Thread(target=work(plugins[i % 2], claims[i::4])) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert all(r.error == "" for r in results.values()), results
+    state = node.checkpoint()
+    assert set(state.claims) == {c.uid for c in claims}
+    assert all(e.state is cp.ClaimState.PREPARE_COMPLETED for e in state.claims.values())
+    assert {p.name for p in node.cdi_root.iterdir()} == {node.spec_path(c).name for c in claims}
