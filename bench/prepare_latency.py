@@ -31,7 +31,7 @@ from fakeplugin._proto.dra.v1 import api_pb2, api_pb2_grpc
 from fakeplugin.cluster.binaries import find as find_binary
 
 NODE = "bench-node"
-NS = "fakeplugin-bench"
+NS = f"fakeplugin-bench-{os.getpid()}"
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:

@@ -207,9 +207,8 @@ class Cluster:
                     build,
                 )
             except BaseException:
-                log.error(
-                    "cluster up failed; stopping what was started (logs stay in %s)", cluster.layout.logs
-                )
+                if cluster._state and cluster._state.processes:
+                    log.error("cluster up failed; stopping what it started (logs in %s)", cluster.layout.logs)
                 cluster._stop_all()
                 cluster._remove_runtime_state(purge=False)
                 raise
