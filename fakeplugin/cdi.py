@@ -13,6 +13,8 @@ Container edits of the fake (no real driver files exist to mount):
 With `device_nodes=True` the edits also carry fake character devices: `/dev/nvidia<minor>` (195:<minor>)
 per GPU, and `/dev/nvidiactl` (195:255), `/dev/nvidia-uvm` (238:0), `/dev/nvidia-uvm-tools` (238:1) at
 spec level. Type, major and minor are always set, so the CDI library never stats the host for them.
+With `plugin_dir` the edits also mount the fake nvidia-smi: the script at spec level, each GPU's data file
+at device level (fakeplugin.smi).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from fakeplugin import smi
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import GpuDevice
 
@@ -78,7 +81,12 @@ def cdi_device_id(claim_uid: str, device_name: str, *, driver_name: str) -> str:
 
 
 def claim_spec(
-    claim_uid: str, devices: Sequence[GpuDevice], *, driver_name: str, device_nodes: bool = False
+    claim_uid: str,
+    devices: Sequence[GpuDevice],
+    *,
+    driver_name: str,
+    device_nodes: bool = False,
+    plugin_dir: Path | None = None,
 ) -> dict[str, Any]:
     """The CDI spec of one claim (see the module docstring for the edits)."""
     if not devices:
@@ -96,20 +104,26 @@ def claim_spec(
             _char_device("/dev/nvidia-uvm", UVM_MAJOR, 0),
             _char_device("/dev/nvidia-uvm-tools", UVM_MAJOR, 1),
         ]
+    if plugin_dir is not None:
+        spec_edits["mounts"] = smi.spec_mounts(plugin_dir)
     spec: dict[str, Any] = {
         "cdiVersion": EARLIEST_VERSION,
         "kind": kind(driver_name),
-        "devices": [_device_entry(claim_uid, d, device_nodes) for d in devices],
+        "devices": [_device_entry(claim_uid, d, device_nodes, plugin_dir) for d in devices],
         "containerEdits": spec_edits,
     }
     spec["cdiVersion"] = required_version(spec)
     return spec
 
 
-def _device_entry(claim_uid: str, device: GpuDevice, device_nodes: bool) -> dict[str, Any]:
+def _device_entry(
+    claim_uid: str, device: GpuDevice, device_nodes: bool, plugin_dir: Path | None
+) -> dict[str, Any]:
     edits: dict[str, Any] = {"env": [f"FAKEPLUGIN_GPU_{device.minor}_UUID={device.uuid}"]}
     if device_nodes:
         edits["deviceNodes"] = [_char_device(f"/dev/nvidia{device.minor}", NVIDIA_MAJOR, device.minor)]
+    if plugin_dir is not None:
+        edits["mounts"] = smi.device_mounts(plugin_dir, claim_uid, device)
     return {"name": cdi_device_name(claim_uid, device.name), "containerEdits": edits}
 
 

@@ -33,6 +33,10 @@ Fields:
 | `nodes[].gpus[].productName` | string | profile's | NVML product name (<= 64 characters) |
 | `nodes[].gpus[].uuid` | `GPU-` 8-4-4-4-12 hex | derived | fixed UUID; count 1 only; unique in the file [4] |
 | `nodes[].gpus[].pciBusID` | `0000:3b:00.0` | derived | fixed PCI address; count 1 only; unique on node [4] |
+| `nodes[].gpus[].mig` | list | absent | MIG mode on, with these MIG devices created (`[]`: none) [5] |
+| `nodes[].gpus[].mig[].profile` | string | required | MIG profile of the GPU's model, e.g. `1g.5gb` |
+| `nodes[].gpus[].mig[].count` | integer >= 1 | 1 | how many such MIG devices |
+| `nodes[].gpus[].mig[].placement` | integer | lowest free | first memory slice (a placement); count 1 |
 
 [1] The slice attribute drops leading zeros (`580.95.5`), as the real driver's semver parse does.
 [2] `{}` matches every node. The plugin takes the entry naming its node, else the first entry (in
@@ -41,6 +45,10 @@ Fields:
 [4] Derived values come from the node name and minor (fakeplugin.devices). Overrides name exactly
     one device, hence count 1; NVML's `00000000:3B:00.0` form is accepted and normalised, and
     UUIDs are lower-cased. memory and productName apply to every GPU of the entry.
+[5] As `nvidia-smi mig -cgi ... -C` left them: each GPU of the entry gets these MIG devices and is then
+    published as them, not as a full GPU (static MIG). Devices without a placement take the lowest
+    free ones, larger profiles first. With the plugin's DynamicMIG gate the devices are not published
+    (the driver removes them); `mig` then only says that MIG mode is on, which matters on Ampere.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -53,7 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.profiles import Profile, UnknownProfileError, load_profile, profile_names
+from fakeplugin.mig import place
+from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
 from fakeplugin.schema import Problems, SchemaError, join, parse_yaml
 
 _DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
@@ -74,6 +83,14 @@ class ConfigError(SchemaError):
 
 
 @dataclass(frozen=True)
+class MigInstance:
+    """One MIG device of a GPU entry's static layout, placement resolved."""
+
+    profile: MigProfile  # memory_mib is known (checked)
+    start: int  # first memory slice; one of profile.placement_starts
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     """One `gpus[]` entry, defaults applied and profile resolved."""
 
@@ -85,6 +102,7 @@ class GpuEntry:
     uuid: str | None  # override, normalised; only when count == 1
     pci_bus_id: str | None  # override, normalised to 0000:3b:00.0; only when count == 1
     path: str  # "nodes[1].gpus[0]", for messages
+    mig: tuple[MigInstance, ...] | None = None  # None: MIG mode off; else the MIG devices of each GPU
 
 
 @dataclass(frozen=True)
@@ -221,7 +239,7 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
         raw,
         path,
         required=("profile",),
-        optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID"),
+        optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID", "mig"),
     )
     if m is None:
         return None
@@ -245,6 +263,7 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
             p.add(join(path, key), f"names one GPU, so it needs count 1 (count is {count})")
     if profile is None or count is None:
         return None
+    mig = _mig(p, m, path, profile) if "mig" in m else None
     ecc = profile.ecc_default if ecc is None else ecc
     if memory is None and "memory" not in m:
         memory = profile.memory_bytes(ecc)
@@ -264,6 +283,90 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
         uuid=uuid and "GPU-" + uuid[4:].lower(),
         pci_bus_id=bus and _normalise_pci(bus),
         path=path,
+        mig=mig,
+    )
+
+
+def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[MigInstance, ...] | None:
+    """A static MIG layout: every item valid, within the profiles' instance limits, no memory slice twice."""
+    problems_before = len(p.lines)
+    raw = p.sequence(m, "mig", path)
+    where = join(path, "mig")
+    if raw is None:
+        return None
+    if profile.mig is None:
+        p.add(where, f'profile "{profile.name}" is not MIG capable')
+        return None
+    unknown_memory = [mp.name for mp in profile.mig.profiles if mp.memory_mib is None]
+    if unknown_memory:
+        p.add(
+            where,
+            f'profile "{profile.name}" knows no real memory size of its MIG profiles '
+            f"({', '.join(unknown_memory)}), so its MIG devices cannot be published",
+        )
+        return None
+    by_name = {mp.name: mp for mp in profile.mig.profiles}
+    fixed: list[tuple[MigProfile, int, str]] = []  # (profile, start, item path)
+    free: list[MigProfile] = []  # placed automatically
+    per_profile: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        item_path = f"{where}[{i}]"
+        im = p.mapping(item, item_path, required=("profile",), optional=("count", "placement"))
+        if im is None:
+            continue
+        name = p.string(im, "profile", item_path)
+        mig_profile = by_name.get(name) if name is not None else None
+        if name is not None and mig_profile is None:
+            p.add(
+                join(item_path, "profile"),
+                f'unknown MIG profile "{name}" of {profile.name} (known: {", ".join(by_name)})',
+            )
+        count = p.integer(im, "count", item_path, minimum=1) if "count" in im else 1
+        start = p.integer(im, "placement", item_path, minimum=0) if "placement" in im else None
+        if "placement" in im and count is not None and count > 1:
+            p.add(join(item_path, "placement"), f"names one MIG device, so it needs count 1, not {count}")
+            continue
+        if mig_profile is None or count is None:
+            continue
+        if start is not None and start not in mig_profile.placement_starts:
+            p.add(
+                join(item_path, "placement"),
+                f"{start} is not a placement of {mig_profile.name} "
+                f"(placements: {', '.join(map(str, mig_profile.placement_starts))})",
+            )
+            continue
+        per_profile[mig_profile.name] = per_profile.get(mig_profile.name, 0) + count
+        if per_profile[mig_profile.name] > mig_profile.instances:
+            p.add(
+                join(item_path, "count"),
+                f"{per_profile[mig_profile.name]} x {mig_profile.name} exceed the profile's "
+                f"{mig_profile.instances} instance{'s' if mig_profile.instances > 1 else ''} on a GPU",
+            )
+            continue
+        if start is not None:
+            fixed.append((mig_profile, start, item_path))
+        else:
+            free += [mig_profile] * count
+    taken: dict[int, str] = {}  # memory slice → the item holding it
+    for mig_profile, start, item_path in fixed:
+        span = range(start, start + mig_profile.placement_size)
+        clash = sorted({taken[s] for s in span if s in taken})
+        if clash:
+            p.add(
+                join(item_path, "placement"),
+                f"{mig_profile.name} at {start} uses memory slices {span.start}-{span.stop - 1}, "
+                f"overlapping {', '.join(clash)}",
+            )
+        taken.update({s: item_path for s in span})
+    if len(p.lines) > problems_before:
+        return None
+    starts = place([(mp.placement_starts, mp.placement_size) for mp in free], frozenset(taken))
+    if starts is None:
+        wanted = ", ".join(mp.name for mp in free)
+        p.add(where, f"the MIG devices do not fit on one GPU: no free placements left for {wanted}")
+        return None
+    return tuple(MigInstance(mp, start) for mp, start, _ in fixed) + tuple(
+        MigInstance(mp, start) for mp, start in zip(free, starts, strict=True)
     )
 
 

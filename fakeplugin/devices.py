@@ -6,29 +6,47 @@ fleet); PCI addresses from a per-node 16-bit PCI domain (derived from the node n
 style VMs show arbitrary domains) and a fixed table of bus numbers typical of 8-GPU servers. GPUs
 beyond the 8th use the next domains. Distinct node names collide on a domain with probability
 about 1/65536 per pair; UUIDs do not collide in practice.
+
+What a GPU publishes (nvidia-driver-shape.md §5; the driver's nvlib.go GetPerGpuAllocatableDevices):
+- MIG mode off: the full GPU `gpu-<minor>`;
+- MIG mode on (`mig:` in the inventory, static MIG): its MIG devices, never the full GPU;
+- DynamicMIG on a MIG-capable GPU: every MIG profile at every placement as a partition consuming the
+  GPU's counter set; Hopper and later also the full GPU, consuming all of it; Ampere only once MIG mode
+  is on (it cannot toggle MIG mode without a reset), else the plain full GPU.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import fields, replace
 
 from fakeplugin.config import GpuEntry, Inventory, NodeEntry
-from fakeplugin.model import GpuDevice
+from fakeplugin.mig import canonical_name, counter_set_name, mig_uuid
+from fakeplugin.model import CounterSet, GpuDevice, MigPlacement, MigResources
+from fakeplugin.profiles import ARCHITECTURES, MigCapability, MigProfile
 
 # Bus numbers of the GPUs of a typical dual-socket 8-GPU server; each sits under a root port
 # on the bus just below it (0000:3b:00.0 → pcieRoot pci0000:3a).
 _BUSES = (0x1B, 0x3B, 0x5E, 0x86, 0xAF, 0xD8, 0x2C, 0x4E)
+_MIB = 1024 * 1024
+# Hopper and later toggle MIG mode without a GPU reset (the driver's supportsMIGModeToggle).
+_TOGGLES_MIG = frozenset(ARCHITECTURES[ARCHITECTURES.index("Hopper") :])
 
 
-def devices_for_node(inv: Inventory, entry: NodeEntry, node_name: str) -> list[GpuDevice]:
-    """The devices of `node_name` served by `entry`: gpu-0..gpu-(n-1) in inventory order."""
-    devices: list[GpuDevice] = []
-    paths: list[str] = []  # the inventory entry of each device, for messages
+def devices_for_node(
+    inv: Inventory, entry: NodeEntry, node_name: str, *, dynamic_mig: bool = False
+) -> list[GpuDevice]:
+    """The devices `node_name` publishes for `entry`'s GPUs (gpu-0..gpu-(n-1) in inventory order), each
+    GPU's devices in turn: the full GPU, its MIG devices, or with `dynamic_mig` (the DynamicMIG gate) its
+    partitions (see the module docstring). ValueError names the entry when they cannot be made."""
+    gpus: list[tuple[GpuDevice, GpuEntry]] = []
     for gpu in entry.gpus:
         for _ in range(gpu.count):
-            devices.append(_device(inv, gpu, node_name, minor=len(devices)))
-            paths.append(gpu.path)
-    _check_unique(devices, paths, node_name)
+            gpus.append((_device(inv, gpu, node_name, minor=len(gpus)), gpu))
+    _check_unique([d for d, _ in gpus], [g.path for _, g in gpus], node_name)
+    devices: list[GpuDevice] = []
+    for full, gpu in gpus:
+        devices += _published(full, gpu, node_name, dynamic_mig)
     return devices
 
 
@@ -71,6 +89,81 @@ def _device(inv: Inventory, gpu: GpuEntry, node_name: str, minor: int) -> GpuDev
         pcie_root=pcie_root(bus_id),
         addressing_mode=gpu.profile.addressing_mode,
         profile=gpu.profile.name,
+    )
+
+
+def _published(full: GpuDevice, gpu: GpuEntry, node_name: str, dynamic_mig: bool) -> list[GpuDevice]:
+    capability = gpu.profile.mig
+    if dynamic_mig and capability is not None:
+        with_full = full.architecture in _TOGGLES_MIG
+        if not with_full and gpu.mig is None:
+            return [full]
+        unknown = [p.name for p in capability.profiles if p.memory_mib is None]
+        if unknown:
+            raise ValueError(
+                f"{gpu.path} on node {node_name}: profile {gpu.profile.name} knows no real memory size of "
+                f"its MIG profiles ({', '.join(unknown)}), so DynamicMIG cannot publish its partitions"
+            )
+        counters = _counter_set(full.minor, capability)
+        partitions = [
+            _mig_device(full, p, start, uuid="", counter_set=counters)
+            for p in capability.profiles
+            for start in p.placement_starts
+        ]
+        return ([replace(full, counter_set=counters)] if with_full else []) + partitions
+    if gpu.mig is not None:
+        return [
+            _mig_device(full, m.profile, m.start, uuid=mig_uuid(full.uuid, m.profile.gi_profile_id, m.start))
+            for m in gpu.mig
+        ]
+    return [full]
+
+
+def _resources(profile: MigProfile) -> MigResources:
+    assert profile.memory_mib is not None  # checked by the callers (config for static MIG, _published)
+    return MigResources(
+        multiprocessors=profile.multiprocessors,
+        copy_engines=profile.copy_engines,
+        decoders=profile.decoders,
+        encoders=profile.encoders,
+        jpeg_engines=profile.jpeg_engines,
+        ofa_engines=profile.ofa_engines,
+        memory_bytes=profile.memory_mib * _MIB,
+    )
+
+
+def _counter_set(minor: int, capability: MigCapability) -> CounterSet:
+    """Per capacity the maximum over the GPU's MIG profiles; as many memory slices as the largest
+    placement spans (the driver's inspectMigProfilesAndPlacements)."""
+    each = [_resources(p) for p in capability.profiles]
+    maxima = {f.name: max(getattr(r, f.name) for r in each) for f in fields(MigResources)}
+    return CounterSet(
+        name=counter_set_name(minor),
+        resources=MigResources(**maxima),
+        memory_slices=max(p.placement_size for p in capability.profiles),
+    )
+
+
+def _mig_device(
+    parent: GpuDevice, profile: MigProfile, start: int, *, uuid: str, counter_set: CounterSet | None
+) -> GpuDevice:
+    """A MIG device on `parent`: the parent's identity attributes, the profile's resources."""
+    placement = MigPlacement(
+        profile=profile.name,
+        gi_profile_id=profile.gi_profile_id,
+        start=start,
+        size=profile.placement_size,
+        resources=_resources(profile),
+    )
+    return replace(
+        parent,
+        name=canonical_name(parent.minor, profile.name, profile.gi_profile_id, start),
+        type="mig",
+        uuid=uuid,
+        memory_bytes=placement.resources.memory_bytes,
+        parent_uuid=parent.uuid,
+        mig=placement,
+        counter_set=counter_set,
     )
 
 

@@ -40,6 +40,39 @@ class PrepareResult:
 
 
 @dataclass(frozen=True)
+class MigResources:
+    """What a GPU-instance profile gives a MIG device, as NVML's GpuInstanceProfileInfo reports it."""
+
+    multiprocessors: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpeg_engines: int
+    ofa_engines: int
+    memory_bytes: int  # memorySizeMB × 1 MiB
+
+
+@dataclass(frozen=True)
+class MigPlacement:
+    """A MIG device's GPU-instance profile and where it sits on its parent GPU."""
+
+    profile: str  # "1g.18gb", "1g.18gb+me"
+    gi_profile_id: int  # the GI profile ID of `nvidia-smi mig -lgip` (19 for 1g.18gb), used in names
+    start: int  # first memory slice
+    size: int  # memory slices [start, start + size)
+    resources: MigResources
+
+
+@dataclass(frozen=True)
+class CounterSet:
+    """DynamicMIG: the shared counters of one MIG-capable GPU that its partitions and itself consume."""
+
+    name: str  # gpu-<minor>-counter-set
+    resources: MigResources  # per-dimension maxima over the GPU's MIG profiles
+    memory_slices: int  # one counter per memory slice: memory-slice-0 .. memory-slice-<n-1>
+
+
+@dataclass(frozen=True)
 class GpuDevice:
     """One device of this node's pool, with everything the slice and the CDI spec need.
 
@@ -47,19 +80,22 @@ class GpuDevice:
     types (versions, quantities) happens in fakeplugin.slices.
     """
 
-    name: str  # canonical name in the pool: gpu-<minor>
-    type: str  # "gpu"
-    minor: int  # N of /dev/nvidiaN
-    index: int  # NVML enumeration index on the node
-    uuid: str  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+    name: str  # canonical name in the pool: gpu-<minor>, or gpu-<minor>-mig-<profile>-<giProfileId>-<start>
+    type: str  # "gpu" or "mig"
+    minor: int  # N of /dev/nvidiaN (a MIG device's parent)
+    index: int  # NVML enumeration index on the node (a MIG device's parent)
+    uuid: str  # GPU-<8-4-4-4-12 hex>, MIG-<8-4-4-4-12 hex>; "" for a DynamicMIG partition not yet created
     product_name: str
     brand: str
     architecture: str
     cuda_compute_capability: str  # "7.5"
     driver_version: str  # as NVML reports it, e.g. "580.95.05"
     cuda_driver_version: str  # "13.0"
-    memory_bytes: int  # NVML memory.total
+    memory_bytes: int  # NVML memory.total (a MIG device: its profile's memory)
     pci_bus_id: str  # "0000:3b:00.0"
     pcie_root: str | None  # "pci0000:3a"; None when the real driver would omit it
     addressing_mode: str | None  # "HMM" / "ATS" / "None"; None when NVML says NOT_SUPPORTED
     profile: str  # the profile the device was made from, e.g. "t10"
+    parent_uuid: str | None = None  # MIG devices: the parent GPU's UUID
+    mig: MigPlacement | None = None  # MIG devices (static and DynamicMIG partitions)
+    counter_set: CounterSet | None = None  # DynamicMIG: the parent's counters this device consumes

@@ -3,11 +3,12 @@
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
     validate ref ─▶ GET claim ─▶ our allocated devices ─▶ [lock] read checkpoint
-      ├▶ PrepareCompleted: return its devices (its CDI spec written again if it vanished) [unlock]
+      ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
-    ─▶ overlap check ─▶ write PrepareStarted ─▶ CDI spec on disk ─▶ write PrepareCompleted [unlock]
+    ─▶ overlap check ─▶ write PrepareStarted ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted
 
-Unprepare, per claim (no API call): [lock] unknown ⇒ success; otherwise remove the CDI spec, drop the entry.
+Unprepare, per claim (no API call): [lock] unknown ⇒ success; otherwise remove the CDI spec and the claim's
+nvidia-smi data (fakeplugin.smi), drop the entry. The nvidia-smi script itself is written at start.
 
 The lock is a threading lock (threads of this process) plus an flock on `<plugin_dir>/pu.lock` (other
 processes: the old and the new plugin during a rolling update), so every read-modify-write of the checkpoint
@@ -28,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fakeplugin import cdi
+from fakeplugin import cdi, smi
 from fakeplugin import checkpoint as cp
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
 
@@ -129,6 +130,7 @@ class Preparer:
         self._devices = devices  # may be live (the inventory): read afresh for every claim
         self._get_claim = get_claim
         self._cdi_root = cdi_root
+        self._plugin_dir = plugin_dir
         self._checkpoint_path = plugin_dir / cp.FILE_NAME
         self._lock_path = plugin_dir / LOCK_FILE
         self._lock_timeout = lock_timeout
@@ -137,6 +139,7 @@ class Preparer:
         self._boot_id = cp.read_boot_id(boot_id_file)
         cdi_root.mkdir(parents=True, exist_ok=True)
         plugin_dir.mkdir(parents=True, exist_ok=True)
+        smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
         with self._locked():
             if self._checkpoint_path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
@@ -200,15 +203,20 @@ class Preparer:
         spec_path = cdi.spec_path(self._cdi_root, ref.uid, driver_name=self._driver_name)
         entry = checkpoint.claims.get(ref.uid)
         if entry is not None and entry.state is cp.ClaimState.PREPARE_COMPLETED:
-            if not spec_path.exists():  # e.g. a reboot emptied a tmpfs CDI root while the checkpoint survived
+            names = [d.device_name for d in entry.devices]
+            # e.g. a reboot emptied a tmpfs CDI root while the checkpoint survived
+            if not spec_path.exists() or not smi.claim_data_present(self._plugin_dir, ref.uid, names):
                 log.info(
-                    "claim %s is prepared but its CDI spec %s is missing: writing it again", ref, spec_path
+                    "claim %s is prepared but its CDI spec %s or nvidia-smi data is missing: writing both",
+                    ref,
+                    spec_path,
                 )
                 self._write_spec(ref, entry.devices, pool, spec_path)
             return entry.devices
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", ref, entry.state)
             cdi.remove_spec(spec_path)
+            smi.remove_claim_data(self._plugin_dir, ref.uid)
             checkpoint = checkpoint.without_claim(ref.uid)
             self._save(ref, checkpoint, _prepare_error)
 
@@ -236,7 +244,21 @@ class Preparer:
             message = f"device {missing[0]} is no longer in pool {self._node_name}"
             raise ClaimError(_prepare_error(ref, f"prepare devices failed: {message}"))
         gpus = [pool[d.device_name] for d in prepared]
-        spec = cdi.claim_spec(ref.uid, gpus, driver_name=self._driver_name, device_nodes=self._device_nodes)
+        # The spec mounts the data files: they exist before it does.
+        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+        try:
+            smi.write_claim_data(self._plugin_dir, ref.uid, gpus)
+        except (OSError, ValueError) as e:
+            raise ClaimError(
+                _prepare_error(ref, f"prepare devices failed: write nvidia-smi data {data_dir}: {e}")
+            ) from e
+        spec = cdi.claim_spec(
+            ref.uid,
+            gpus,
+            driver_name=self._driver_name,
+            device_nodes=self._device_nodes,
+            plugin_dir=self._plugin_dir,
+        )
         try:
             cdi.write_spec(path, spec)
         except (OSError, ValueError) as e:
@@ -276,6 +298,11 @@ class Preparer:
             cdi.remove_spec(spec_path)
         except OSError as e:
             raise ClaimError(_unprepare_error(ref, f"remove CDI spec {spec_path}: {e}")) from e
+        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+        try:
+            smi.remove_claim_data(self._plugin_dir, ref.uid)  # after the spec that mounts it
+        except OSError as e:
+            raise ClaimError(_unprepare_error(ref, f"remove nvidia-smi data {data_dir}: {e}")) from e
         self._save(ref, checkpoint.without_claim(ref.uid), _unprepare_error)
         log.info("unprepared claim %s (was %s)", ref, entry.state)
 

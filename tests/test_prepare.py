@@ -145,7 +145,7 @@ def test_prepare_writes_cdi_spec_and_checkpoint(node: Node) -> None:
     expected = prepared(claim, ("gpu-1", ("gpus",)), ("gpu-2", ("gpus",)))
     assert results == {claim.uid: PrepareResult(devices=expected)}
     spec = yaml.safe_load(node.spec_path(claim).read_text())
-    assert spec == cdi.claim_spec(claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER)
+    assert spec == cdi.claim_spec(claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
     assert cdi.validate_spec(spec) == []
     assert [d["name"] for d in spec["devices"]] == [f"{claim.uid}-gpu-1", f"{claim.uid}-gpu-2"]
     assert node.checkpoint().claims == {
@@ -210,7 +210,7 @@ def test_a_claim_left_prepare_started_is_rolled_back_and_prepared_again(node: No
         claim.uid: cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
     }
     assert yaml.safe_load(node.spec_path(claim).read_text()) == cdi.claim_spec(
-        claim.uid, [gpu(1)], driver_name=DRIVER
+        claim.uid, [gpu(1)], driver_name=DRIVER, plugin_dir=node.plugin_dir
     )
     # gpu-0 is free again
     other = node.add(ref(2), result("gpu-0"))

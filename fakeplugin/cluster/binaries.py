@@ -27,10 +27,14 @@ class BinaryNotFound(RuntimeError):
     pass
 
 
+def cache_root(env: Mapping[str, str] = os.environ) -> Path:
+    """$FAKEPLUGIN_CACHE, default ~/.cache/fakeplugin (as in hack/build-k8s.sh)."""
+    return Path(env.get("FAKEPLUGIN_CACHE") or Path.home() / ".cache" / "fakeplugin")
+
+
 def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
     """Where hack/build-k8s.sh puts binaries: $FAKEPLUGIN_CACHE/k8s/<version>/bin."""
-    root = Path(env.get("FAKEPLUGIN_CACHE") or Path.home() / ".cache" / "fakeplugin")
-    return root / "k8s" / env.get("K8S_VERSION", K8S_VERSION) / "bin"
+    return cache_root(env) / "k8s" / env.get("K8S_VERSION", K8S_VERSION) / "bin"
 
 
 def asset_env_var(name: str) -> str:
@@ -51,29 +55,23 @@ def location(name: str, env: Mapping[str, str] = os.environ) -> Path:
 
 
 def find(name: str, env: Mapping[str, str] = os.environ) -> Path:
-    path = location(name, env)
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise BinaryNotFound(
-            f"{name}: no executable at {path} (looked up via {asset_env_var(name)}, $KUBEBUILDER_ASSETS, "
-            f"then the build cache); build it with `fakeplugin cluster build --only {name}` "
-            f"(runs {BUILD_SCRIPT}; needs Go >= 1.25 and the Go module proxy)"
-        )
-    return path
+    return find_all((name,), env)[name]
 
 
 def find_all(
     names: tuple[str, ...] = CLUSTER_BINARIES, env: Mapping[str, str] = os.environ
 ) -> dict[str, Path]:
-    """All binaries, or one error listing every missing one."""
-    found: dict[str, Path] = {}
-    missing: list[str] = []
-    for name in names:
-        try:
-            found[name] = find(name, env)
-        except BinaryNotFound as exc:
-            missing.append(str(exc))
+    """All binaries, or one error naming every missing one and how to build them."""
+    found = {name: location(name, env) for name in names}
+    missing = {n: p for n, p in found.items() if not (p.is_file() and os.access(p, os.X_OK))}
     if missing:
-        raise BinaryNotFound("missing binaries:\n  " + "\n  ".join(missing))
+        raise BinaryNotFound(
+            "missing binaries (looked up as TEST_ASSET_<NAME>, else $KUBEBUILDER_ASSETS/<name>, else the "
+            "build cache):\n"
+            + "".join(f"  {n}: no executable at {p}\n" for n, p in missing.items())
+            + f"build them with `fakeplugin cluster build --only {','.join(missing)}` (runs {BUILD_SCRIPT}; "
+            "needs Go >= 1.25 and the Go module proxy)"
+        )
     return found
 
 

@@ -114,6 +114,7 @@ def apiserver_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[
         f"--token-auth-file={layout.token_file}",
         "--authorization-mode=AlwaysAllow",
         "--allow-privileged=true",  # as kubeadm clusters: the driver's DaemonSet is privileged
+        "--kubelet-preferred-address-types=InternalIP",  # 127.0.0.1; node names are not in any DNS
         # ServiceAccount: no token volumes (tmpfs mounts) in pods. TaintNodesByCondition: its not-ready
         # taint is lifted by the node-lifecycle controller, which this cluster does not run.
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",

@@ -36,7 +36,7 @@ from fakeplugin.cluster.layout import NodeDirs, StateLayout, too_long_sockets
 from fakeplugin.cluster.processes import (
     ProcessRecord,
     is_running,
-    processes_in,
+    processes_of,
     rss_bytes,
     spawn,
     stop,
@@ -46,7 +46,7 @@ from fakeplugin.deviceclasses import device_classes
 
 log = logging.getLogger("fakeplugin.cluster")
 
-DEFAULT_STATE_DIR = Path.home() / ".cache" / "fakeplugin" / "cluster"
+DEFAULT_STATE_DIR = binaries.cache_root() / "cluster"
 START_TIMEOUT = 120.0
 POLL_SECONDS = 0.5
 # Stop order: consumers before what they consume.
@@ -201,7 +201,7 @@ class Cluster:
             try:
                 cluster._start(
                     Path(inventory).absolute(),
-                    feature_gates or dict(components.DEFAULT_FEATURE_GATES),
+                    dict(components.DEFAULT_FEATURE_GATES) if feature_gates is None else feature_gates,
                     plugin,
                     workers,
                     build,
@@ -281,6 +281,8 @@ class Cluster:
             self._wait_slices(inventory, kubelet_nodes)
 
     def _check_host(self, kubelet_nodes: list[ClusterNode]) -> None:
+        if not shutil.which("openssl"):
+            raise ClusterError("openssl not found in PATH (it makes the service-account key pair)")
         if not kubelet_nodes:
             return
         if os.geteuid() != 0:
@@ -288,7 +290,7 @@ class Cluster:
                 "kubelet nodes need root (private mount namespaces, bind mounts); "
                 "run as root or mark the nodes `kubelet: false` in the inventory"
             )
-        for tool in ("unshare", "mount", "openssl"):
+        for tool in ("unshare", "mount"):
             if not shutil.which(tool):
                 raise ClusterError(f"{tool} not found in PATH (needed for kubelet nodes)")
         for hidden in (Path("/var/lib"), Path("/var/log")):
@@ -414,7 +416,7 @@ class Cluster:
             return {n.name for n in kubelet_nodes} <= set(self._node_conditions())
 
         if kubelet_nodes:
-            self._wait("kubelet node registration", registered, watch)
+            self._wait("the kubelets to register their nodes", registered, watch)
         for node in kubelet_nodes:
             # The kubelet refuses a loopback --node-ip as the node's address ("nodeIP can't be loopback
             # address") and leaves the addresses empty; it never overwrites them once set.
@@ -433,7 +435,7 @@ class Cluster:
                 self.kubectl("label", "node", node.name, "--overwrite", *pairs)
                 log.info("node %s labelled %s", node.name, ", ".join(pairs))
         self._wait(
-            "all nodes Ready",
+            "all nodes to be Ready",
             lambda: {n for n, ready in self._node_conditions().items() if ready} >= names,
             watch,
         )
@@ -471,14 +473,14 @@ class Cluster:
             return expected <= seen
 
         if expected:
-            self._wait(f"ResourceSlices of {', '.join(sorted(expected))}", published, watch)
+            self._wait(f"the plugins' ResourceSlices of {', '.join(sorted(expected))}", published, watch)
 
     # ---- processes ------------------------------------------------------------------------------
 
     def _launch(self, name: str, argvs: list[list[str]], env: dict[str, str] | None = None) -> ProcessRecord:
         assert self._state is not None
         log.info("starting %s", name)
-        record, proc = spawn(name, argvs, self.layout.log(name), cwd=self.layout.root, env=env)
+        record, proc = spawn(name, argvs, self.layout.log(name), self.layout.root, env=env)
         self._popen[record.pid] = proc
         self._state.processes = [p for p in self._state.processes if p.name != name] + [record]
         self._save()
@@ -517,8 +519,6 @@ class Cluster:
         started = time.monotonic()
         while not ready():
             for record in watched:
-                if record.pid in self._popen:
-                    self._popen[record.pid].poll()  # reap our own child, so its exit shows
                 if not is_running(record):
                     raise ClusterError(
                         f"{record.name} exited while waiting for {what}; "
@@ -529,7 +529,7 @@ class Cluster:
                     f"timed out after {timeout:.0f} s waiting for {what}; logs in {self.layout.logs}"
                 )
             time.sleep(POLL_SECONDS)
-        log.info("%s ready (%.1f s)", what, time.monotonic() - started)
+        log.info("waited %.1f s for %s", time.monotonic() - started, what)
 
     def _wait_http(self, name: str, url: str) -> None:
         self._wait(name, lambda: _http_ok(url))
@@ -555,11 +555,11 @@ class Cluster:
         mounts = _mounts_under(self.layout.root)
         if mounts:  # never recurse through a mount (a kubelet namespace leaking would show here)
             raise ClusterError(f"not removing {self.layout.root}: mounts below it: {', '.join(mounts)}")
-        users = processes_in(self.layout.root.resolve())
-        if users:  # running in the state dir but not recognised as ours: never signalled, so refuse
+        users = processes_of(self.layout.root)
+        if users:  # started for this state dir but not recognised as recorded: never signalled, so refuse
             raise ClusterError(
-                f"not removing {self.layout.root}: processes not recorded in {self.layout.cluster_file.name} "
-                "still use it (stop them yourself):\n  "
+                f"not removing {self.layout.root}: processes started for it but not (or no longer) recorded "
+                "in cluster.json still run; stop them yourself:\n  "
                 + "\n  ".join(f"pid {pid}: {cmd}" for pid, cmd in users)
             )
         for path in self.layout.runtime_entries() + ([self.layout.logs] if purge else []):
@@ -573,14 +573,6 @@ class Cluster:
     @property
     def kubeconfig(self) -> Path:
         return self.layout.kubeconfig
-
-    @property
-    def nodes(self) -> list[ClusterNode]:
-        return list(self._require().nodes)
-
-    def running(self) -> bool:
-        """True when a cluster was started here and all its processes still run."""
-        return self._state is not None and all(is_running(p) for p in self._state.processes)
 
     def down(self, purge: bool = False) -> None:
         """Stop every process this cluster started (only those: pid + command line must match), then

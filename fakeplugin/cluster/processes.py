@@ -1,7 +1,9 @@
 """Detached processes we start, recognised later only by pid + exact command line.
 
 Invariant: nothing is ever signalled unless /proc/<pid>/cmdline equals one of the command lines we
-recorded when we started it (a reused pid, or a process of someone else, is left alone).
+recorded when we started it (a reused pid, or a process of someone else, is left alone). An
+environment marker additionally finds whatever was started for a state dir, records or not, so that
+a state dir is never removed under a running process (processes_of).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 GRACE_SECONDS = 10.0
+MARKER = "FAKEPLUGIN_CLUSTER_STATE_DIR"
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,10 @@ def is_running(record: ProcessRecord) -> bool:
 
 
 def spawn(
-    name: str, argvs: list[list[str]], log: Path, cwd: Path, env: dict[str, str] | None = None
+    name: str, argvs: list[list[str]], log: Path, state_dir: Path, env: dict[str, str] | None = None
 ) -> tuple[ProcessRecord, subprocess.Popen[bytes]]:
-    """Start argvs[0] in its own session (no terminal signals), output appended to `log`."""
+    """Start argvs[0] in `state_dir`, in its own session (no terminal signals), output appended to
+    `log`, marked in its environment as started for `state_dir` (see processes_of)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         proc = subprocess.Popen(
@@ -63,8 +67,8 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
+            cwd=state_dir,
+            env={**(os.environ if env is None else env), MARKER: str(state_dir)},
             start_new_session=True,
         )
     return ProcessRecord(name=name, pid=proc.pid, argvs=tuple(tuple(a) for a in argvs), log=str(log)), proc
@@ -89,19 +93,20 @@ def stop(
     raise RuntimeError(f"{record.name} (pid {record.pid}) survived SIGKILL")
 
 
-def processes_in(cwd: Path) -> list[tuple[int, str]]:
-    """Live processes whose working directory is `cwd` (pid, command line): every process a
-    cluster starts runs in its state dir, so this finds them even without their records."""
+def processes_of(state_dir: Path) -> list[tuple[int, str]]:
+    """Live processes carrying the marker spawn() gives everything it starts for `state_dir` (their
+    children inherit it): found even without their records. (pid, command line) pairs."""
+    marker = f"{MARKER}={state_dir}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            same = Path(os.readlink(entry / "cwd")) == cwd
-        except OSError:  # gone, or a kernel thread
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours to read
             continue
         argv = cmdline(int(entry.name))
-        if same and argv:
+        if marker in environ and argv:
             found.append((int(entry.name), " ".join(argv)))
     return found
 
@@ -126,13 +131,15 @@ def _signal(record: ProcessRecord, sig: signal.Signals) -> None:
 def _wait_gone(record: ProcessRecord, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        _reap(proc)
-        if not is_running(record):
+        if not is_running(record):  # gone, or a zombie of ours: reap it
+            _reap(proc)
             return True
         time.sleep(0.1)
     return False
 
 
 def _reap(proc: subprocess.Popen[bytes] | None) -> None:
+    """Wait for our child once its command line is gone (it is exiting or a zombie)."""
     if proc is not None:
-        proc.poll()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=GRACE_SECONDS)

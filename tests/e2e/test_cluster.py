@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fakeplugin.cluster import Cluster, binaries
-from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_in
+from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from tests.e2e.conftest import GPU_NODE_LABELS, WORKERS, HostBefore, read_sysctls, require_cluster_host
 from tests.e2e.kube import apply, items, pod_phase, wait_for
 
@@ -152,7 +152,7 @@ def test_lifecycle_second_up_refused_down_leaves_nothing_running(
         down = cli("down")
     assert down.returncode == 0, down.stderr
     assert not any(is_running(r) for r in records)
-    assert processes_in(state.resolve()) == []
+    assert processes_of(state) == []
     assert not (state / "cluster.json").exists() and not (state / "etcd").exists()
     assert (state / "logs" / "kubelet_solo.log").stat().st_size > 0, "logs stay after down"
     assert cli("status").returncode == 1

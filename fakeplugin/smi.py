@@ -1,0 +1,191 @@
+"""The fake `nvidia-smi` every container with our GPUs gets: the script, its per-GPU data, their CDI mounts.
+
+Layout (host → container, all mounts `[ro, nosuid, nodev, rbind, rprivate]` like the real driver's):
+- `<plugin_dir>/bin/nvidia-smi` → `/usr/bin/nvidia-smi`: one static POSIX-sh script (`nvidia-smi.sh` in this
+  package), written atomically when the Preparer starts; mounted by every claim spec's spec-level edits
+  (the CDI library keeps one mount per container path, so several claims in one container are fine).
+- `<plugin_dir>/smi/<claimUID>/<device>.env` → `/run/fakeplugin/gpus/<device>.env`: one data file per
+  allocated GPU, mounted by that device's edits, so a container sees exactly the GPUs of the requests it
+  got. Device names are unique on a node and a device is in at most one claim, so container paths never
+  clash. Written before the claim's CDI spec, removed after it.
+
+A data file is `key=value` lines, values preformatted as nvidia-smi prints them (`gpu_values`). Values
+NVML would measure (temperature, power draw, utilisation) are simulated idle readings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fakeplugin.atomicfile import write_atomic
+from fakeplugin.model import GpuDevice
+from fakeplugin.profiles import load_profile
+
+SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
+DATA_CONTAINER_DIR = "/run/fakeplugin/gpus"
+MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")  # the real driver's CDI mounts
+TEST_ROOT_ENV = "FAKEPLUGIN_SMI_ROOT"  # read by the script; tests only: prefix of DATA_CONTAINER_DIR
+SCRIPT_MODE = 0o755
+DATA_MODE = 0o644
+
+IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
+IDLE_POWER_FRACTION = 0.12  # idle draw as a share of the power limit (H200 capture: 83 W of 700 W)
+PERSISTENCE_MODE = "Enabled"  # GPU nodes run nvidia-persistenced (the H200 capture: On)
+
+# go-nvlib brand (ResourceSlice attribute) → nvidia-smi's "Product Brand". `Nvidia` → `NVIDIA` is seen in
+# the H200 capture; the others follow NVML's brand names.
+_BRANDS = {
+    "Unknown": "Unknown",
+    "Quadro": "Quadro",
+    "Tesla": "Tesla",
+    "NVS": "NVS",
+    "Grid": "Grid",
+    "GeForce": "GeForce",
+    "Titan": "Titan",
+    "NvidiaVApps": "NVIDIA Virtual Applications",
+    "NvidiaVPC": "NVIDIA Virtual PC",
+    "NvidiaVCS": "NVIDIA Virtual Compute Server",
+    "NvidiaVWS": "NVIDIA RTX Virtual Workstation",
+    "NvidiaCloudGaming": "NVIDIA Cloud Gaming",
+    "QuadroRTX": "Quadro RTX",
+    "NvidiaRTX": "NVIDIA RTX",
+    "Nvidia": "NVIDIA",
+    "GeForceRTX": "GeForce RTX",
+    "TitanRTX": "Titan RTX",
+}
+_MIB = 1024 * 1024
+_NVIDIA_VENDOR = "10DE"
+
+
+def script_text() -> str:
+    """The script as shipped in this package."""
+    return resources.files("fakeplugin").joinpath("nvidia-smi.sh").read_text(encoding="utf-8")
+
+
+def script_path(plugin_dir: Path) -> Path:
+    return plugin_dir.absolute() / "bin" / "nvidia-smi"
+
+
+def claim_data_dir(plugin_dir: Path, claim_uid: str) -> Path:
+    return plugin_dir.absolute() / "smi" / claim_uid
+
+
+def data_file_name(device_name: str) -> str:
+    return f"{device_name}.env"
+
+
+# -- pure: values and CDI edits ----------------------------------------------------------------------------
+
+
+def nvml_bus_id(pci_bus_id: str) -> str:
+    """The attribute form `0000:3b:00.0` as NVML prints it: `00000000:3B:00.0` (8-digit domain, upper)."""
+    domain, rest = pci_bus_id.split(":", 1)
+    return f"{int(domain, 16):08X}:{rest.upper()}"
+
+
+def serial_number(uuid: str) -> str:
+    """A stable 13-digit board serial (real ones look like `1653724058250`), derived from the UUID."""
+    digits = int(hashlib.sha256(f"fakeplugin/serial/{uuid}".encode()).hexdigest(), 16) % 10**12
+    return f"1{digits:012d}"
+
+
+def gpu_values(device: GpuDevice) -> dict[str, str]:
+    """What the script prints for `device`; `N/A` where the profile gives no real value."""
+    profile = load_profile(device.profile)
+    # GpuDevice does not carry the ECC mode; ECC reserves memory, so memory.total tells it.
+    if device.memory_bytes == profile.memory_ecc_on_bytes:
+        ecc = True
+    elif device.memory_bytes == profile.memory_ecc_off_bytes:
+        ecc = False
+    else:
+        ecc = profile.ecc_default
+    limit = profile.smi.power_limit_watts
+    subsystem = profile.smi.pci_subsystem_id
+    return {
+        "minor": str(device.minor),
+        "uuid": device.uuid,
+        "name": device.product_name,
+        "brand": _BRANDS[device.brand],
+        "architecture": device.architecture,
+        "bus_id": nvml_bus_id(device.pci_bus_id),
+        "pci_device_id": f"0x{profile.pci_device_id:04X}{_NVIDIA_VENDOR}",
+        "pci_subsystem_id": "N/A" if subsystem is None else f"0x{subsystem:04X}{_NVIDIA_VENDOR}",
+        "driver_version": device.driver_version,
+        "cuda_version": device.cuda_driver_version,
+        "compute_cap": device.cuda_compute_capability,
+        "serial": serial_number(device.uuid),
+        "persistence_mode": PERSISTENCE_MODE,
+        "addressing_mode": device.addressing_mode or "N/A",
+        "ecc_mode": "Enabled" if ecc else "Disabled",
+        "mig_mode": "N/A" if profile.mig is None else "Disabled",
+        "memory_total_mib": str(device.memory_bytes // _MIB),
+        "memory_reserved_mib": str(profile.smi.reserved_memory_mib or 0),
+        "memory_used_mib": "0",
+        "utilization_pct": "0",
+        "pstate": "P0",
+        "temperature_c": str(IDLE_TEMPERATURE_C),
+        "power_limit_w": "N/A" if limit is None else f"{limit:.2f}",
+        "power_draw_w": "N/A" if limit is None else f"{limit * IDLE_POWER_FRACTION:.2f}",
+    }
+
+
+def render_data(device: GpuDevice) -> str:
+    """The data file of `device`."""
+    values = gpu_values(device)
+    for key, value in values.items():
+        # One line per key: the script splits lines at the first "=".
+        if "\n" in value or "\r" in value:
+            raise ValueError(f"{device.name}: nvidia-smi value {key}={value!r} contains a line break")
+    lines = [f"# fakeplugin nvidia-smi data of {device.name}", *(f"{k}={v}" for k, v in values.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _mount(host_path: Path, container_path: str) -> dict[str, Any]:
+    return {"hostPath": str(host_path), "containerPath": container_path, "options": list(MOUNT_OPTIONS)}
+
+
+def spec_mounts(plugin_dir: Path) -> list[dict[str, Any]]:
+    """Spec-level CDI mounts: the script."""
+    return [_mount(script_path(plugin_dir), SCRIPT_CONTAINER_PATH)]
+
+
+def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
+    """Device-level CDI mounts: the device's data file."""
+    name = data_file_name(device.name)
+    return [_mount(claim_data_dir(plugin_dir, claim_uid) / name, f"{DATA_CONTAINER_DIR}/{name}")]
+
+
+# -- files -------------------------------------------------------------------------------------------------
+
+
+def install_script(plugin_dir: Path) -> Path:
+    """Write (or replace) the script under `plugin_dir`; returns its path."""
+    path = script_path(plugin_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, script_text().encode(), mode=SCRIPT_MODE)
+    return path
+
+
+def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> None:
+    """Write the data file of each of the claim's devices."""
+    directory = claim_data_dir(plugin_dir, claim_uid)
+    directory.mkdir(parents=True, exist_ok=True)
+    for device in devices:
+        write_atomic(directory / data_file_name(device.name), render_data(device).encode(), mode=DATA_MODE)
+
+
+def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:
+    directory = claim_data_dir(plugin_dir, claim_uid)
+    return all((directory / data_file_name(name)).is_file() for name in device_names)
+
+
+def remove_claim_data(plugin_dir: Path, claim_uid: str) -> None:
+    """Remove the claim's data files; nothing there is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(claim_data_dir(plugin_dir, claim_uid))

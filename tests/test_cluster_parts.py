@@ -1,0 +1,148 @@
+"""The local cluster's parts that need no cluster: binary lookup, nodes from an inventory, flags and
+configs, and recognising our own processes (real processes, real signals)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakeplugin.cluster import binaries, components
+from fakeplugin.cluster.layout import StateLayout, too_long_sockets
+from fakeplugin.cluster.local import ClusterError, cluster_nodes
+from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
+from fakeplugin.config import parse_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_binary_lookup_follows_envtest_order(tmp_path: Path) -> None:
+    cached = executable(tmp_path / "cache" / "k8s" / binaries.K8S_VERSION / "bin" / "kube-apiserver")
+    assets = executable(tmp_path / "assets" / "kube-apiserver")
+    single = executable(tmp_path / "single" / "my-apiserver")
+    env = {"FAKEPLUGIN_CACHE": str(tmp_path / "cache")}
+    assert binaries.find("kube-apiserver", env) == cached
+    env["KUBEBUILDER_ASSETS"] = str(assets.parent)
+    assert binaries.find("kube-apiserver", env) == assets
+    env["TEST_ASSET_KUBE_APISERVER"] = str(single)
+    assert binaries.find("kube-apiserver", env) == single
+    # A set variable is taken as is, as in envtest: no fallback to the next place.
+    env["TEST_ASSET_KUBE_APISERVER"] = str(tmp_path / "nowhere")
+    with pytest.raises(
+        binaries.BinaryNotFound, match=r"(?s)nowhere.*fakeplugin cluster build --only kube-apiserver`"
+    ):
+        binaries.find("kube-apiserver", env)
+
+
+def test_find_all_names_every_missing_binary(tmp_path: Path) -> None:
+    executable(tmp_path / "etcd")
+    with pytest.raises(binaries.BinaryNotFound) as missing:
+        binaries.find_all(("etcd", "kubelet", "fakecri"), {"KUBEBUILDER_ASSETS": str(tmp_path)})
+    lines = str(missing.value).splitlines()
+    assert [line.split(":")[0].strip() for line in lines[1:-1]] == ["kubelet", "fakecri"]
+    assert "`fakeplugin cluster build --only kubelet,fakecri`" in lines[-1]
+
+
+def test_feature_gates_override_the_dra_defaults() -> None:
+    gates = components.parse_feature_gates("DRADeviceTaints=false, DRAConsumableCapacity=true")
+    assert gates == {
+        **components.DEFAULT_FEATURE_GATES,
+        "DRADeviceTaints": False,
+        "DRAConsumableCapacity": True,
+    }
+    assert components.gates_flag({"B": True, "A": False}) == "A=false,B=true"
+    with pytest.raises(ValueError, match="'DRADeviceTaints': expected Name=true"):
+        components.parse_feature_gates("DRADeviceTaints")
+
+
+def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
+    inventory = parse_config({
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        "nodes": [
+            {"name": "gpu-a", "labels": {"tier": "gpu"}, "gpus": [{"profile": "t10", "count": 2}]},
+            {"name": "plain"},
+            {"name": "gpu-b", "gpus": [{"profile": "t10"}]},
+            {"selector": {"matchLabels": {"pool": "x"}}, "gpus": [{"profile": "t10"}]},
+        ],
+    })  # fmt: skip
+    nodes = cluster_nodes(inventory, workers=2)
+    assert [(n.name, n.kubelet, n.gpus, n.index) for n in nodes] == [
+        ("gpu-a", True, 2, 0),
+        ("plain", False, 0, -1),
+        ("gpu-b", True, 1, 1),
+        ("worker-1", False, 0, -1),
+        ("worker-2", False, 0, -1),
+    ]
+    assert nodes[0].labels == {"tier": "gpu"}
+    clash = parse_config(
+        {"driverVersion": "580.1", "cudaDriverVersion": "13.0", "nodes": [{"name": "worker-1"}]}
+    )
+    with pytest.raises(ClusterError, match="worker-1 clashes"):
+        cluster_nodes(clash, workers=1)
+
+
+def test_socket_paths_too_long_are_named() -> None:
+    short = StateLayout(Path("/tmp/s")).node("capi-dralabs-md-gpua5000-jw4mx-d64jz", 0)
+    deep = StateLayout(Path("/tmp/" + "d" * 65)).node("n", 0)
+    assert too_long_sockets([short]) == []
+    assert too_long_sockets([deep]) == [f"/tmp/{'d' * 65}/kubelet/0/plugins/gpu.nvidia.com/dra.sock"]
+
+
+def test_everything_listens_on_loopback_only(tmp_path: Path) -> None:
+    layout = StateLayout(tmp_path)
+    ports = components.Ports(1, 2, 3, 4, 5)
+    gates = components.DEFAULT_FEATURE_GATES
+    bin_ = Path("/bin/x")
+    argvs = [
+        components.etcd_argv(bin_, layout, ports),
+        components.apiserver_argv(bin_, layout, ports, gates),
+        components.scheduler_argv(bin_, layout, ports, gates),
+        components.controller_manager_argv(bin_, layout, ports, gates),
+    ]
+    urls_and_addresses = [a for argv in argvs for a in argv if "://" in a or "address=" in a]
+    assert urls_and_addresses and all("127.0.0.1" in a for a in urls_and_addresses)
+    config = components.kubelet_config(layout.node("n", 0), components.KubeletPorts(6, 7), gates)
+    assert (config["address"], config["healthzBindAddress"], config["readOnlyPort"]) == (
+        "127.0.0.1",
+        "127.0.0.1",
+        0,
+    )
+    assert config["featureGates"] == gates
+
+
+def test_only_processes_with_our_command_line_are_signalled(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path)]
+    record, proc = spawn("sleeper", [argv], tmp_path / "logs" / "sleeper.log", tmp_path)
+    try:
+        assert is_running(record)
+        assert processes_of(tmp_path) == [(record.pid, " ".join(argv))]
+        impostor = ProcessRecord("sleeper", record.pid, ((*argv, "--other"),), record.log)
+        assert stop(impostor, grace=1) == "not running"
+        assert proc.poll() is None, "a pid whose command line differs must not be signalled"
+        assert stop(record, proc, grace=10) == "stopped"
+        assert proc.returncode is not None and not is_running(record)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_cluster_command_help_lists_its_actions() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "fakeplugin", "cluster", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert all(action in out.stdout for action in ("up", "down", "status", "build"))

@@ -1,0 +1,391 @@
+"""The fake nvidia-smi (fakeplugin/nvidia-smi.sh, fakeplugin.smi) run with /bin/sh as a container sees it.
+
+A container's view is built from real CDI specs: the plugin's files are written as the Preparer writes them,
+then every mount of the injected devices (and of their specs) is copied from its hostPath to its
+containerPath under a temporary root, which the script is pointed at with FAKEPLUGIN_SMI_ROOT. Output is
+compared with real nvidia-smi 580.159.04 output of a two-H200 host (tests/data/nvidia-smi-h200): exactly
+where the values are the same, by structure where the fake simulates them (temperature, power draw, serial).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fakeplugin import cdi, smi
+from fakeplugin.model import ClaimRef, GpuDevice
+from fakeplugin.prepare import Preparer
+
+DRIVER = "gpu.nvidia.com"
+CAPTURES = Path(__file__).resolve().parent / "data" / "nvidia-smi-h200"
+UUID_A = "0a000000-aaaa-4bbb-8ccc-dddddddddddd"
+UUID_B = "0b000000-aaaa-4bbb-8ccc-dddddddddddd"
+TIMESTAMP = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ 1-3]\d \d\d:\d\d:\d\d \d{4}")
+
+
+def captured(section: str) -> list[str]:
+    """The lines of one `### <section>` of smi_text.txt, without the `rc=N` line."""
+    lines = (CAPTURES / "smi_text.txt").read_text().splitlines()
+    start = lines.index(f"### {section}") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("### ")), len(lines))
+    return [line for line in lines[start:end] if not line.startswith("rc=")]
+
+
+def h200(minor: int) -> GpuDevice:
+    """One of the captured host's GPUs, as our inventory would describe it."""
+    uuid = ("GPU-bd363601-0402-2785-a79b-f013317dbdce", "GPU-7d2eb26e-1642-6cd7-308d-39b5bece4cd3")[minor]
+    return GpuDevice(
+        name=f"gpu-{minor}",
+        type="gpu",
+        minor=minor,
+        index=minor,
+        uuid=uuid,
+        product_name="NVIDIA H200",
+        brand="Nvidia",
+        architecture="Hopper",
+        cuda_compute_capability="9.0",
+        driver_version="580.159.04",
+        cuda_driver_version="13.0",
+        memory_bytes=150754820096,
+        pci_bus_id=f"0000:00:0{6 + minor}.0",
+        pcie_root="pci0000:00",
+        addressing_mode="None",
+        profile="h200",
+    )
+
+
+def t10(minor: int) -> GpuDevice:
+    return GpuDevice(
+        name=f"gpu-{minor}",
+        type="gpu",
+        minor=minor,
+        index=minor,
+        uuid=f"GPU-{minor:08x}-1111-2222-3333-444444444444",
+        product_name="NVIDIA T10",
+        brand="Nvidia",
+        architecture="Turing",
+        cuda_compute_capability="7.5",
+        driver_version="580.126.20",
+        cuda_driver_version="13.0",
+        memory_bytes=16106127360,
+        pci_bus_id=f"7c1e:{0x1B + minor:02x}:00.0",
+        pcie_root=None,
+        addressing_mode=None,
+        profile="t10",
+    )
+
+
+def write_claim(plugin_dir: Path, cdi_root: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> Path:
+    """What the Preparer leaves on the host for one claim: script, data files, CDI spec."""
+    smi.install_script(plugin_dir)
+    smi.write_claim_data(plugin_dir, claim_uid, devices)
+    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir)
+    cdi_root.mkdir(parents=True, exist_ok=True)
+    path = cdi.spec_path(cdi_root, claim_uid, driver_name=DRIVER)
+    cdi.write_spec(path, spec)
+    return path
+
+
+def container_view(root: Path, injected: Sequence[tuple[Path, Sequence[str]]]) -> Path:
+    """Apply the mounts of the injected CDI devices ((spec file, device names) pairs) under `root`, as a
+    runtime would: each spec's own edits once, then each device's; a later mount of a path replaces it."""
+    mounts: dict[str, str] = {}
+    for spec_file, names in injected:
+        spec = yaml.safe_load(spec_file.read_text())
+        edits = [spec["containerEdits"]]
+        edits += [d["containerEdits"] for d in spec["devices"] if d["name"].split("-gpu-")[-1] in names]
+        for edit in edits:
+            for mount in edit.get("mounts", []):
+                assert mount["options"] == ["ro", "nosuid", "nodev", "rbind", "rprivate"]
+                mounts[mount["containerPath"]] = mount["hostPath"]
+    for container_path, host_path in mounts.items():
+        target = root / container_path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(host_path, target)
+    return root
+
+
+def run_smi(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["/bin/sh", str(root / "usr/bin/nvidia-smi"), *args],
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", smi.TEST_ROOT_ENV: str(root)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def smi_lines(root: Path, *args: str) -> list[str]:
+    result = run_smi(root, *args)
+    assert (result.returncode, result.stderr) == (0, ""), result.stdout
+    return result.stdout.splitlines()
+
+
+@pytest.fixture
+def h200_host(tmp_path: Path) -> Path:
+    """A container that got both H200s of the captured host through one claim (devices listed minor 1
+    first, so enumeration order cannot come from allocation order)."""
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [h200(1), h200(0)])
+    return container_view(tmp_path / "ctr", [(spec, ["1", "0"])])
+
+
+# ---- against the capture -----------------------------------------------------------------------------
+
+
+def test_list_is_the_captured_one(h200_host: Path) -> None:
+    assert smi_lines(h200_host, "-L") == captured("nvidia-smi -L")
+    assert smi_lines(h200_host, "--list-gpus") == captured("nvidia-smi -L")
+
+
+def test_version_is_the_captured_one(h200_host: Path) -> None:
+    assert smi_lines(h200_host, "--version") == captured("nvidia-smi --version")
+
+
+def test_query_noheader_nounits_is_the_captured_one(h200_host: Path) -> None:
+    lines = smi_lines(h200_host, "--query-gpu=index,name,uuid,memory.total", "--format=csv,noheader,nounits")
+    assert lines == captured("query csv noheader nounits")
+
+
+def test_query_csv_matches_the_capture_field_by_field(h200_host: Path) -> None:
+    expected = captured("query csv")
+    fields = [f.split(" [")[0] for f in expected[0].split(", ")]
+    lines = smi_lines(h200_host, f"--query-gpu={','.join(fields)}", "--format=csv")
+    assert lines[0] == expected[0]  # header, units included
+    simulated = {  # values the fake makes up, checked by shape
+        "memory.free": r"143155 MiB",  # total - reserved - used; the real one is 1 MiB off that
+        "temperature.gpu": r"33",
+        "power.draw": r"84\.00 W",  # 12 % of the limit
+        "serial": r"1\d{12}",
+        "vbios_version": r"\[N/A\]",
+    }
+    for ours, real in zip(lines[1:], expected[1:], strict=True):
+        for field, value, real_value in zip(fields, ours.split(", "), real.split(", "), strict=True):
+            if field in simulated:
+                assert re.fullmatch(simulated[field], value), (field, value)
+            else:
+                assert value == real_value, field
+
+
+def test_summary_table_is_the_captured_layout(h200_host: Path) -> None:
+    lines = smi_lines(h200_host)
+    expected = captured("nvidia-smi")
+    assert len(lines) == len(expected)
+    assert TIMESTAMP.fullmatch(lines[0][:-7]) and lines[0].endswith(" " * 7)
+    row = "| N/A   33C    P0             84W /  700W |"
+    simulated = {9: row, 13: row}
+    for i, (ours, real) in enumerate(zip(lines[1:], expected[1:], strict=True), start=1):
+        if i in simulated:  # temperature and power draw: same columns, our values
+            assert ours.startswith(simulated[i]) and ours[42:] == real[42:]
+            assert [j for j, c in enumerate(ours) if c == "|"] == [j for j, c in enumerate(real) if c == "|"]
+        else:
+            assert ours == real, i
+
+
+Q = list[tuple[tuple[str, ...], str | None]]
+
+
+def parse_q(lines: Sequence[str]) -> list[Q]:
+    """`-q` lines as (section path + key, value), split at each `GPU <bus id>` line (the first part is the
+    report's header); checks the key column (54) on the way."""
+    parts: list[Q] = [[]]
+    path: list[str] = []
+    for line in lines:
+        if not line.strip() or line.startswith("="):
+            continue
+        if line.startswith("GPU "):
+            parts.append([(("GPU",), line[4:])])
+            path = ["GPU"]
+            continue
+        level = (len(line) - len(line.lstrip(" "))) // 4
+        key, sep, value = line.strip().partition(" : ")
+        if sep:
+            assert line.index(" : ") == 54, line
+        del path[level:]  # a GPU's keys are at level 1, under path[0] == "GPU"
+        parts[-1].append(((*path, key.rstrip()), value if sep else None))
+        if not sep:
+            path.append(key.rstrip())
+    return parts
+
+
+def test_query_report_is_a_subset_of_the_captured_one(h200_host: Path) -> None:
+    ours = parse_q(smi_lines(h200_host, "-q"))
+    real = parse_q((CAPTURES / "smi_q.txt").read_text().splitlines())
+    assert len(ours) == len(real) == 3  # the header, then two GPUs
+    simulated = {"Timestamp", "Serial Number", "VBIOS Version", "GPU Current Temp", "Free"}
+    simulated.add("Average Power Draw")
+    for ours_part, real_part in zip(ours, real, strict=True):
+        real_keys = iter(key for key, _ in real_part)
+        assert all(key in real_keys for key, _ in ours_part)  # same keys, same order
+        real_values = dict(real_part)
+        for key, value in ours_part:
+            if key[-1] not in simulated:
+                assert value == real_values[key], key
+
+
+def test_errors_are_the_captured_ones(h200_host: Path) -> None:
+    bogus = run_smi(h200_host, "--bogus")
+    assert (bogus.returncode, bogus.stdout.splitlines()) == (255, captured("bad flag"))
+    for args in (("-L", "-i", "0"), ("-L", "-i", "9")):
+        result = run_smi(h200_host, *args)
+        assert (result.returncode, result.stdout.splitlines()) == (2, captured("bad index"))
+
+
+def test_unknown_query_field_and_bad_format_fail_with_exit_2(h200_host: Path) -> None:
+    result = run_smi(h200_host, "--query-gpu=uuid,device_minor", "--format=csv")
+    message = 'Field "device_minor" is not a valid field to query.\n\n'
+    assert (result.returncode, result.stdout) == (2, message)
+    for args in (("--query-gpu=uuid",), ("--query-gpu=uuid", "--format=json"), ("-i",)):
+        assert run_smi(h200_host, *args).returncode == 2, args
+
+
+# ---- visibility: exactly the container's GPUs ---------------------------------------------------------
+
+
+def test_a_container_sees_exactly_its_devices_of_several_claims(tmp_path: Path) -> None:
+    plugin, cdi_root = tmp_path / "plugin", tmp_path / "cdi"
+    two = write_claim(plugin, cdi_root, UUID_A, [t10(0), t10(1)])
+    one = write_claim(plugin, cdi_root, UUID_B, [t10(3)])
+    # The container asked for one request of the first claim (gpu-1) and all of the second.
+    root = container_view(tmp_path / "ctr", [(two, ["1"]), (one, ["3"])])
+    assert smi_lines(root, "-L") == [
+        f"GPU 0: NVIDIA T10 (UUID: {t10(1).uuid})",
+        f"GPU 1: NVIDIA T10 (UUID: {t10(3).uuid})",
+    ]
+    other = container_view(tmp_path / "other", [(two, ["0", "1"])])
+    assert smi_lines(other, "--query-gpu=index,uuid", "--format=csv,noheader") == [
+        f"0, {t10(0).uuid}",
+        f"1, {t10(1).uuid}",
+    ]
+
+
+def test_ten_gpus_enumerate_by_minor_number(tmp_path: Path) -> None:
+    devices = [t10(m) for m in (10, 2, 9, 0, 1)]
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, devices)
+    root = container_view(tmp_path / "ctr", [(spec, ["10", "2", "9", "0", "1"])])
+    lines = smi_lines(root, "--query-gpu=index,uuid", "--format=csv,noheader")
+    assert lines == [f"{i}, {t10(m).uuid}" for i, m in enumerate((0, 1, 2, 9, 10))]
+
+
+def test_id_selects_by_index_uuid_or_bus_id(h200_host: Path) -> None:
+    args = ("--query-gpu=index,uuid", "--format=csv,noheader")
+    second = [f"1, {h200(1).uuid}"]
+    assert smi_lines(h200_host, *args, "-i", "1") == second
+    assert smi_lines(h200_host, *args, f"--id={h200(1).uuid}") == second
+    assert smi_lines(h200_host, *args, "-i", "00000000:00:07.0") == second
+    assert len(smi_lines(h200_host, "-q", "-i", "0,1")) == len(smi_lines(h200_host, "-q"))
+    missing = run_smi(h200_host, *args, "-i", "7")
+    assert (missing.returncode, missing.stdout) == (6, "No devices were found\n")
+
+
+def test_no_driver_and_no_devices(tmp_path: Path) -> None:
+    root = tmp_path / "ctr"
+    (root / "usr/bin").mkdir(parents=True)
+    smi.install_script(tmp_path / "plugin")
+    shutil.copy2(smi.script_path(tmp_path / "plugin"), root / "usr/bin/nvidia-smi")
+    no_driver = run_smi(root, "-L")
+    assert no_driver.returncode == 9
+    assert "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." in no_driver.stdout
+    (root / "run/fakeplugin/gpus").mkdir(parents=True)
+    for args in ((), ("-L",), ("-q",)):
+        result = run_smi(root, *args)
+        assert (result.returncode, result.stdout) == (6, "No devices were found\n"), args
+
+
+# ---- other GPUs: the same layout with their values ----------------------------------------------------
+
+
+def test_a_gpu_without_power_or_mig_data_keeps_the_table_layout(tmp_path: Path) -> None:
+    long_name = replace(t10(0), product_name="NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [long_name])
+    root = container_view(tmp_path / "ctr", [(spec, ["0"])])
+    lines = smi_lines(root)
+    assert lines[2] == (
+        "| NVIDIA-SMI 580.126.20             Driver Version: 580.126.20     CUDA Version: 13.0     |"
+    )
+    assert lines[8:11] == [
+        "|   0  NVIDIA RTX PRO 6000 Blackwe... On  |   00007C1E:1B:00.0 Off |                    0 |",
+        "| N/A   33C    P0            N/A  /  N/A  |       0MiB /  15360MiB |      0%      Default |",
+        "|                                         |                        |                  N/A |",
+    ]
+    assert all(len(line) == 91 for line in lines[1:] if line)
+    query = "--query-gpu=name,memory.free,power.draw,power.limit,mig.mode.current,ecc.mode.current"
+    assert smi_lines(root, query, "--format=csv,noheader") == [
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition, 15360 MiB, [N/A], [N/A], [N/A], Enabled"
+    ]
+
+
+def test_ecc_mode_follows_the_memory_total(tmp_path: Path) -> None:
+    ecc_off = replace(t10(0), product_name="NVIDIA RTX A5000", brand="NvidiaRTX", profile="rtx-a5000")
+    ecc_off = replace(ecc_off, memory_bytes=25757220864)  # the profile's ECC-off total
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [ecc_off])
+    root = container_view(tmp_path / "ctr", [(spec, ["0"])])
+    assert smi_lines(root, "--query-gpu=ecc.mode.current,memory.total", "--format=csv,noheader") == [
+        "Disabled, 24564 MiB"
+    ]
+    assert smi_lines(root)[8].endswith("|                  Off |")
+    assert "    Product Brand                                      : NVIDIA RTX" in smi_lines(root, "-q")
+
+
+# ---- the plugin side: files, spec, lifecycle ----------------------------------------------------------
+
+
+def test_spec_mounts_are_valid_cdi_and_keep_the_minimum_version(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    for uid, version in ((UUID_A, "0.5.0"), ("a" + UUID_A[1:], "0.3.0")):
+        spec = cdi.claim_spec(uid, [t10(0), t10(1)], driver_name=DRIVER, plugin_dir=plugin)
+        assert cdi.validate_spec(spec) == []
+        assert spec["cdiVersion"] == version
+        assert spec["containerEdits"]["mounts"] == [
+            {
+                "hostPath": str(plugin / "bin/nvidia-smi"),
+                "containerPath": "/usr/bin/nvidia-smi",
+                "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"],
+            }
+        ]
+        device_mounts = [m for d in spec["devices"] for m in d["containerEdits"]["mounts"]]
+        assert [(m["hostPath"], m["containerPath"]) for m in device_mounts] == [
+            (str(plugin / f"smi/{uid}/gpu-{i}.env"), f"/run/fakeplugin/gpus/gpu-{i}.env") for i in (0, 1)
+        ]
+    relative = cdi.claim_spec(UUID_A, [t10(0)], driver_name=DRIVER, plugin_dir=Path("rel/plugin"))
+    all_mounts = relative["containerEdits"]["mounts"] + relative["devices"][0]["containerEdits"]["mounts"]
+    assert all(Path(m["hostPath"]).is_absolute() for m in all_mounts)
+
+
+def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
+    (tmp_path / "boot_id").write_text("0b00b00b-0000-4000-8000-000000000001\n")
+    ref = ClaimRef(namespace="ns", uid=UUID_A, name="claim")
+    result = {"request": "gpus", "driver": DRIVER, "pool": "node-a", "device": "gpu-1"}
+    claim = {"metadata": {"uid": UUID_A}, "status": {"allocation": {"devices": {"results": [result]}}}}
+    plugin = tmp_path / "plugin"
+    preparer = Preparer(
+        driver_name=DRIVER,
+        node_name="node-a",
+        devices={d.name: d for d in map(t10, range(2))},
+        get_claim=lambda namespace, name: claim,
+        cdi_root=tmp_path / "cdi",
+        plugin_dir=plugin,
+        boot_id_file=tmp_path / "boot_id",
+    )
+    script = plugin / "bin/nvidia-smi"
+    assert script.read_text() == smi.script_text() and script.stat().st_mode & 0o777 == 0o755
+
+    assert preparer.prepare([ref])[UUID_A].error == ""
+    data = plugin / "smi" / UUID_A / "gpu-1.env"
+    assert data.read_text() == smi.render_data(t10(1))
+    assert f"uuid={t10(1).uuid}\n" in data.read_text()
+
+    data.unlink()  # e.g. the plugin dir was cleaned while the checkpoint survived
+    assert preparer.prepare([ref])[UUID_A].error == ""
+    assert data.read_text() == smi.render_data(t10(1))
+
+    assert preparer.unprepare([ref]) == {UUID_A: ""}
+    assert not (plugin / "smi" / UUID_A).exists()
+    assert script.exists()  # shared by every claim
