@@ -9,10 +9,13 @@ Container edits of the fake (no real driver files exist to mount):
   `NVIDIA_VISIBLE_DEVICES=<UUIDs of all the claim's GPUs, comma-joined, allocation order>`,
   `FAKEPLUGIN_CLAIM_UID=<claimUID>`, `FAKEPLUGIN_CLAIM_DEVICES=<device names, comma-joined>`;
 - device level (only for the GPUs a container actually got; CDI rejects devices without edits):
-  `FAKEPLUGIN_GPU_<minor>_UUID=<uuid>`.
+  `FAKEPLUGIN_GPU_<minor>_UUID=<uuid>`, for a MIG device
+  `FAKEPLUGIN_GPU_<parentMinor>_MIG_<giProfileId>_<placementStart>_UUID=<MIG UUID>`.
 With `device_nodes=True` the edits also carry fake character devices: `/dev/nvidia<minor>` (195:<minor>)
-per GPU, and `/dev/nvidiactl` (195:255), `/dev/nvidia-uvm` (238:0), `/dev/nvidia-uvm-tools` (238:1) at
-spec level. Type, major and minor are always set, so the CDI library never stats the host for them.
+per GPU (for a MIG device its parent's; the real driver adds /dev/nvidia-caps nodes whose minors depend
+on NVML's GPU/compute instance IDs, which the fake does not model), and `/dev/nvidiactl` (195:255),
+`/dev/nvidia-uvm` (238:0), `/dev/nvidia-uvm-tools` (238:1) at spec level. Type, major and minor are
+always set, so the CDI library never stats the host for them.
 With `plugin_dir` the edits also mount the fake nvidia-smi: the script at spec level, each GPU's data file
 at device level (fakeplugin.smi).
 """
@@ -87,8 +90,12 @@ def claim_spec(
     driver_name: str,
     device_nodes: bool = False,
     plugin_dir: Path | None = None,
+    device_env: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """The CDI spec of one claim (see the module docstring for the edits)."""
+    """The CDI spec of one claim (see the module docstring for the edits).
+
+    `device_env`: device name → more env entries for that device's edits (its opaque config's settings).
+    """
     if not devices:
         raise ValueError(f"claim {claim_uid}: a CDI spec needs at least one device")
     spec_edits: dict[str, Any] = {
@@ -109,17 +116,26 @@ def claim_spec(
     spec: dict[str, Any] = {
         "cdiVersion": EARLIEST_VERSION,
         "kind": kind(driver_name),
-        "devices": [_device_entry(claim_uid, d, device_nodes, plugin_dir) for d in devices],
+        "devices": [
+            _device_entry(claim_uid, d, device_nodes, plugin_dir, (device_env or {}).get(d.name, ()))
+            for d in devices
+        ],
         "containerEdits": spec_edits,
     }
     spec["cdiVersion"] = required_version(spec)
     return spec
 
 
+def device_env_prefix(device: GpuDevice) -> str:
+    """`FAKEPLUGIN_GPU_<minor>_` or `FAKEPLUGIN_GPU_<minor>_MIG_<giProfileId>_<start>_` (a MIG device)."""
+    mig = f"_MIG_{device.mig.gi_profile_id}_{device.mig.start}" if device.mig is not None else ""
+    return f"FAKEPLUGIN_GPU_{device.minor}{mig}_"
+
+
 def _device_entry(
-    claim_uid: str, device: GpuDevice, device_nodes: bool, plugin_dir: Path | None
+    claim_uid: str, device: GpuDevice, device_nodes: bool, plugin_dir: Path | None, env: Sequence[str]
 ) -> dict[str, Any]:
-    edits: dict[str, Any] = {"env": [f"FAKEPLUGIN_GPU_{device.minor}_UUID={device.uuid}"]}
+    edits: dict[str, Any] = {"env": [f"{device_env_prefix(device)}UUID={device.uuid}", *env]}
     if device_nodes:
         edits["deviceNodes"] = [_char_device(f"/dev/nvidia{device.minor}", NVIDIA_MAJOR, device.minor)]
     if plugin_dir is not None:

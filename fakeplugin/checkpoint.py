@@ -9,7 +9,8 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
         "<claimUID>": {
           "state": "PrepareStarted" | "PrepareCompleted",
           "namespace": "...", "name": "...",
-          "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}]
+          "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}],
+          "configEnv"?: {"<deviceName>": ["KEY=VALUE", ...]}  (what its opaque config applied; only if any)
         }
       },
       "checksum": "sha256:<hex of the canonical JSON (sorted keys, no spaces) of everything but checksum>"
@@ -57,6 +58,9 @@ class ClaimEntry:
     namespace: str
     name: str
     devices: tuple[PreparedDevice, ...]
+    # Device name → the container env its opaque config applied (fakeplugin.opaqueconfig), so that a spec
+    # written again for a prepared claim carries the settings of the original preparation.
+    config_env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,19 +110,23 @@ def _device_json(device: PreparedDevice) -> dict[str, Any]:
     return out
 
 
+def _claim_json(entry: ClaimEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "state": entry.state.value,
+        "namespace": entry.namespace,
+        "name": entry.name,
+        "devices": [_device_json(d) for d in entry.devices],
+    }
+    if entry.config_env:
+        out["configEnv"] = {device: list(env) for device, env in entry.config_env.items()}
+    return out
+
+
 def encode(checkpoint: Checkpoint) -> bytes:
     payload: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "nodeBootID": checkpoint.node_boot_id,
-        "preparedClaims": {
-            uid: {
-                "state": entry.state.value,
-                "namespace": entry.namespace,
-                "name": entry.name,
-                "devices": [_device_json(d) for d in entry.devices],
-            }
-            for uid, entry in checkpoint.claims.items()
-        },
+        "preparedClaims": {uid: _claim_json(entry) for uid, entry in checkpoint.claims.items()},
     }
     document = {**payload, "checksum": _checksum(payload)}
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
@@ -183,7 +191,14 @@ class _Reader:
             namespace=self.get(obj, "namespace", str, where),
             name=self.get(obj, "name", str, where),
             devices=tuple(self.device(d, f"{where}.devices[{i}]") for i, d in enumerate(devices)),
+            config_env=self.config_env(obj, where),
         )
+
+    def config_env(self, obj: dict, where: str) -> dict[str, tuple[str, ...]]:
+        if "configEnv" not in obj:
+            return {}
+        envs = self.get(obj, "configEnv", dict, where)
+        return {device: self.strings(envs, device, f"{where}.configEnv") for device in envs}
 
     def device(self, obj: Any, where: str) -> PreparedDevice:
         share_id = obj.get("shareID") if isinstance(obj, dict) else None

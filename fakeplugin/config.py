@@ -365,9 +365,8 @@ def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[M
         wanted = ", ".join(mp.name for mp in free)
         p.add(where, f"the MIG devices do not fit on one GPU: no free placements left for {wanted}")
         return None
-    return tuple(MigInstance(mp, start) for mp, start, _ in fixed) + tuple(
-        MigInstance(mp, start) for mp, start in zip(free, starts, strict=True)
-    )
+    placed = [(mp, start) for mp, start, _ in fixed] + list(zip(free, starts, strict=True))
+    return tuple(MigInstance(mp, start) for mp, start in sorted(placed, key=lambda ms: ms[1]))
 
 
 def _memory(p: Problems, m: dict[str, Any], path: str) -> int | None:

@@ -113,7 +113,13 @@ def _published(full: GpuDevice, gpu: GpuEntry, node_name: str, dynamic_mig: bool
         return ([replace(full, counter_set=counters)] if with_full else []) + partitions
     if gpu.mig is not None:
         return [
-            _mig_device(full, m.profile, m.start, uuid=mig_uuid(full.uuid, m.profile.gi_profile_id, m.start))
+            _mig_device(
+                full,
+                m.profile,
+                m.start,
+                uuid=mig_uuid(full.uuid, m.profile.gi_profile_id, m.start),
+                counter_set=None,
+            )
             for m in gpu.mig
         ]
     return [full]

@@ -21,11 +21,16 @@ log = logging.getLogger(__name__)
 
 
 class NodeInventory(Mapping[str, GpuDevice]):
-    """Device name -> GpuDevice for one node; a live Mapping the prepare core reads from."""
+    """Device name -> GpuDevice for one node; a live Mapping the prepare core reads from.
 
-    def __init__(self, path: Path, node_name: str) -> None:
+    Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
+    DynamicMIG feature gate), so every allocated device name resolves.
+    """
+
+    def __init__(self, path: Path, node_name: str, *, dynamic_mig: bool = False) -> None:
         self._path = path
         self._node = node_name
+        self._dynamic_mig = dynamic_mig
         self._lock = threading.Lock()
         self._digest = ""
         self._inventory: Inventory | None = None
@@ -63,7 +68,11 @@ class NodeInventory(Mapping[str, GpuDevice]):
             inventory = self._inventory
         assert inventory is not None
         entry = inventory.node_entry(self._node, dict(labels))
-        devices = devices_for_node(inventory, entry, self._node) if entry is not None else []
+        devices = (
+            devices_for_node(inventory, entry, self._node, dynamic_mig=self._dynamic_mig)
+            if entry is not None
+            else []
+        )
         with self._lock:
             before = set(self._devices)
             self._devices = {d.name: d for d in devices}

@@ -120,7 +120,7 @@ fi
 
 exec awk -v mode="$mode" -v fields="$query" -v format="$format" -v ids="$ids" \
 	-v now="$(date '+%a %b %e %H:%M:%S %Y')" -v stamp="$(date '+%Y/%m/%d %H:%M:%S.000')" '
-# One record per data file: g[n, key] = value.
+# One record per data file: g[n, key] = value. The record of a MIG device describes its parent GPU too.
 FNR == 1 { n++ }
 /^#/ || !index($0, "=") { next }
 {
@@ -134,7 +134,7 @@ function na(v) { return v == "N/A" ? "[N/A]" : v }
 function csv_value(r, f, p) {
 	if (f == "timestamp") return stamp
 	if (f == "driver_version") return g[r, "driver_version"]
-	if (f == "count") return count
+	if (f == "count") return ng
 	if (f == "index") return pos[r]
 	if (f == "name" || f == "gpu_name") return g[r, "name"]
 	if (f == "serial" || f == "gpu_serial") return g[r, "serial"]
@@ -198,22 +198,22 @@ function no_devices() {
 function select_gpus(i, j, k, want, id, hit) {
 	m = 0
 	if (ids == "") {
-		for (i = 1; i <= n; i++) sel[++m] = order[i]
+		for (i = 1; i <= ng; i++) sel[++m] = order[i]
 		return
 	}
 	k = split(ids, want, ",")
-	for (i = 1; i <= n; i++) picked[order[i]] = 0
+	for (i = 1; i <= ng; i++) picked[order[i]] = 0
 	for (j = 1; j <= k; j++) {
 		id = want[j]
 		hit = 0
-		for (i = 1; i <= n; i++)
+		for (i = 1; i <= ng; i++)
 			if (id == pos[order[i]] "" || id == g[order[i], "uuid"] || toupper(id) == g[order[i], "bus_id"]) {
 				picked[order[i]] = 1
 				hit = 1
 			}
 		if (!hit) no_devices()
 	}
-	for (i = 1; i <= n; i++) if (picked[order[i]]) sel[++m] = order[i]
+	for (i = 1; i <= ng; i++) if (picked[order[i]]) sel[++m] = order[i]
 }
 
 function summary(i, r, sep, ecc, pers) {
@@ -259,7 +259,7 @@ function full(i, r, b) {
 	kv(0, "Driver Version", g[sel[1], "driver_version"])
 	kv(0, "CUDA Version", g[sel[1], "cuda_version"])
 	print ""
-	kv(0, "Attached GPUs", count)
+	kv(0, "Attached GPUs", ng)
 	for (i = 1; i <= m; i++) {
 		r = sel[i]
 		b = g[r, "bus_id"]
@@ -330,18 +330,32 @@ function csv(i, j, k, r, f, line, v) {
 }
 
 END {
-	# Enumeration order: by minor number (insertion sort; n is small).
-	for (i = 1; i <= n; i++) {
-		r = i
-		for (j = i - 1; j >= 1 && g[order[j], "minor"] + 0 > g[r, "minor"] + 0; j--) order[j + 1] = order[j]
-		order[j + 1] = r
+	# Physical GPUs: one per minor number, represented by its first record, in minor order; under each,
+	# the records of its MIG devices in placement order (insertion sorts: n is small).
+	for (r = 1; r <= n; r++) {
+		minor = g[r, "minor"] + 0
+		if (!(minor in gpu_of)) {
+			gpu_of[minor] = r
+			for (j = ng; j >= 1 && g[order[j], "minor"] + 0 > minor; j--) order[j + 1] = order[j]
+			order[j + 1] = r
+			ng++
+		}
+		if (g[r, "mig_uuid"] == "") continue
+		p = gpu_of[minor]
+		for (k = ++migs[p]; k > 1 && g[mig[p, k - 1], "mig_start"] + 0 > g[r, "mig_start"] + 0; k--)
+			mig[p, k] = mig[p, k - 1]
+		mig[p, k] = r
 	}
-	for (i = 1; i <= n; i++) pos[order[i]] = i - 1
-	count = n
+	for (i = 1; i <= ng; i++) pos[order[i]] = i - 1
 	nounits = ("," format ",") ~ /,nounits,/
 	noheader = ("," format ",") ~ /,noheader,/
 	if (mode == "list") {
-		for (i = 1; i <= n; i++) printf "GPU %d: %s (UUID: %s)\n", i - 1, g[order[i], "name"], g[order[i], "uuid"]
+		for (i = 1; i <= ng; i++) {
+			r = order[i]
+			printf "GPU %d: %s (UUID: %s)\n", i - 1, g[r, "name"], g[r, "uuid"]
+			for (k = 1; k <= migs[r]; k++)
+				printf "  MIG %-12sDevice %2d: (UUID: %s)\n", g[mig[r, k], "mig_profile"], k - 1, g[mig[r, k], "mig_uuid"]
+		}
 		exit 0
 	}
 	if (mode == "version") {

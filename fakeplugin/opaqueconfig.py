@@ -1,35 +1,35 @@
-"""NVIDIA's opaque device configuration (`resource.nvidia.com/v1beta1`), read as the real kubelet plugin reads it.
+"""NVIDIA's opaque device configuration (`resource.nvidia.com/v1beta1`), read as the real plugin reads it.
 
-Pure: claim allocation (API shape) + this node's devices + feature gates → per device, the effective config and
-the settings it applies; or a `ConfigError` whose message is the real driver's error chain below
+Pure: claim allocation (API shape) + this node's devices + feature gates → per device, the effective config
+and the settings it applies; or a `ConfigError` whose message is the real driver's error chain below
 `prepare devices failed: ` (nvidia-driver-shape.md §9; `SIGS:cmd/gpu-kubelet-plugin/device_state.go`,
 `SIGS:api/nvidia.com/resource/v1beta1/`, v0.4+/main):
 
-1. `status.allocation.devices.config[]` (`DeviceAllocationConfiguration{source, requests, opaque}`, class configs
-   and claim configs): partitioned by `source` (class first, then claim; anything else ⇒ `invalid config source`);
-   an entry without `opaque` ⇒ `only opaque parameters are supported by this driver` (checked before the driver,
-   as upstream); configs of other drivers skipped; the rest strictly decoded (`error decoding config parameters:`
-   unknown fields ⇒ `strict decoding error: unknown field "a.b"`, wrong JSON types ⇒ Go's `json: cannot
-   unmarshal ...`, bad quantities ⇒ the quantity parser's error).
-2. Precedence, per allocation result of ours (driver and pool), walking the list backwards below the implicit
-   defaults `GpuConfig{}` and `MigDeviceConfig{}`: a config whose `requests` name the result's request (exactly,
-   as upstream: `req/sub` is not matched by `req`) wins, and a kind that does not fit the device type is an
-   error; a config with empty `requests` wins only if its kind fits. Whole objects, no field merging.
-3. Normalization (gated as upstream): TimeSlicing ⇒ `timeSlicingConfig.interval: Default` when missing; MPS ⇒
-   `mpsConfig: {}`. No implicit TimeSlicing for configs without `sharing` (removed upstream by PR #1183).
-4. Per group of results sharing one config object: validation (`error validating GPU config: ...`), then the
-   effects (`error applying config: ...`): TimeSlicing ⇒ the interval on full GPUs; MPS ⇒ a control daemon
-   `mps-control-daemon-<claimUID>-<5 hex of sha256(sorted UUIDs)>`, its thread percentage, pinned-memory
-   limits (`<MiB>M`) and multi-user mode.
+1. `status.allocation.devices.config[]` (`DeviceAllocationConfiguration{source, requests, opaque}`): class
+   configs, then claim configs (another `source` ⇒ `invalid config source`); an entry without `opaque` ⇒
+   `only opaque parameters are supported by this driver` (checked before the driver, as upstream); configs of
+   other drivers skipped; the rest strictly decoded (`error decoding config parameters: ...`: unknown fields ⇒
+   `strict decoding error: unknown field "a.b"`, wrong JSON types ⇒ Go's `json: cannot unmarshal ...`, bad
+   quantities ⇒ the quantity parser's error).
+2. Precedence, per allocation result of ours (driver and pool), walking the list backwards down to the
+   implicit defaults `GpuConfig{}` and `MigDeviceConfig{}`: a config whose `requests` name the result's
+   request (exactly, as upstream: `req` does not match `req/sub`) wins, a kind that does not fit the device
+   type is an error; a config with empty `requests` wins only if its kind fits. Whole objects, no merging.
+3. Normalization (gated as upstream): TimeSlicing ⇒ `timeSlicingConfig.interval: Default` when missing; MPS
+   ⇒ `mpsConfig: {}`. No implicit TimeSlicing for configs without `sharing` (removed upstream by PR #1183).
+4. Per group of results sharing one config object: validation (`error validating GPU config: ...`), then
+   the effects (`error applying config: ...`): TimeSlicing ⇒ the interval on full GPUs; MPS ⇒ a control
+   daemon `mps-control-daemon-<claimUID>-<5 hex of sha256(sorted UUIDs)>`, its thread percentage,
+   pinned-memory limits (`<MiB>M`) and multi-user mode.
 
 Decisions of the fake:
-- `VfioDeviceConfig` is decoded strictly whatever PassthroughSupport says (upstream always registers the kind);
-  it applies to `vfio` devices only, which fakeplugin does not publish, so it never takes effect and naming a GPU
-  request with it is the kind-mismatch error. Compute-domain kinds are not known here (upstream: decoded, then
-  `runtime object is not a recognized configuration`); they get the unregistered-kind error.
+- `VfioDeviceConfig` is decoded strictly whatever PassthroughSupport says (upstream always registers the
+  kind); it fits `vfio` devices only, which fakeplugin does not publish, so it never takes effect, and naming
+  a GPU request with it is the kind-mismatch error. Compute-domain kinds are unknown here (upstream: decoded,
+  then `runtime object is not a recognized configuration`): they get the unregistered-kind error.
 - `timeSlicingConfig: {}` normalizes to `interval: Default` (upstream dereferences the missing interval).
 - Go's `%v` of a Quantity pointer (pinned-memory errors) is rendered as the quantity text; the scheme name in
-  unregistered-kind errors is `SCHEME_NAME`, an approximation of the Go call-site name.
+  unregistered-kind errors (`SCHEME_NAME`) approximates Go's call-site name.
 """
 
 from __future__ import annotations
@@ -98,14 +98,14 @@ class DeviceSettings:
     mps_pinned_device_memory_limit: str | None = None  # "<MiB>M"
     mps_multi_user: bool = False
 
-    def env(self, minor: int) -> tuple[str, ...]:
-        """The container environment that makes the settings visible (CDI edits of this device).
+    def env(self, prefix: str) -> tuple[str, ...]:
+        """The container env that makes the settings visible (CDI edits of the device).
 
-        `FAKEPLUGIN_GPU_<minor>_SHARING_STRATEGY`, `..._TIMESLICE_INTERVAL`, `..._MPS_CONTROL_DAEMON`,
-        `..._MPS_ACTIVE_THREAD_PERCENTAGE`, `..._MPS_PINNED_DEVICE_MEMORY_LIMIT`, `..._MPS_MULTI_USER=true`,
-        and for MPS the real driver's `CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps`; unset settings are left out.
+        `prefix` names the device (`fakeplugin.cdi.device_env_prefix`, e.g. `FAKEPLUGIN_GPU_0_`):
+        `<prefix>SHARING_STRATEGY`, `TIMESLICE_INTERVAL`, `MPS_CONTROL_DAEMON`,
+        `MPS_ACTIVE_THREAD_PERCENTAGE`, `MPS_PINNED_DEVICE_MEMORY_LIMIT`, `MPS_MULTI_USER=true`; unset
+        settings are left out. MPS adds the real driver's `CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps`.
         """
-        prefix = f"FAKEPLUGIN_GPU_{minor}_"
         values = (
             ("SHARING_STRATEGY", self.strategy),
             ("TIMESLICE_INTERVAL", self.timeslice_interval),
@@ -147,7 +147,8 @@ def effective_configs(
             fits = _DEVICE_TYPE[c.kind] == device.type
             if request in c.requests and not fits:
                 raise ConfigError(
-                    f"cannot apply {c.kind} to device {_q(name)} of type {_q(device.type)} (request: {request})"
+                    f"cannot apply {c.kind} to device {_q(name)} of type {_q(device.type)} "
+                    f"(request: {request})"
                 )
             if request in c.requests or (not c.requests and fits):
                 spec = _normalize(c.kind, c.spec, gates)
@@ -169,7 +170,9 @@ def device_settings(
 
     Validates and applies one config group at a time, groups in the order their first device was allocated.
     """
-    configs = effective_configs(allocation, devices, driver_name=driver_name, pool_name=pool_name, gates=gates)
+    configs = effective_configs(
+        allocation, devices, driver_name=driver_name, pool_name=pool_name, gates=gates
+    )
     requests: dict[int, list[str]] = {}
     for request, name in _our_results(allocation, driver_name, pool_name):
         if name in configs:
@@ -280,14 +283,18 @@ _GPU_SHARING = _Struct(
 _MIG_SHARING = _Struct("MigDeviceSharing", {"strategy": _STRATEGY, "mpsConfig": _MPS_FIELD})
 _IOMMU = _Struct(
     "IOMMUConfig",
-    {"backendPolicy": _Field("string", "v1beta1.IOMMUBackendPolicy"), "enableAPIDevice": _Field("bool", "bool")},
+    {
+        "backendPolicy": _Field("string", "v1beta1.IOMMUBackendPolicy"),
+        "enableAPIDevice": _Field("bool", "bool"),
+    },
 )
 KINDS: dict[str, _Struct] = {
     GPU_CONFIG: _Struct(
         GPU_CONFIG, {**_TYPE_META, "sharing": _Field("object", "v1beta1.GpuSharing", _GPU_SHARING)}
     ),
     MIG_DEVICE_CONFIG: _Struct(
-        MIG_DEVICE_CONFIG, {**_TYPE_META, "sharing": _Field("object", "v1beta1.MigDeviceSharing", _MIG_SHARING)}
+        MIG_DEVICE_CONFIG,
+        {**_TYPE_META, "sharing": _Field("object", "v1beta1.MigDeviceSharing", _MIG_SHARING)},
     ),
     VFIO_DEVICE_CONFIG: _Struct(
         VFIO_DEVICE_CONFIG, {**_TYPE_META, "iommu": _Field("object", "v1beta1.IOMMUConfig", _IOMMU)}
@@ -297,7 +304,7 @@ _INT64 = range(-(2**63), 2**63)
 
 
 def decode(parameters: Any) -> tuple[str, dict[str, Any]]:
-    """(kind, parameters without apiVersion/kind and nulls), decoded as the real driver's strict decoder does."""
+    """(kind, parameters without apiVersion/kind and nulls), decoded as upstream's strict decoder does."""
     raw = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
     if not isinstance(parameters, Mapping):
         raise _DecodeError(
@@ -322,7 +329,9 @@ def decode(parameters: Any) -> tuple[str, dict[str, Any]]:
         raise _DecodeError(f"Object 'apiVersion' is missing in '{raw}'")
     if api_version != GROUP_VERSION or kind not in KINDS:
         gv = f"{group}/{version}" if group else version
-        raise _DecodeError(f"no kind {_q(kind)} is registered for version {_q(gv)} in scheme {_q(SCHEME_NAME)}")
+        raise _DecodeError(
+            f"no kind {_q(kind)} is registered for version {_q(gv)} in scheme {_q(SCHEME_NAME)}"
+        )
     walk = _Walk()
     spec = walk.struct(parameters, KINDS[kind], ())
     if walk.type_error:
@@ -449,17 +458,24 @@ def _validate(config: DeviceConfig, gates: Mapping[str, bool]) -> str:
     gate = {TIME_SLICING: "TimeSlicingSettings", MPS: "MPSSupport"}.get(strategy)
     if gate is None:
         return (
-            f"unknown GPU sharing strategy: {strategy}, supported GPU sharing strategies: {TIME_SLICING}, {MPS}"
+            f"unknown GPU sharing strategy: {strategy}, "
+            f"supported GPU sharing strategies: {TIME_SLICING}, {MPS}"
         )
     if not gates.get(gate):
-        return f"{_q(strategy)} is selected as the GPU sharing strategy, but the {_q(gate)} feature gate is not enabled"
+        return (
+            f"{_q(strategy)} is selected as the GPU sharing strategy, "
+            f"but the {_q(gate)} feature gate is not enabled"
+        )
     if strategy == TIME_SLICING and config.kind == GPU_CONFIG:
         interval = sharing["timeSlicingConfig"]["interval"]
         if interval not in INTERVALS:
             return (
-                f"unknown time-slice interval: {interval}, supported time-slice intervals: {', '.join(INTERVALS)}"
+                f"unknown time-slice interval: {interval}, "
+                f"supported time-slice intervals: {', '.join(INTERVALS)}"
             )
-    percentage = sharing.get("mpsConfig", {}).get("defaultActiveThreadPercentage") if strategy == MPS else None
+    percentage = (
+        sharing.get("mpsConfig", {}).get("defaultActiveThreadPercentage") if strategy == MPS else None
+    )
     if percentage is not None and percentage < 0:
         return "active thread percentage must not be negative"
     if percentage is not None and percentage > 100:
@@ -485,8 +501,8 @@ def _apply(
     if strategy == TIME_SLICING:  # validation let it through: TimeSlicingSettings is on
         if config.kind == GPU_CONFIG and "mpsConfig" in sharing:  # MigDeviceSharing has no such check
             raise _ApplyError(
-                f"error getting timeslice config for requests '[{' '.join(requests)}]' in claim '{claim_uid}': "
-                f"cannot use MpsConfig with the '{TIME_SLICING}' strategy"
+                f"error getting timeslice config for requests '[{' '.join(requests)}]' "
+                f"in claim '{claim_uid}': cannot use MpsConfig with the '{TIME_SLICING}' strategy"
             )
         interval = sharing.get("timeSlicingConfig", {}).get("interval")  # MIG devices: none, nothing to set
         return {
@@ -496,14 +512,18 @@ def _apply(
     if gates.get("DynamicMIG"):
         raise _ApplyError("MPS is not yet supported when using featureGates.DynamicMIG=true")
     if "timeSlicingConfig" in sharing:
-        raise _ApplyError(f"error getting MPS configuration: cannot use TimeSlicingConfig with the '{MPS}' strategy")
+        raise _ApplyError(
+            f"error getting MPS configuration: cannot use TimeSlicingConfig with the '{MPS}' strategy"
+        )
     try:
         return _start_mps(sharing["mpsConfig"], members, claim_uid)
     except _ApplyError as e:
         raise _ApplyError(f"error starting MPS control daemon: {e}") from None
 
 
-def _start_mps(mps: Mapping[str, Any], members: Sequence[GpuDevice], claim_uid: str) -> dict[str, DeviceSettings]:
+def _start_mps(
+    mps: Mapping[str, Any], members: Sequence[GpuDevice], claim_uid: str
+) -> dict[str, DeviceSettings]:
     uuids = sorted({d.uuid for d in members})
     daemon_id = f"{claim_uid}-{hashlib.sha256(','.join(uuids).encode()).hexdigest()[:5]}"
     try:

@@ -5,7 +5,8 @@ Prepare, per claim (one claim's failure never touches the others; its message go
     validate ref ─▶ GET claim ─▶ our allocated devices ─▶ [lock] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
-    ─▶ overlap check ─▶ write PrepareStarted ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted
+    ─▶ overlap check ─▶ write PrepareStarted ─▶ opaque configs (fakeplugin.opaqueconfig: their settings become
+    device env) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted (with the settings' env)
 
 Unprepare, per claim (no API call): [lock] unknown ⇒ success; otherwise remove the CDI spec and the claim's
 nvidia-smi data (fakeplugin.smi), drop the entry. The nvidia-smi script itself is written at start.
@@ -27,10 +28,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import cdi, smi
+from fakeplugin import cdi, featuregates, opaqueconfig, smi
 from fakeplugin import checkpoint as cp
+from fakeplugin.mig import created_for_claim
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
 
 log = logging.getLogger(__name__)
@@ -107,6 +110,7 @@ class Preparer:
 
     `devices` (device name → GpuDevice of this node's pool) may be a live mapping; it is read per claim.
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.cdi).
+    `feature_gates` (the real driver's, fakeplugin.featuregates) rule what claims' opaque configs may do.
     Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
     `checkpoint.CheckpointError`, an unreadable boot ID file too; a held lock raises `LockTimeoutError`.
@@ -124,6 +128,7 @@ class Preparer:
         boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
+        feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
     ) -> None:
         self._driver_name = driver_name
         self._node_name = node_name
@@ -135,6 +140,7 @@ class Preparer:
         self._lock_path = plugin_dir / LOCK_FILE
         self._lock_timeout = lock_timeout
         self._device_nodes = device_nodes
+        self._feature_gates = dict(feature_gates)
         self._thread_lock = threading.Lock()
         self._boot_id = cp.read_boot_id(boot_id_file)
         cdi_root.mkdir(parents=True, exist_ok=True)
@@ -194,10 +200,14 @@ class Preparer:
             for name, requests in wanted.items()
         )
         with self._claim_lock():
-            return self._prepare_locked(ref, prepared, pool)
+            return self._prepare_locked(ref, prepared, pool, claim["status"]["allocation"])
 
     def _prepare_locked(
-        self, ref: ClaimRef, prepared: tuple[PreparedDevice, ...], pool: Mapping[str, GpuDevice]
+        self,
+        ref: ClaimRef,
+        prepared: tuple[PreparedDevice, ...],
+        pool: Mapping[str, GpuDevice],
+        allocation: Mapping[str, Any],
     ) -> tuple[PreparedDevice, ...]:
         checkpoint = self._load(ref, _prepare_error)
         spec_path = cdi.spec_path(self._cdi_root, ref.uid, driver_name=self._driver_name)
@@ -211,7 +221,7 @@ class Preparer:
                     ref,
                     spec_path,
                 )
-                self._write_spec(ref, entry.devices, pool, spec_path)
+                self._write_spec(ref, entry.devices, pool, spec_path, entry.config_env)
             return entry.devices
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", ref, entry.state)
@@ -231,19 +241,42 @@ class Preparer:
         # PrepareCompleted is written only once the spec is on disk.
         started = cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, ref.namespace, ref.name, prepared)
         self._save(ref, checkpoint.with_claim(ref.uid, started), _prepare_error)
-        self._write_spec(ref, prepared, pool, spec_path)
-        completed = replace(started, state=cp.ClaimState.PREPARE_COMPLETED)
+        config_env = self._config_env(ref, allocation, pool)
+        self._write_spec(ref, prepared, pool, spec_path, config_env)
+        completed = replace(started, state=cp.ClaimState.PREPARE_COMPLETED, config_env=config_env)
         self._save(ref, checkpoint.with_claim(ref.uid, completed), _prepare_error)
         return prepared
 
+    def _config_env(
+        self, ref: ClaimRef, allocation: Mapping[str, Any], pool: Mapping[str, GpuDevice]
+    ) -> dict[str, tuple[str, ...]]:
+        """Device name → the env its opaque config's settings give it (only devices with settings)."""
+        try:
+            settings = opaqueconfig.device_settings(
+                allocation,
+                pool,
+                driver_name=self._driver_name,
+                pool_name=self._node_name,
+                claim_uid=ref.uid,
+                gates=self._feature_gates,
+            )
+        except opaqueconfig.ConfigError as e:
+            raise ClaimError(_prepare_error(ref, f"prepare devices failed: {e}")) from e
+        return {name: s.env(cdi.device_env_prefix(pool[name])) for name, s in settings.items()}
+
     def _write_spec(
-        self, ref: ClaimRef, prepared: Sequence[PreparedDevice], pool: Mapping[str, GpuDevice], path: Path
+        self,
+        ref: ClaimRef,
+        prepared: Sequence[PreparedDevice],
+        pool: Mapping[str, GpuDevice],
+        path: Path,
+        config_env: Mapping[str, Sequence[str]],
     ) -> None:
         missing = [d.device_name for d in prepared if d.device_name not in pool]
         if missing:
             message = f"device {missing[0]} is no longer in pool {self._node_name}"
             raise ClaimError(_prepare_error(ref, f"prepare devices failed: {message}"))
-        gpus = [pool[d.device_name] for d in prepared]
+        gpus = [created_for_claim(pool[d.device_name], ref.uid) for d in prepared]  # DynamicMIG: create
         # The spec mounts the data files: they exist before it does.
         data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
         try:
@@ -258,6 +291,7 @@ class Preparer:
             driver_name=self._driver_name,
             device_nodes=self._device_nodes,
             plugin_dir=self._plugin_dir,
+            device_env=config_env,
         )
         try:
             cdi.write_spec(path, spec)

@@ -5,7 +5,10 @@ Rules (nvidia-driver-shape.md §2, §4; wire-protocol.md §7.2, §7.3):
 - a slice holds at most 128 devices, 64 once any device in it has taints or consumesCounters;
   a pool split over several slices gives each `resourceSliceCount` = number of slices;
 - a node without devices publishes no slice at all (the real driver only runs on GPU nodes, so a
-  GPU-less pool never appears in `kubectl get resourceslices`).
+  GPU-less pool never appears in `kubectl get resourceslices`);
+- DynamicMIG (devices consuming counters), with the 1.35 rule that one slice never holds both devices
+  and sharedCounters: first the counter sets of all GPUs (at most 8 per slice), then each GPU's devices
+  in slices of their own (at most 64 per slice), GPUs sorted by PCI bus ID, devices by name.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fakeplugin.model import GpuDevice
+from fakeplugin.mig import camel_to_dns_name, memory_slice_counter
+from fakeplugin.model import GpuDevice, MigResources
 
 API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128
 MAX_DEVICES_RESTRICTED = 64  # when any device in the slice has taints or consumesCounters (1.35+)
+MAX_COUNTER_SETS = 8  # sharedCounters per slice (1.35+)
 
 _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
@@ -45,10 +50,17 @@ def semver(version: str) -> str:
 
 
 def device_to_api(dev: GpuDevice) -> dict[str, Any]:
-    """One full-GPU device entry of a ResourceSlice: `{name, attributes, capacity}` (v25.12.0 set)."""
-    attributes: dict[str, dict[str, str]] = {
-        "type": {"string": dev.type},
-        "uuid": {"string": dev.uuid},
+    """One device entry of a ResourceSlice, `{name, attributes, capacity[, consumesCounters]}` (v25.12.0):
+    a full GPU; a MIG device (the parent's identity, `parentUUID`, `profile`, the profile's resources and,
+    static MIG only, one `memorySlice<i>` per memory slice it holds); a DynamicMIG partition (no `uuid`
+    until created) or full GPU, consuming counters of the GPU's counter set."""
+    attributes: dict[str, dict[str, str]] = {"type": {"string": dev.type}}
+    if dev.uuid:
+        attributes["uuid"] = {"string": dev.uuid}
+    if dev.mig is not None:
+        attributes["parentUUID"] = {"string": dev.parent_uuid or ""}
+        attributes["profile"] = {"string": dev.mig.profile}
+    attributes |= {
         "productName": {"string": dev.product_name},
         "brand": {"string": dev.brand},
         "architecture": {"string": dev.architecture},
@@ -61,11 +73,50 @@ def device_to_api(dev: GpuDevice) -> dict[str, Any]:
         attributes["resource.kubernetes.io/pcieRoot"] = {"string": dev.pcie_root}
     if dev.addressing_mode is not None:
         attributes["addressingMode"] = {"string": dev.addressing_mode}
-    return {
-        "name": dev.name,
-        "attributes": attributes,
-        "capacity": {"memory": {"value": format_quantity(dev.memory_bytes)}},
+    device: dict[str, Any] = {"name": dev.name, "attributes": attributes}
+    cs = dev.counter_set
+    if dev.mig is not None:
+        device["capacity"] = _capacity(dev.mig.resources)
+        held = range(dev.mig.start, dev.mig.start + dev.mig.size)
+        if cs is None:
+            device["capacity"] |= {f"memorySlice{i}": {"value": "1"} for i in held}
+    elif cs is not None:
+        device["capacity"] = _capacity(cs.resources)
+        held = range(cs.memory_slices)
+    else:
+        device["capacity"] = {"memory": {"value": format_quantity(dev.memory_bytes)}}
+    if cs is not None:
+        counters = {camel_to_dns_name(name): dict(value) for name, value in device["capacity"].items()}
+        counters |= {memory_slice_counter(i): {"value": "1"} for i in held}
+        device["consumesCounters"] = [{"counterSet": cs.name, "counters": counters}]
+    return device
+
+
+def _capacity(r: MigResources) -> dict[str, dict[str, str]]:
+    """The driver's CommonCapacitiesMig, in its key order."""
+    values = {
+        "multiprocessors": r.multiprocessors,
+        "copyEngines": r.copy_engines,
+        "decoders": r.decoders,
+        "encoders": r.encoders,
+        "jpegEngines": r.jpeg_engines,
+        "ofaEngines": r.ofa_engines,
+        "memory": r.memory_bytes,
     }
+    return {name: {"value": format_quantity(v)} for name, v in values.items()}
+
+
+def shared_counters(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
+    """The counter sets the devices consume, each once, in order of first use: per GPU its maxima and one
+    counter per memory slice (the driver's PartSharedCounterSets)."""
+    sets: dict[str, dict[str, Any]] = {}
+    for dev in devices:
+        cs = dev.counter_set
+        if cs is not None and cs.name not in sets:
+            counters = {camel_to_dns_name(k): v for k, v in _capacity(cs.resources).items()}
+            counters |= {memory_slice_counter(i): {"value": "1"} for i in range(cs.memory_slices)}
+            sets[cs.name] = {"name": cs.name, "counters": counters}
+    return list(sets.values())
 
 
 def _restricted(device: dict[str, Any]) -> bool:
@@ -90,6 +141,23 @@ def split_devices(devices: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
     return chunks
 
 
+def partitionable_layout(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
+    """DynamicMIG slice contents (`{"sharedCounters": ...}` or `{"devices": ...}`), 1.35 rule: counter
+    sets first, 8 a slice; then per GPU (sorted by PCI bus ID) its devices sorted by name, 64 a slice
+    (the driver's generateSplitResourceSlices, which never has to split for up to 8 GPUs of 26 devices)."""
+    by_gpu: dict[str, list[GpuDevice]] = {}
+    for dev in devices:
+        by_gpu.setdefault(dev.pci_bus_id, []).append(dev)
+    gpus = [sorted(by_gpu[bus], key=lambda d: d.name) for bus in sorted(by_gpu)]
+    sets = shared_counters([dev for gpu in gpus for dev in gpu])
+    contents: list[dict[str, Any]] = [
+        {"sharedCounters": sets[i : i + MAX_COUNTER_SETS]} for i in range(0, len(sets), MAX_COUNTER_SETS)
+    ]
+    for gpu in gpus:
+        contents += [{"devices": chunk} for chunk in split_devices([device_to_api(d) for d in gpu])]
+    return contents
+
+
 def resource_slices(
     devices: Sequence[GpuDevice | dict[str, Any]],
     *,
@@ -101,9 +169,16 @@ def resource_slices(
     """The ResourceSlices of one node's pool, as the API server receives them on create.
 
     `devices` are GpuDevices (rendered with `device_to_api`) or already API-shaped device dicts,
-    e.g. with taints or consumesCounters.
+    e.g. with taints or consumesCounters. Once a GpuDevice consumes counters (DynamicMIG), the pool
+    takes `partitionable_layout`, which needs GpuDevices only.
     """
-    chunks = split_devices([device_to_api(d) if isinstance(d, GpuDevice) else d for d in devices])
+    if any(isinstance(d, GpuDevice) and d.counter_set is not None for d in devices):
+        if not all(isinstance(d, GpuDevice) for d in devices):
+            raise ValueError("a DynamicMIG pool is laid out from GpuDevices only, not API-shaped dicts")
+        contents = partitionable_layout([d for d in devices if isinstance(d, GpuDevice)])
+    else:
+        chunks = split_devices([device_to_api(d) if isinstance(d, GpuDevice) else d for d in devices])
+        contents = [{"devices": chunk} for chunk in chunks]
     return [
         {
             "apiVersion": API_VERSION,
@@ -123,9 +198,9 @@ def resource_slices(
             "spec": {
                 "driver": driver,
                 "nodeName": node_name,
-                "pool": {"name": node_name, "generation": generation, "resourceSliceCount": len(chunks)},
-                "devices": chunk,
+                "pool": {"name": node_name, "generation": generation, "resourceSliceCount": len(contents)},
+                **content,
             },
         }
-        for chunk in chunks
+        for content in contents
     ]

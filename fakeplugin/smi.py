@@ -25,7 +25,7 @@ from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import GpuDevice
-from fakeplugin.profiles import load_profile
+from fakeplugin.profiles import Profile, load_profile
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
 DATA_CONTAINER_DIR = "/run/fakeplugin/gpus"
@@ -96,20 +96,27 @@ def serial_number(uuid: str) -> str:
 
 
 def gpu_values(device: GpuDevice) -> dict[str, str]:
-    """What the script prints for `device`; `N/A` where the profile gives no real value."""
+    """What the script prints for `device`; `N/A` where the profile gives no real value.
+
+    A MIG device's file describes its parent GPU (nvidia-smi lists physical GPUs) plus `mig_*` keys for the
+    MIG line under it; the script shows a GPU once however many of its MIG devices a container got.
+    """
     profile = load_profile(device.profile)
-    # GpuDevice does not carry the ECC mode; ECC reserves memory, so memory.total tells it.
-    if device.memory_bytes == profile.memory_ecc_on_bytes:
-        ecc = True
-    elif device.memory_bytes == profile.memory_ecc_off_bytes:
-        ecc = False
-    else:
+    if device.mig is not None:
+        # A MIG device carries its own memory; the parent's is the profile's in its default ECC mode.
         ecc = profile.ecc_default
+        parent_memory = profile.memory_bytes(ecc)
+        assert parent_memory is not None  # profiles must know it (fakeplugin.profiles.parse_profile)
+        memory = parent_memory
+    else:
+        ecc = _ecc_enabled(device.memory_bytes, profile)
+        memory = device.memory_bytes
+    uuid = device.parent_uuid if device.mig is not None and device.parent_uuid else device.uuid
     limit = profile.smi.power_limit_watts
     subsystem = profile.smi.pci_subsystem_id
-    return {
+    values = {
         "minor": str(device.minor),
-        "uuid": device.uuid,
+        "uuid": uuid,
         "name": device.product_name,
         "brand": _BRANDS[device.brand],
         "architecture": device.architecture,
@@ -119,12 +126,12 @@ def gpu_values(device: GpuDevice) -> dict[str, str]:
         "driver_version": device.driver_version,
         "cuda_version": device.cuda_driver_version,
         "compute_cap": device.cuda_compute_capability,
-        "serial": serial_number(device.uuid),
+        "serial": serial_number(uuid),
         "persistence_mode": PERSISTENCE_MODE,
         "addressing_mode": device.addressing_mode or "N/A",
         "ecc_mode": "Enabled" if ecc else "Disabled",
-        "mig_mode": "N/A" if profile.mig is None else "Disabled",
-        "memory_total_mib": str(device.memory_bytes // _MIB),
+        "mig_mode": "N/A" if profile.mig is None else "Enabled" if device.mig is not None else "Disabled",
+        "memory_total_mib": str(memory // _MIB),
         "memory_reserved_mib": str(profile.smi.reserved_memory_mib or 0),
         "memory_used_mib": "0",
         "utilization_pct": "0",
@@ -133,6 +140,22 @@ def gpu_values(device: GpuDevice) -> dict[str, str]:
         "power_limit_w": "N/A" if limit is None else f"{limit:.2f}",
         "power_draw_w": "N/A" if limit is None else f"{limit * IDLE_POWER_FRACTION:.2f}",
     }
+    if device.mig is not None:
+        values |= {
+            "mig_uuid": device.uuid,
+            "mig_profile": device.mig.profile,
+            "mig_start": str(device.mig.start),
+        }
+    return values
+
+
+def _ecc_enabled(memory_bytes: int, profile: Profile) -> bool:
+    """GpuDevice does not carry the ECC mode; ECC reserves memory, so memory.total tells it."""
+    if memory_bytes == profile.memory_ecc_on_bytes:
+        return True
+    if memory_bytes == profile.memory_ecc_off_bytes:
+        return False
+    return profile.ecc_default
 
 
 def render_data(device: GpuDevice) -> str:

@@ -140,7 +140,17 @@ build_helm() {
   [[ -f go.mod ]] || printf 'module local/helmbin\n\ngo 1.25.0\n' > go.mod
   say "helm $HELM_VERSION: resolving helm.sh/helm/v3 (module proxy)"
   quiet_go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  build helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  # As helm's Makefile does: the Kubernetes version helm assumes (for charts' kubeVersion) follows
+  # the client-go it was built with; without this it claims v1.20.
+  local kv major minor
+  kv="$(go list -m -f '{{.Version}}' k8s.io/client-go)"
+  major=$(( $(echo "${kv#v}" | cut -d. -f1) + 1 ))
+  minor="$(echo "$kv" | cut -d. -f2)"
+  local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ld+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
+  done
+  build helm helm.sh/helm/v3/cmd/helm "$ld"
 }
 
 T0=$SECONDS

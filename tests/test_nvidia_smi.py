@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from fakeplugin import cdi, smi
-from fakeplugin.model import ClaimRef, GpuDevice
+from fakeplugin.model import ClaimRef, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import Preparer
 
 DRIVER = "gpu.nvidia.com"
@@ -94,13 +94,13 @@ def write_claim(plugin_dir: Path, cdi_root: Path, claim_uid: str, devices: Seque
 
 
 def container_view(root: Path, injected: Sequence[tuple[Path, Sequence[str]]]) -> Path:
-    """Apply the mounts of the injected CDI devices ((spec file, device names) pairs) under `root`, as a
+    """Apply the mounts of the injected CDI devices ((spec file, pool device names)) under `root`, as a
     runtime would: each spec's own edits once, then each device's; a later mount of a path replaces it."""
     mounts: dict[str, str] = {}
     for spec_file, names in injected:
         spec = yaml.safe_load(spec_file.read_text())
         edits = [spec["containerEdits"]]
-        edits += [d["containerEdits"] for d in spec["devices"] if d["name"].split("-gpu-")[-1] in names]
+        edits += [d["containerEdits"] for d in spec["devices"] if d["name"].split("-", 5)[5] in names]
         for edit in edits:
             for mount in edit.get("mounts", []):
                 assert mount["options"] == ["ro", "nosuid", "nodev", "rbind", "rprivate"]
@@ -134,7 +134,7 @@ def h200_host(tmp_path: Path) -> Path:
     """A container that got both H200s of the captured host through one claim (devices listed minor 1
     first, so enumeration order cannot come from allocation order)."""
     spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [h200(1), h200(0)])
-    return container_view(tmp_path / "ctr", [(spec, ["1", "0"])])
+    return container_view(tmp_path / "ctr", [(spec, ["gpu-1", "gpu-0"])])
 
 
 # ---- against the capture -----------------------------------------------------------------------------
@@ -254,12 +254,12 @@ def test_a_container_sees_exactly_its_devices_of_several_claims(tmp_path: Path) 
     two = write_claim(plugin, cdi_root, UUID_A, [t10(0), t10(1)])
     one = write_claim(plugin, cdi_root, UUID_B, [t10(3)])
     # The container asked for one request of the first claim (gpu-1) and all of the second.
-    root = container_view(tmp_path / "ctr", [(two, ["1"]), (one, ["3"])])
+    root = container_view(tmp_path / "ctr", [(two, ["gpu-1"]), (one, ["gpu-3"])])
     assert smi_lines(root, "-L") == [
         f"GPU 0: NVIDIA T10 (UUID: {t10(1).uuid})",
         f"GPU 1: NVIDIA T10 (UUID: {t10(3).uuid})",
     ]
-    other = container_view(tmp_path / "other", [(two, ["0", "1"])])
+    other = container_view(tmp_path / "other", [(two, ["gpu-0", "gpu-1"])])
     assert smi_lines(other, "--query-gpu=index,uuid", "--format=csv,noheader") == [
         f"0, {t10(0).uuid}",
         f"1, {t10(1).uuid}",
@@ -269,9 +269,51 @@ def test_a_container_sees_exactly_its_devices_of_several_claims(tmp_path: Path) 
 def test_ten_gpus_enumerate_by_minor_number(tmp_path: Path) -> None:
     devices = [t10(m) for m in (10, 2, 9, 0, 1)]
     spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, devices)
-    root = container_view(tmp_path / "ctr", [(spec, ["10", "2", "9", "0", "1"])])
+    root = container_view(tmp_path / "ctr", [(spec, [d.name for d in devices])])
     lines = smi_lines(root, "--query-gpu=index,uuid", "--format=csv,noheader")
     assert lines == [f"{i}, {t10(m).uuid}" for i, m in enumerate((0, 1, 2, 9, 10))]
+
+
+def h200_mig(profile: str, gi_profile_id: int, start: int, size: int) -> GpuDevice:
+    """A MIG device on the first captured H200 (resources: 3g.71gb's; the script does not show them)."""
+    resources = MigResources(60, 3, 3, 0, 3, 0, 71424 * 1024 * 1024)
+    placement = MigPlacement(profile, gi_profile_id, start, size, resources)
+    parent = h200(0)
+    return replace(
+        parent,
+        name=f"gpu-0-mig-{profile.replace('.', '')}-{gi_profile_id}-{start}",
+        type="mig",
+        uuid=f"MIG-{start:08x}-1111-2222-3333-444444444444",
+        memory_bytes=resources.memory_bytes,
+        parent_uuid=parent.uuid,
+        mig=placement,
+    )
+
+
+def test_mig_devices_are_listed_under_their_gpu(tmp_path: Path) -> None:
+    large, small = h200_mig("4g.71gb", 5, 0, 4), h200_mig("3g.71gb", 9, 4, 4)
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [small, large, h200(1)])
+    root = container_view(tmp_path / "ctr", [(spec, [small.name, large.name, "gpu-1"])])
+    assert smi_lines(root, "-L") == [
+        captured("nvidia-smi -L")[0],
+        f"  MIG 4g.71gb     Device  0: (UUID: {large.uuid})",
+        f"  MIG 3g.71gb     Device  1: (UUID: {small.uuid})",
+        captured("nvidia-smi -L")[1],
+    ]
+    query = "--query-gpu=index,uuid,memory.total,mig.mode.current"
+    assert smi_lines(root, query, "--format=csv,noheader") == [
+        f"0, {h200(0).uuid}, 143771 MiB, Enabled",
+        f"1, {h200(1).uuid}, 143771 MiB, Disabled",
+    ]
+    one = container_view(tmp_path / "one", [(spec, [small.name])])
+    assert smi_lines(one, "-L") == [
+        captured("nvidia-smi -L")[0],
+        f"  MIG 3g.71gb     Device  0: (UUID: {small.uuid})",
+    ]
+    assert (
+        smi_lines(one)[10]
+        == "|                                         |                        |              Enabled |"
+    )
 
 
 def test_id_selects_by_index_uuid_or_bus_id(h200_host: Path) -> None:
@@ -305,7 +347,7 @@ def test_no_driver_and_no_devices(tmp_path: Path) -> None:
 def test_a_gpu_without_power_or_mig_data_keeps_the_table_layout(tmp_path: Path) -> None:
     long_name = replace(t10(0), product_name="NVIDIA RTX PRO 6000 Blackwell Server Edition")
     spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [long_name])
-    root = container_view(tmp_path / "ctr", [(spec, ["0"])])
+    root = container_view(tmp_path / "ctr", [(spec, ["gpu-0"])])
     lines = smi_lines(root)
     assert lines[2] == (
         "| NVIDIA-SMI 580.126.20             Driver Version: 580.126.20     CUDA Version: 13.0     |"
@@ -326,7 +368,7 @@ def test_ecc_mode_follows_the_memory_total(tmp_path: Path) -> None:
     ecc_off = replace(t10(0), product_name="NVIDIA RTX A5000", brand="NvidiaRTX", profile="rtx-a5000")
     ecc_off = replace(ecc_off, memory_bytes=25757220864)  # the profile's ECC-off total
     spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [ecc_off])
-    root = container_view(tmp_path / "ctr", [(spec, ["0"])])
+    root = container_view(tmp_path / "ctr", [(spec, ["gpu-0"])])
     assert smi_lines(root, "--query-gpu=ecc.mode.current,memory.total", "--format=csv,noheader") == [
         "Disabled, 24564 MiB"
     ]

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
 from fakeplugin.commands import flag
 from fakeplugin.config import Inventory, load_config
 from fakeplugin.deviceclasses import check_driver_name, device_classes
@@ -24,7 +24,8 @@ objects the API server would receive (slice names are picked by the server from 
 
 Nodes matched by a selector have no name in the inventory: render one with --node and its
 --node-labels. Without --node-uid, the Node ownerReference carries a stand-in UID derived from the
-node name (a real API server has the Node's own UID).
+node name (a real API server has the Node's own UID). --feature-gates takes the plugin's gates:
+DynamicMIG=true shows MIG-capable GPUs as partitionable devices with shared counters.
 """
 
 EPILOG = """\
@@ -33,6 +34,7 @@ examples:
   fakeplugin render --config examples/seed-lab.yaml --node capi-dralabs-md-gpua5000-jw4mx-d64jz
   fakeplugin render --config fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
   fakeplugin render --config inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply --dry-run=client -f -
+  fakeplugin render --config examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
 """
 
 
@@ -62,6 +64,14 @@ def add_parser(subparsers: Any) -> None:
         metavar="NAME",
         help="DRA driver name; DeviceClass names follow it",
     )
+    flag(
+        p,
+        "--feature-gates",
+        env="FEATURE_GATES",
+        default="",
+        metavar="LIST",
+        help="the plugin's feature gates, e.g. DynamicMIG=true (as `serve --feature-gates`)",
+    )
     p.set_defaults(func=run, parser=p)
 
 
@@ -73,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
+        gates = featuregates.parse(args.feature_gates)
     except ValueError as exc:
         args.parser.error(str(exc))
     inv = load_config(args.config)
@@ -85,7 +96,12 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
     docs = render_documents(
-        inv, driver=args.driver_name, node=args.node, labels=labels, node_uid=args.node_uid
+        inv,
+        driver=args.driver_name,
+        node=args.node,
+        labels=labels,
+        node_uid=args.node_uid,
+        dynamic_mig=gates["DynamicMIG"],
     )
     sys.stdout.write(to_yaml(docs))
     return 0
@@ -103,8 +119,10 @@ def render_documents(
     node: str | None = None,
     labels: dict[str, str] | None = None,
     node_uid: str | None = None,
+    dynamic_mig: bool = False,
 ) -> list[dict[str, Any]]:
-    """DeviceClasses, then the slices of `node` (or of every named node, in inventory order)."""
+    """DeviceClasses, then the slices of `node` (or of every named node, in inventory order);
+    `dynamic_mig`: the plugin's DynamicMIG gate."""
     if node is None:
         targets = [(entry.name, entry) for entry in inv.nodes if entry.name is not None]
     else:
@@ -118,9 +136,8 @@ def render_documents(
     docs = device_classes(driver)
     for name, entry in targets:
         uid = node_uid if node_uid and name == node else stand_in_node_uid(name)
-        docs += resource_slices(
-            devices_for_node(inv, entry, name), driver=driver, node_name=name, node_uid=uid
-        )
+        devices = devices_for_node(inv, entry, name, dynamic_mig=dynamic_mig)
+        docs += resource_slices(devices, driver=driver, node_name=name, node_uid=uid)
     return docs
 
 

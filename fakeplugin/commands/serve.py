@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("fakeplugin %s for node %s%s", args.driver_name, args.node_name,
              f" (feature gates: {', '.join(enabled)})" if enabled else "")
 
-    inventory = NodeInventory(Path(args.config), args.node_name)
+    inventory = NodeInventory(Path(args.config), args.node_name, dynamic_mig=gates["DynamicMIG"])
     if not inventory.needs_labels():
         inventory.resolve({})  # known by name: devices are ready before the API server answers
     kube = Kube(new_api_client(args.kubeconfig or None))
@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         cdi_root=Path(args.cdi_root),
         plugin_dir=plugin_dir,
         boot_id_file=Path(args.boot_id_file),
+        feature_gates=gates,
     )
     publisher = Publisher(kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices)
     stop = threading.Event()

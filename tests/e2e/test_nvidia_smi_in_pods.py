@@ -51,7 +51,8 @@ def nvidia_smi(record: dict[str, Any], root: Path, *args: str) -> list[str]:
 
 def allocated_uuids(cluster: Any, namespace: str, claim: str) -> list[tuple[int, str]]:
     """(minor, uuid) of each device allocated to the claim, from its node's ResourceSlice."""
-    results = get(cluster, "resourceclaim", claim, "-n", namespace)["status"]["allocation"]["devices"]["results"]
+    allocation = get(cluster, "resourceclaim", claim, "-n", namespace)["status"]["allocation"]
+    results = allocation["devices"]["results"]
     slices = get(cluster, "resourceslices")["items"]
     uuids = {
         (s["spec"]["nodeName"], d["name"]): d["attributes"]["uuid"]["string"]

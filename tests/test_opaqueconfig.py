@@ -1,0 +1,547 @@
+"""Opaque device configs (fakeplugin.opaqueconfig): decoding, precedence, gates, defaults, effects, errors.
+
+Expected messages are the real driver's (nvidia-driver-shape.md §9), below `prepare devices failed: `.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from fakeplugin import opaqueconfig as oc
+from fakeplugin.model import GpuDevice
+from fakeplugin.opaqueconfig import DeviceSettings
+from tests.test_prepare import gpu
+
+DRIVER = "gpu.nvidia.com"
+NODE = "node-a"
+CLAIM_UID = "0000000a-aaaa-4bbb-8ccc-dddddddddddd"
+ALL_ON = {"TimeSlicingSettings": True, "MPSSupport": True}
+TS_ON = {"TimeSlicingSettings": True}
+MIG_NAME = "gpu-2-mig-1g18gb-19-0"
+
+
+def mig(parent: int = 2, start: int = 0) -> GpuDevice:
+    return replace(
+        gpu(parent), name=f"gpu-{parent}-mig-1g18gb-19-{start}", type="mig", uuid=f"MIG-{parent:08x}-{start}"
+    )
+
+
+DEVICES = {d.name: d for d in (gpu(0), gpu(1), mig())}
+
+
+def result(device: str, request: str = "gpu", *, driver: str = DRIVER, pool: str = NODE) -> dict[str, str]:
+    return {"request": request, "driver": driver, "pool": pool, "device": device}
+
+
+def entry(parameters: Any, *requests: str, source: str = "FromClaim", driver: str = DRIVER) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": source, "opaque": {"driver": driver, "parameters": parameters}}
+    if requests:
+        out["requests"] = list(requests)
+    return out
+
+
+def gpu_config(**sharing: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"}
+    if sharing:
+        params["sharing"] = sharing
+    return params
+
+
+def mig_config(**sharing: Any) -> dict[str, Any]:
+    return {**gpu_config(**sharing), "kind": "MigDeviceConfig"}
+
+
+def timeslicing(interval: str | None = None) -> dict[str, Any]:
+    return gpu_config(
+        strategy="TimeSlicing", **({"timeSlicingConfig": {"interval": interval}} if interval else {})
+    )
+
+
+def allocation(*results: dict[str, str], configs: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    return {"devices": {"results": list(results), "config": list(configs)}}
+
+
+def configs(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> dict[str, oc.DeviceConfig]:
+    return oc.effective_configs(alloc, DEVICES, driver_name=DRIVER, pool_name=NODE, gates=gates or {})
+
+
+def settings(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> dict[str, DeviceSettings]:
+    return oc.device_settings(
+        alloc, DEVICES, driver_name=DRIVER, pool_name=NODE, claim_uid=CLAIM_UID, gates=gates or {}
+    )
+
+
+def error_of(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> str:
+    with pytest.raises(oc.ConfigError) as info:
+        settings(alloc, gates)
+    return str(info.value)
+
+
+def decode_error(parameters: Any) -> str:
+    return error_of(allocation(result("gpu-0"), configs=(entry(parameters),)), ALL_ON)
+
+
+DECODING = "error getting opaque device configs: error decoding config parameters: "
+
+
+# ---- decoding --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({**gpu_config(), "x": 1}, 'strict decoding error: unknown field "x"'),
+        (gpu_config(strategy="TimeSlicing", foo=1), 'strict decoding error: unknown field "sharing.foo"'),
+        (
+            {**gpu_config(strategy="MPS", mpsConfig={"threads": 1}), "metadata": {}, "Sharing": {}},
+            'strict decoding error: unknown field "sharing.mpsConfig.threads", unknown field "metadata", '
+            'unknown field "Sharing"',
+        ),
+        (
+            mig_config(strategy="TimeSlicing", timeSlicingConfig={}),
+            'strict decoding error: unknown field "sharing.timeSlicingConfig"',
+        ),
+        (
+            {**gpu_config(strategy=5), "x": 1},  # a type error wins over unknown fields
+            "json: cannot unmarshal number into Go struct field GpuSharing.sharing.strategy "
+            "of type v1beta1.GpuSharingStrategy",
+        ),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultActiveThreadPercentage": "50"}),
+            "json: cannot unmarshal string into Go struct field "
+            "MpsConfig.sharing.mpsConfig.defaultActiveThreadPercentage of type int",
+        ),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultActiveThreadPercentage": 1.5}),
+            "json: cannot unmarshal number 1.5 into Go struct field "
+            "MpsConfig.sharing.mpsConfig.defaultActiveThreadPercentage of type int",
+        ),
+        (
+            {**gpu_config(), "sharing": "TimeSlicing"},
+            "json: cannot unmarshal string into Go struct field GpuConfig.sharing of type v1beta1.GpuSharing",
+        ),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultPinnedDeviceMemoryLimit": "10 apples"}),
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        ),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultPerDevicePinnedMemoryLimit": {"0": "1Mm"}}),
+            "unable to parse quantity's suffix",
+        ),
+        (
+            {"apiVersion": "resource.nvidia.com/v1beta1", "sharing": {}},
+            """Object 'Kind' is missing in '{"apiVersion":"resource.nvidia.com/v1beta1","sharing":{}}'""",
+        ),
+        ({"kind": "GpuConfig"}, """Object 'apiVersion' is missing in '{"kind":"GpuConfig"}'"""),
+        (
+            {**gpu_config(), "kind": "GpuSettings"},
+            'no kind "GpuSettings" is registered for version "resource.nvidia.com/v1beta1" in scheme '
+            f'"{oc.SCHEME_NAME}"',
+        ),
+        (
+            {**gpu_config(), "apiVersion": "v1"},
+            f'no kind "GpuConfig" is registered for version "v1" in scheme "{oc.SCHEME_NAME}"',
+        ),
+        ({**gpu_config(), "apiVersion": "a/b/c"}, "unexpected GroupVersion string: a/b/c"),
+        (
+            {**gpu_config(), "kind": 3},
+            "couldn't get version/kind; json parse error: json: cannot unmarshal number "
+            "into Go struct field .kind of type string",
+        ),
+    ],
+)
+def test_decoding_errors_read_as_upstreams(parameters: Any, message: str) -> None:
+    assert decode_error(parameters) == DECODING + message
+
+
+def test_decoding_drops_nulls_and_type_meta() -> None:
+    params = gpu_config(strategy="TimeSlicing", timeSlicingConfig=None, mpsConfig=None)
+    assert oc.decode(params) == ("GpuConfig", {"sharing": {"strategy": "TimeSlicing"}})
+    vfio = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig", "iommu": {}}
+    assert oc.decode(vfio) == ("VfioDeviceConfig", {"iommu": {}})
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1Gi", 2**30),
+        ("1.5G", 1_500_000_000),
+        ("100M", 10**8),
+        ("1e3", 1000),
+        (2048, 2048),
+        ("0.5", 1),
+        ("10m", 1),
+        ("-1.5", -2),
+        (" 3Ki ", 3072),
+    ],
+)
+def test_quantity_values_round_up_away_from_zero(text: Any, value: int) -> None:
+    assert oc.quantity_bytes(text) == value
+
+
+# ---- the config list -------------------------------------------------------------------------------------
+
+
+def test_configs_of_other_drivers_are_skipped_even_when_they_would_not_decode() -> None:
+    alloc = allocation(result("gpu-0"), configs=(entry({"anything": True}, driver="other.example.com"),))
+    assert configs(alloc) == {"gpu-0": oc.DeviceConfig("GpuConfig", {}, "Default", (), 1)}
+
+
+def test_a_config_without_opaque_parameters_is_refused_even_for_another_driver() -> None:
+    alloc = allocation(result("gpu-0"), configs=({"source": "FromClaim", "requests": ["other"]},))
+    assert error_of(alloc) == (
+        "error getting opaque device configs: only opaque parameters are supported by this driver"
+    )
+
+
+def test_an_unknown_config_source_is_refused() -> None:
+    alloc = allocation(result("gpu-0"), configs=({**entry(gpu_config()), "source": "FromNode"},))
+    assert error_of(alloc) == "error getting opaque device configs: invalid config source: FromNode"
+
+
+# ---- precedence ------------------------------------------------------------------------------------------
+
+
+def test_claim_configs_override_class_configs_whatever_their_order_in_the_list() -> None:
+    alloc = allocation(
+        result("gpu-0"),
+        configs=(
+            entry(timeslicing("Short"), source="FromClaim"),
+            entry(timeslicing("Long"), source="FromClass"),
+        ),
+    )
+    chosen = configs(alloc, TS_ON)["gpu-0"]
+    assert (chosen.source, chosen.spec["sharing"]["timeSlicingConfig"]["interval"]) == ("FromClaim", "Short")
+
+
+def test_the_last_matching_config_wins_even_an_unnamed_one_over_a_named_one() -> None:
+    alloc = allocation(
+        result("gpu-0"),
+        configs=(
+            entry(timeslicing("Short"), "gpu"),
+            entry(timeslicing("Medium")),
+            entry(timeslicing("Long"), "x"),
+        ),
+    )
+    assert settings(alloc, TS_ON) == {"gpu-0": DeviceSettings("TimeSlicing", timeslice_interval="Medium")}
+
+
+def test_configs_apply_to_their_requests_only() -> None:
+    alloc = allocation(
+        result("gpu-0", "small"), result("gpu-1", "big"), configs=(entry(timeslicing("Long"), "big"),)
+    )
+    assert settings(alloc, TS_ON) == {"gpu-1": DeviceSettings("TimeSlicing", timeslice_interval="Long")}
+
+
+def test_a_config_naming_the_main_request_does_not_match_a_subrequest_as_upstream() -> None:
+    alloc = allocation(result("gpu-0", "gpu/fast"), configs=(entry(timeslicing("Long"), "gpu"),))
+    assert settings(alloc, TS_ON) == {}
+    alloc = allocation(result("gpu-0", "gpu/fast"), configs=(entry(timeslicing("Long"), "gpu/fast"),))
+    assert settings(alloc, TS_ON) == {"gpu-0": DeviceSettings("TimeSlicing", timeslice_interval="Long")}
+
+
+def test_results_of_other_drivers_and_pools_are_not_ours() -> None:
+    alloc = allocation(
+        result("gpu-0", driver="other.example.com"),
+        result("gpu-1", pool="node-b"),
+        result("gpu-1"),
+        configs=(entry(timeslicing("Long")),),
+    )
+    assert set(configs(alloc, TS_ON)) == {"gpu-1"}
+
+
+def test_whole_objects_win_without_merging_fields() -> None:
+    alloc = allocation(
+        result("gpu-0"),
+        configs=(entry(timeslicing("Long"), source="FromClass"), entry(gpu_config(), source="FromClaim")),
+    )
+    assert configs(alloc, TS_ON)["gpu-0"].spec == {}
+    assert settings(alloc, TS_ON) == {}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "device", "kind", "device_type"),
+    [
+        (timeslicing("Long"), MIG_NAME, "GpuConfig", "mig"),
+        (mig_config(strategy="MPS"), "gpu-0", "MigDeviceConfig", "gpu"),
+        (
+            {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig"},
+            "gpu-0",
+            "VfioDeviceConfig",
+            "gpu",
+        ),
+    ],
+)
+def test_a_config_naming_a_request_of_another_device_type_is_an_error(
+    parameters: dict[str, Any], device: str, kind: str, device_type: str
+) -> None:
+    alloc = allocation(result(device, "r"), configs=(entry(parameters, "r"),))
+    assert (
+        error_of(alloc, ALL_ON)
+        == f'cannot apply {kind} to device "{device}" of type "{device_type}" (request: r)'
+    )
+
+
+def test_an_unnamed_config_applies_only_to_its_device_type() -> None:
+    alloc = allocation(
+        result("gpu-0"),
+        result(MIG_NAME),
+        configs=(
+            entry(timeslicing("Long")),
+            entry(mig_config(strategy="MPS")),
+            entry({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig"}),
+        ),
+    )
+    chosen = configs(alloc, ALL_ON)
+    assert (chosen["gpu-0"].kind, chosen["gpu-0"].group) == ("GpuConfig", 2)
+    assert (chosen[MIG_NAME].kind, chosen[MIG_NAME].group) == ("MigDeviceConfig", 3)
+
+
+def test_devices_without_configs_get_the_implicit_defaults_and_no_settings() -> None:
+    alloc = allocation(result("gpu-0"), result(MIG_NAME))
+    assert configs(alloc, ALL_ON) == {
+        "gpu-0": oc.DeviceConfig("GpuConfig", {}, "Default", (), 1),
+        MIG_NAME: oc.DeviceConfig("MigDeviceConfig", {}, "Default", (), 0),
+    }
+    assert settings(alloc, ALL_ON) == {}
+
+
+def test_an_allocated_device_missing_from_the_pool_is_an_error() -> None:
+    assert error_of(allocation(result("gpu-9"))) == 'allocatable not found for device "gpu-9"'
+
+
+# ---- defaults and gates ----------------------------------------------------------------------------------
+
+
+def test_normalization_fills_the_interval_and_the_mps_config_when_gated_on() -> None:
+    alloc = allocation(
+        result("gpu-0", "a"),
+        result("gpu-1", "b"),
+        configs=(entry(gpu_config(strategy="TimeSlicing"), "a"), entry(gpu_config(strategy="MPS"), "b")),
+    )
+    chosen = configs(alloc, ALL_ON)
+    assert chosen["gpu-0"].spec == {
+        "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}
+    }
+    assert chosen["gpu-1"].spec == {"sharing": {"strategy": "MPS", "mpsConfig": {}}}
+    assert configs(alloc, {})["gpu-0"].spec == {
+        "sharing": {"strategy": "TimeSlicing"}
+    }  # gates off: untouched
+
+
+def test_an_empty_timeslicing_config_means_the_default_interval() -> None:
+    alloc = allocation(
+        result("gpu-0"), configs=(entry(gpu_config(strategy="TimeSlicing", timeSlicingConfig={})),)
+    )
+    assert settings(alloc, TS_ON) == {"gpu-0": DeviceSettings("TimeSlicing", timeslice_interval="Default")}
+
+
+VALIDATING = "error validating GPU config: "
+
+
+@pytest.mark.parametrize(
+    ("parameters", "gates", "message"),
+    [
+        (
+            timeslicing("Long"),
+            {"MPSSupport": True},
+            '"TimeSlicing" is selected as the GPU sharing strategy, '
+            'but the "TimeSlicingSettings" feature gate is not enabled',
+        ),
+        (
+            gpu_config(strategy="MPS"),
+            TS_ON,
+            '"MPS" is selected as the GPU sharing strategy, but the "MPSSupport" feature gate is not enabled',
+        ),
+        (
+            gpu_config(strategy="Fabric"),
+            ALL_ON,
+            "unknown GPU sharing strategy: Fabric, supported GPU sharing strategies: TimeSlicing, MPS",
+        ),
+        (
+            gpu_config(timeSlicingConfig={"interval": "Long"}),
+            ALL_ON,
+            "unknown GPU sharing strategy: , supported GPU sharing strategies: TimeSlicing, MPS",
+        ),
+        (
+            timeslicing("Forever"),
+            ALL_ON,
+            "unknown time-slice interval: Forever, "
+            "supported time-slice intervals: Default, Short, Medium, Long",
+        ),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultActiveThreadPercentage": -1}),
+            ALL_ON,
+            "active thread percentage must not be negative",
+        ),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultActiveThreadPercentage": 101}),
+            ALL_ON,
+            "active thread percentage must not be greater than 100",
+        ),
+    ],
+)
+def test_validation_errors_read_as_upstreams(
+    parameters: dict[str, Any], gates: dict[str, bool], message: str
+) -> None:
+    assert error_of(allocation(result("gpu-0"), configs=(entry(parameters),)), gates) == VALIDATING + message
+
+
+def test_mig_sharing_is_gated_and_validated_like_gpu_sharing() -> None:
+    alloc = allocation(result(MIG_NAME), configs=(entry(mig_config(strategy="TimeSlicing")),))
+    assert error_of(alloc, {"MPSSupport": True}) == VALIDATING + (
+        '"TimeSlicing" is selected as the GPU sharing strategy, but the "TimeSlicingSettings" feature gate '
+        "is not enabled"
+    )
+    assert settings(alloc, TS_ON) == {MIG_NAME: DeviceSettings("TimeSlicing")}  # no interval on MIG devices
+
+
+# ---- effects ---------------------------------------------------------------------------------------------
+
+APPLYING = "error applying config: "
+
+
+def test_timeslicing_with_an_mps_config_fails_when_applied_naming_requests_and_claim() -> None:
+    params = gpu_config(strategy="TimeSlicing", mpsConfig={})
+    alloc = allocation(result("gpu-0", "a"), result("gpu-1", "b"), configs=(entry(params),))
+    assert error_of(alloc, ALL_ON) == APPLYING + (
+        f"error getting timeslice config for requests '[a b]' in claim '{CLAIM_UID}': "
+        "cannot use MpsConfig with the 'TimeSlicing' strategy"
+    )
+
+
+def test_mps_with_a_timeslicing_config_fails_when_applied() -> None:
+    params = gpu_config(strategy="MPS", timeSlicingConfig={"interval": "Long"})
+    assert error_of(allocation(result("gpu-0"), configs=(entry(params),)), ALL_ON) == APPLYING + (
+        "error getting MPS configuration: cannot use TimeSlicingConfig with the 'MPS' strategy"
+    )
+
+
+def test_mps_is_refused_with_dynamic_mig() -> None:
+    alloc = allocation(result("gpu-0"), configs=(entry(gpu_config(strategy="MPS")),))
+    assert error_of(alloc, {**ALL_ON, "DynamicMIG": True}) == (
+        APPLYING + "MPS is not yet supported when using featureGates.DynamicMIG=true"
+    )
+
+
+def daemon(*devices: GpuDevice) -> str:
+    uuids = ",".join(sorted(d.uuid for d in devices))
+    return f"mps-control-daemon-{CLAIM_UID}-{hashlib.sha256(uuids.encode()).hexdigest()[:5]}"
+
+
+def test_mps_settings_share_one_daemon_per_config_with_default_and_per_device_limits() -> None:
+    mps = {
+        "defaultActiveThreadPercentage": 50,
+        "defaultPinnedDeviceMemoryLimit": "10Gi",
+        "defaultPerDevicePinnedMemoryLimit": {gpu(1).uuid: "1Gi"},
+        "multiUser": True,
+    }
+    alloc = allocation(
+        result("gpu-1", "a"),
+        result("gpu-0", "a"),
+        configs=(entry(gpu_config(strategy="MPS", mpsConfig=mps)),),
+    )
+    common = {
+        "mps_control_daemon": daemon(gpu(0), gpu(1)),
+        "mps_active_thread_percentage": 50,
+        "mps_multi_user": True,
+    }
+    assert settings(alloc, ALL_ON) == {
+        "gpu-1": DeviceSettings("MPS", mps_pinned_device_memory_limit="1024M", **common),
+        "gpu-0": DeviceSettings("MPS", mps_pinned_device_memory_limit="10240M", **common),
+    }
+
+
+def test_mps_per_device_limits_by_index_follow_the_sorted_uuids() -> None:
+    mps = {"defaultPerDevicePinnedMemoryLimit": {"1": "512Mi"}}
+    alloc = allocation(
+        result("gpu-1"), result("gpu-0"), configs=(entry(gpu_config(strategy="MPS", mpsConfig=mps)),)
+    )
+    got = settings(alloc, ALL_ON)
+    assert (got["gpu-0"].mps_pinned_device_memory_limit, got["gpu-1"].mps_pinned_device_memory_limit) == (
+        None,
+        "512M",
+    )
+
+
+def test_two_configs_make_two_daemons() -> None:
+    alloc = allocation(
+        result("gpu-0", "a"),
+        result("gpu-1", "b"),
+        configs=(entry(gpu_config(strategy="MPS"), "a"), entry(gpu_config(strategy="MPS"), "b")),
+    )
+    got = settings(alloc, ALL_ON)
+    assert (got["gpu-0"].mps_control_daemon, got["gpu-1"].mps_control_daemon) == (
+        daemon(gpu(0)),
+        daemon(gpu(1)),
+    )
+
+
+MPS_START = APPLYING + "error starting MPS control daemon: "
+
+
+@pytest.mark.parametrize(
+    ("mps", "message"),
+    [
+        ({"defaultPinnedDeviceMemoryLimit": "1Ki"}, "invalid limit: default value set too low: 1Ki"),
+        ({"defaultPerDevicePinnedMemoryLimit": {"0": "100k"}}, "invalid limit: value set too low: 0: 100k"),
+        (
+            {"defaultPerDevicePinnedMemoryLimit": {"first": "1Gi"}},
+            "invalid device: unable to parse key as an integer: first",
+        ),
+        ({"defaultPerDevicePinnedMemoryLimit": {"2": "1Gi"}}, "invalid device: invalid device index: 2"),
+    ],
+)
+def test_bad_pinned_memory_limits_fail_the_daemon_start(mps: dict[str, Any], message: str) -> None:
+    alloc = allocation(
+        result("gpu-0"), result("gpu-1"), configs=(entry(gpu_config(strategy="MPS", mpsConfig=mps)),)
+    )
+    assert error_of(alloc, ALL_ON) == (
+        MPS_START + "error transforming DefaultPerDevicePinnedMemoryLimit into string: " + message
+    )
+
+
+def test_multi_user_mps_needs_volta_or_newer() -> None:
+    old = {name: replace(d, cuda_compute_capability="6.1") for name, d in DEVICES.items()}
+    alloc = allocation(
+        result("gpu-0"),
+        result("gpu-1"),
+        configs=(entry(gpu_config(strategy="MPS", mpsConfig={"multiUser": True})),),
+    )
+    with pytest.raises(oc.ConfigError) as info:
+        oc.device_settings(alloc, old, driver_name=DRIVER, pool_name=NODE, claim_uid=CLAIM_UID, gates=ALL_ON)
+    assert str(info.value) == MPS_START + "multiuser mode was requested but is not supported: " + (
+        f'{gpu(1).uuid} has insufficient cudaComputeCapability "6.1", wanted >= "7.0"\n'
+        f'{gpu(0).uuid} has insufficient cudaComputeCapability "6.1", wanted >= "7.0"'
+    )
+
+
+def test_mps_on_mig_devices() -> None:
+    alloc = allocation(result(MIG_NAME), configs=(entry(mig_config(strategy="MPS")),))
+    assert settings(alloc, ALL_ON) == {MIG_NAME: DeviceSettings("MPS", mps_control_daemon=daemon(mig()))}
+
+
+def test_settings_env() -> None:
+    assert DeviceSettings("TimeSlicing", timeslice_interval="Long").env("FAKEPLUGIN_GPU_3_") == (
+        "FAKEPLUGIN_GPU_3_SHARING_STRATEGY=TimeSlicing",
+        "FAKEPLUGIN_GPU_3_TIMESLICE_INTERVAL=Long",
+    )
+    mps = DeviceSettings(
+        "MPS", "x", "mps-control-daemon-u-abcde", 50, "1024M", True
+    )  # interval ignored: unset
+    assert replace(mps, timeslice_interval=None).env("P_") == (
+        "P_SHARING_STRATEGY=MPS",
+        "P_MPS_CONTROL_DAEMON=mps-control-daemon-u-abcde",
+        "P_MPS_ACTIVE_THREAD_PERCENTAGE=50",
+        "P_MPS_PINNED_DEVICE_MEMORY_LIMIT=1024M",
+        "P_MPS_MULTI_USER=true",
+        "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
+    )
+    assert DeviceSettings("MPS").env("P_") == (
+        "P_SHARING_STRATEGY=MPS",
+        "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
+    )

@@ -1,0 +1,149 @@
+"""Prepare with opaque device configs (fakeplugin.prepare + fakeplugin.opaqueconfig) over real files: their
+settings reach the CDI spec as device env and the checkpoint; bad configs fail the claim with the real chain.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin import checkpoint as cp
+from fakeplugin.model import ClaimRef
+from tests.test_prepare import BOOT, DRIVER, Node, gpu, ref, result
+
+TS_ON = {"TimeSlicingSettings": True}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    n = Node(tmp_path)
+    n.boot_id_file.write_text(BOOT + "\n")
+    return n
+
+
+def with_configs(node: Node, claim: ClaimRef, *configs: dict[str, Any]) -> ClaimRef:
+    node.claims[(claim.namespace, claim.name)]["status"]["allocation"]["devices"]["config"] = list(configs)
+    return claim
+
+
+def opaque(parameters: dict[str, Any], *requests: str, source: str = "FromClaim") -> dict[str, Any]:
+    return {
+        "source": source,
+        "requests": list(requests),
+        "opaque": {
+            "driver": DRIVER,
+            "parameters": {"apiVersion": "resource.nvidia.com/v1beta1", **parameters},
+        },
+    }
+
+
+def timeslicing(interval: str) -> dict[str, Any]:
+    return {
+        "kind": "GpuConfig",
+        "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": interval}},
+    }
+
+
+def device_env(node: Node, claim: ClaimRef) -> dict[str, list[str]]:
+    spec = yaml.safe_load(node.spec_path(claim).read_text())
+    return {d["name"].removeprefix(f"{claim.uid}-"): d["containerEdits"]["env"] for d in spec["devices"]}
+
+
+def test_timeslicing_settings_become_device_env_and_are_checkpointed(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-1", "shared"), result("gpu-2", "plain"))
+    with_configs(node, claim, opaque(timeslicing("Long"), "shared"))
+
+    results = node.preparer(feature_gates=TS_ON).prepare([claim])
+
+    assert results[claim.uid].error == ""
+    expected = ("FAKEPLUGIN_GPU_1_SHARING_STRATEGY=TimeSlicing", "FAKEPLUGIN_GPU_1_TIMESLICE_INTERVAL=Long")
+    assert device_env(node, claim) == {
+        "gpu-1": [f"FAKEPLUGIN_GPU_1_UUID={gpu(1).uuid}", *expected],
+        "gpu-2": [f"FAKEPLUGIN_GPU_2_UUID={gpu(2).uuid}"],
+    }
+    entry = node.checkpoint().claims[claim.uid]
+    assert entry.state is cp.ClaimState.PREPARE_COMPLETED
+    assert entry.config_env == {"gpu-1": expected}
+    stored = json.loads((node.plugin_dir / cp.FILE_NAME).read_text())["preparedClaims"][claim.uid]
+    assert stored["configEnv"] == {"gpu-1": list(expected)}
+
+
+def test_mps_from_a_class_config_exports_the_pipe_directory(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    mps = {
+        "kind": "GpuConfig",
+        "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 25}},
+    }
+    with_configs(node, claim, opaque(mps, source="FromClass"))
+
+    node.preparer(feature_gates={"MPSSupport": True}).prepare([claim])
+
+    env = device_env(node, claim)["gpu-0"]
+    assert "FAKEPLUGIN_GPU_0_SHARING_STRATEGY=MPS" in env
+    assert "FAKEPLUGIN_GPU_0_MPS_ACTIVE_THREAD_PERCENTAGE=25" in env
+    assert "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps" in env
+
+
+def test_an_unknown_field_fails_the_claim_with_the_real_error_chain(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    with_configs(node, claim, opaque({**timeslicing("Long"), "x": 1}))
+
+    results = node.preparer(feature_gates=TS_ON).prepare([claim])
+
+    assert results[claim.uid].error == (
+        f"error preparing devices for claim ns/claim-1:{claim.uid}: prepare devices failed: "
+        "error getting opaque device configs: error decoding config parameters: "
+        'strict decoding error: unknown field "x"'
+    )
+    assert results[claim.uid].devices == ()
+    assert not node.spec_path(claim).exists()
+    # As upstream, the configs are read after PrepareStarted is recorded; unprepare clears such an entry.
+    assert node.checkpoint().claims[claim.uid].state is cp.ClaimState.PREPARE_STARTED
+    assert node.preparer().unprepare([claim]) == {claim.uid: ""}
+    assert node.checkpoint().claims == {}
+
+
+def test_timeslicing_needs_its_feature_gate_off_by_default(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    with_configs(node, claim, opaque(timeslicing("Long")))
+
+    results = node.preparer().prepare([claim])
+
+    assert results[claim.uid].error == (
+        f"error preparing devices for claim ns/claim-1:{claim.uid}: prepare devices failed: "
+        'error validating GPU config: "TimeSlicing" is selected as the GPU sharing strategy, '
+        'but the "TimeSlicingSettings" feature gate is not enabled'
+    )
+
+
+def test_a_vanished_spec_is_rewritten_with_the_checkpointed_settings(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-3"))
+    with_configs(node, claim, opaque(timeslicing("Short")))
+    first = node.preparer(feature_gates=TS_ON).prepare([claim])
+    content = node.spec_path(claim).read_text()
+    node.spec_path(claim).unlink()
+
+    # A restarted plugin, now without the gate: the prepared claim keeps what was applied, as upstream.
+    assert node.preparer().prepare([claim]) == first
+    assert node.spec_path(claim).read_text() == content
+    assert "FAKEPLUGIN_GPU_3_TIMESLICE_INTERVAL=Short" in device_env(node, claim)["gpu-3"]
+
+
+def test_a_malformed_config_env_in_the_checkpoint_is_corruption_naming_the_field(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    with_configs(node, claim, opaque(timeslicing("Long")))
+    node.preparer(feature_gates=TS_ON).prepare([claim])
+    path = node.plugin_dir / cp.FILE_NAME
+    document = json.loads(path.read_text())
+    document["preparedClaims"][claim.uid]["configEnv"] = {"gpu-0": "FAKEPLUGIN=1"}
+    payload = {k: v for k, v in document.items() if k != "checksum"}
+    path.write_text(json.dumps({**payload, "checksum": cp._checksum(payload)}))
+
+    with pytest.raises(
+        cp.CheckpointError, match=rf"preparedClaims\.{claim.uid}\.configEnv\.gpu-0: expected list"
+    ):
+        node.checkpoint()
