@@ -37,7 +37,10 @@ NS = f"fakeplugin-bench-{os.getpid()}"
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
     return subprocess.run(
         [str(find_binary("kubectl")), "--kubeconfig", kubeconfig, *args],
-        input=stdin, capture_output=True, text=True, check=True,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 
@@ -47,7 +50,9 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def rss_kib(pid: int) -> tuple[int, int]:
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
@@ -61,17 +66,44 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="fpbench-"))
     inventory = tmp / "inventory.yaml"
-    inventory.write_text(yaml.safe_dump({
-        "driverVersion": "580.126.20", "cudaDriverVersion": "13.0",
-        "nodes": [{"name": NODE, "gpus": [{"profile": "t4", "count": args.claims}]}],
-    }))
-    kubectl(kc, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}))
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "driverVersion": "580.126.20",
+                "cudaDriverVersion": "13.0",
+                "nodes": [{"name": NODE, "gpus": [{"profile": "t4", "count": args.claims}]}],
+            }
+        )
+    )
+    kubectl(
+        kc,
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}),
+    )
     kubectl(kc, "create", "namespace", NS)
     plugin = subprocess.Popen(
-        [sys.executable, "-m", "fakeplugin", "serve", "--config", str(inventory), "--node-name", NODE,
-         "--kubeconfig", kc, "--kubelet-registrar-directory-path", str(tmp / "reg"),
-         "--kubelet-plugins-directory-path", str(tmp / "plugins"), "--cdi-root", str(tmp / "cdi")],
-        stdout=subprocess.DEVNULL, stderr=open(tmp / "plugin.log", "w"),
+        [
+            sys.executable,
+            "-m",
+            "fakeplugin",
+            "serve",
+            "--config",
+            str(inventory),
+            "--node-name",
+            NODE,
+            "--kubeconfig",
+            kc,
+            "--kubelet-registrar-directory-path",
+            str(tmp / "reg"),
+            "--kubelet-plugins-directory-path",
+            str(tmp / "plugins"),
+            "--cdi-root",
+            str(tmp / "cdi"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "plugin.log").open("w"),  # the child owns the file for its lifetime
     )
     try:
         sock = tmp / "plugins" / "gpu.nvidia.com" / "dra.sock"
@@ -96,18 +128,41 @@ def main() -> int:
 
 
 def create_claims(kc: str, n: int) -> list[api_pb2.Claim]:
-    objs = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-             "metadata": {"name": f"bench-{i}", "namespace": NS},
-             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
-            for i in range(n)]
+    objs = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"bench-{i}", "namespace": NS},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+            },
+        }
+        for i in range(n)
+    ]
     kubectl(kc, "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
-    by_name = {o["metadata"]["name"]: o for o in json.loads(kubectl(kc, "get", "resourceclaims", "-n", NS, "-o", "json"))["items"]}
+    by_name = {
+        o["metadata"]["name"]: o
+        for o in json.loads(kubectl(kc, "get", "resourceclaims", "-n", NS, "-o", "json"))["items"]
+    }
     items = [by_name[f"bench-{i}"] for i in range(n)]
     for i, obj in enumerate(items):
-        obj["status"] = {"allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": f"gpu-{i}"}]}}}
-    kubectl(kc, "replace", "--subresource=status", "-f", "-",
-            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        obj["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": f"gpu-{i}"}
+                    ]
+                }
+            }
+        }
+    kubectl(
+        kc,
+        "replace",
+        "--subresource=status",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
     return [api_pb2.Claim(namespace=NS, name=o["metadata"]["name"], uid=o["metadata"]["uid"]) for o in items]
 
 
@@ -134,8 +189,11 @@ def run_round(stub: api_pb2_grpc.DRAPluginStub, claims: list[api_pb2.Claim], wor
             list(pool.map(lambda c, k=kind: call(k, c), claims))
         wall = time.perf_counter() - t0
         ms = [v * 1000 for v in results[kind]]
-        out[kind] = {"p50_ms": round(statistics.median(ms), 2), "p99_ms": round(percentile(ms, 99), 2),
-                     "throughput_per_s": round(len(ms) / wall, 1)}
+        out[kind] = {
+            "p50_ms": round(statistics.median(ms), 2),
+            "p99_ms": round(percentile(ms, 99), 2),
+            "throughput_per_s": round(len(ms) / wall, 1),
+        }
     return out
 
 

@@ -38,8 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fakeplugin {__version__}")
-    flag(parser, "-v", "--verbosity", env="LOG_VERBOSITY", default=0, type=int, metavar="N",
-         help="log verbosity: 0-3 info, 4-5 debug, 6 also every gRPC call")
+    flag(
+        parser,
+        "-v",
+        "--verbosity",
+        env="LOG_VERBOSITY",
+        default=0,
+        type=int,
+        metavar="N",
+        help="log verbosity: 0-3 info, 4-5 debug, 6 also every gRPC call",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add_parser in COMMANDS:
         add_parser(sub)

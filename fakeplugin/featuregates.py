@@ -23,7 +23,9 @@ def parse(text: str | None) -> dict[str, bool]:
         name, sep, value = item.partition("=")
         name = name.strip()
         if name not in KNOWN:
-            raise ValueError(f"--feature-gates: unknown feature gate {name!r}; known: {', '.join(sorted(KNOWN))}")
+            raise ValueError(
+                f"--feature-gates: unknown feature gate {name!r}; known: {', '.join(sorted(KNOWN))}"
+            )
         if not sep or value.strip().lower() not in ("true", "false"):
             raise ValueError(f"--feature-gates: {item!r}: expected {name}=true or {name}=false")
         gates[name] = value.strip().lower() == "true"

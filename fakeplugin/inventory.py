@@ -78,7 +78,8 @@ class NodeInventory(Mapping[str, GpuDevice]):
             self._devices = {d.name: d for d in devices}
         if before != set(self._devices) or not devices:
             log.info(
-                "node %s: %s", self._node,
+                "node %s: %s",
+                self._node,
                 ", ".join(f"{d.name} {d.product_name} {d.uuid}" for d in devices)
                 or "no inventory entry matches this node: publishing no devices",
             )

@@ -60,14 +60,20 @@ class Kube:
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         return self._custom.get_namespaced_custom_object(
-            RESOURCE_GROUP, RESOURCE_VERSION, namespace, "resourceclaims", name,
+            RESOURCE_GROUP,
+            RESOURCE_VERSION,
+            namespace,
+            "resourceclaims",
+            name,
             _request_timeout=REQUEST_TIMEOUT,
         )
 
     def list_slices(self, *, driver: str, node_name: str) -> tuple[list[dict[str, Any]], str]:
         """This node's slices of this driver, and the list's resourceVersion (to watch from)."""
         result = self._custom.list_cluster_custom_object(
-            RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices",
+            RESOURCE_GROUP,
+            RESOURCE_VERSION,
+            "resourceslices",
             field_selector=f"spec.driver={driver},spec.nodeName={node_name}",
             _request_timeout=REQUEST_TIMEOUT,
         )
@@ -80,7 +86,11 @@ class Kube:
 
     def replace_slice(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._custom.replace_cluster_custom_object(
-            RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", body["metadata"]["name"], body,
+            RESOURCE_GROUP,
+            RESOURCE_VERSION,
+            "resourceslices",
+            body["metadata"]["name"],
+            body,
             _request_timeout=REQUEST_TIMEOUT,
         )
 
@@ -92,7 +102,11 @@ class Kube:
         )
         try:
             self._custom.delete_cluster_custom_object(
-                RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", meta["name"], body=options,
+                RESOURCE_GROUP,
+                RESOURCE_VERSION,
+                "resourceslices",
+                meta["name"],
+                body=options,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as exc:
@@ -106,7 +120,9 @@ class Kube:
         w = watch.Watch()
         yield from w.stream(
             self._custom.list_cluster_custom_object,
-            RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices",
+            RESOURCE_GROUP,
+            RESOURCE_VERSION,
+            "resourceslices",
             field_selector=f"spec.driver={driver},spec.nodeName={node_name}",
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,

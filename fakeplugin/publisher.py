@@ -84,7 +84,9 @@ def plan(existing: list[Obj], desired: list[Obj], *, pool_name: str) -> PoolPlan
         deletes.extend(unmatched)
 
     changed = sum(
-        1 for have, want in pairs if _content(have, with_generation=False) != _content(want, with_generation=False)
+        1
+        for have, want in pairs
+        if _content(have, with_generation=False) != _content(want, with_generation=False)
     )
     pool_deletes = len(deletes) - sum(1 for s in existing if s not in pool)
     if current == 0:
@@ -140,12 +142,17 @@ class Publisher:
             log.info("deleted ResourceSlice %s", obj["metadata"]["name"])
         for obj in todo.updates:
             self._kube.replace_slice(obj)
-            log.info("updated ResourceSlice %s (pool generation %d)", obj["metadata"]["name"], todo.generation)
+            log.info(
+                "updated ResourceSlice %s (pool generation %d)", obj["metadata"]["name"], todo.generation
+            )
         for obj in todo.creates:
             created = self._kube.create_slice(obj)
             log.info(
                 "created ResourceSlice %s with %d devices (pool %s, generation %d)",
-                created["metadata"]["name"], len(obj["spec"].get("devices") or []), self._node, todo.generation,
+                created["metadata"]["name"],
+                len(obj["spec"].get("devices") or []),
+                self._node,
+                todo.generation,
             )
         _, resource_version = self._kube.list_slices(driver=self._driver, node_name=self._node)
         return resource_version
@@ -161,7 +168,9 @@ class Publisher:
             except Exception as exc:  # never fatal: the kubelet keeps working with what is published
                 log.warning(
                     "publishing ResourceSlices of node %s failed: %s; retrying in %.0f s",
-                    self._node, describe_api_error(exc), backoff,
+                    self._node,
+                    describe_api_error(exc),
+                    backoff,
                 )
                 log.debug("publish failure", exc_info=True)
                 stop.wait(backoff)
@@ -175,10 +184,15 @@ class Publisher:
                 self.wake.clear()
                 return
             for event in self._kube.watch_slices(
-                driver=self._driver, node_name=self._node, resource_version=resource_version, timeout_seconds=5
+                driver=self._driver,
+                node_name=self._node,
+                resource_version=resource_version,
+                timeout_seconds=5,
             ):
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                    log.debug("ResourceSlice %s %s", event["object"]["metadata"]["name"], event["type"].lower())
+                    log.debug(
+                        "ResourceSlice %s %s", event["object"]["metadata"]["name"], event["type"].lower()
+                    )
                     return
                 if event["type"] == "ERROR":  # e.g. 410 Gone: resync from a fresh list
                     return

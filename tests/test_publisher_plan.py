@@ -16,7 +16,9 @@ def desired(*device_sets: list[str], mem: str = "15Gi") -> list[dict[str, Any]]:
             "kind": "ResourceSlice",
             "metadata": {
                 "generateName": f"{NODE}-gpu.nvidia.com-",
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "u1", "controller": True}],
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "u1", "controller": True}
+                ],
             },
             "spec": {
                 "driver": "gpu.nvidia.com",
@@ -32,9 +34,17 @@ def desired(*device_sets: list[str], mem: str = "15Gi") -> list[dict[str, Any]]:
 def stored(objs: list[dict[str, Any]], generation: int, pool: str = NODE) -> list[dict[str, Any]]:
     out = []
     for i, obj in enumerate(objs):
-        copy = {**obj, "metadata": {**obj["metadata"], "name": f"s{i}", "uid": f"uid{i}", "resourceVersion": "7",
-                                     "creationTimestamp": f"2026-01-01T00:00:0{i}Z"},
-                "spec": {**obj["spec"], "pool": {**obj["spec"]["pool"], "generation": generation, "name": pool}}}
+        copy = {
+            **obj,
+            "metadata": {
+                **obj["metadata"],
+                "name": f"s{i}",
+                "uid": f"uid{i}",
+                "resourceVersion": "7",
+                "creationTimestamp": f"2026-01-01T00:00:0{i}Z",
+            },
+            "spec": {**obj["spec"], "pool": {**obj["spec"]["pool"], "generation": generation, "name": pool}},
+        }
         out.append(copy)
     return out
 

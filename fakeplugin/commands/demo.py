@@ -42,10 +42,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--keep", env="FAKEPLUGIN_DEMO_KEEP", action="store_true",
-         help="leave the cluster running afterwards (stop it with `fakeplugin cluster down --state-dir ...`)")
-    flag(p, "--state-dir", env="FAKEPLUGIN_DEMO_DIR", default=str(Path.home() / ".cache/fakeplugin/demo"),
-         metavar="DIR", help="the demo cluster's state dir")
+    flag(
+        p,
+        "--keep",
+        env="FAKEPLUGIN_DEMO_KEEP",
+        action="store_true",
+        help="leave the cluster running afterwards (stop it with `fakeplugin cluster down --state-dir ...`)",
+    )
+    flag(
+        p,
+        "--state-dir",
+        env="FAKEPLUGIN_DEMO_DIR",
+        default=str(Path.home() / ".cache/fakeplugin/demo"),
+        metavar="DIR",
+        help="the demo cluster's state dir",
+    )
     p.set_defaults(func=run)
 
 
@@ -104,7 +115,9 @@ def wait_running(cluster: Any, count: int, selector: str, timeout: float = 180.0
 
 
 def pods_of(cluster: Any, selector: str) -> list[dict[str, Any]]:
-    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json").stdout)["items"]
+    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json").stdout)[
+        "items"
+    ]
 
 
 def show_lab(cluster: Any) -> None:
@@ -117,17 +130,23 @@ def show_lab(cluster: Any) -> None:
     for s in slices:
         for d in s["spec"].get("devices", []):
             a = d["attributes"]
-            print(f"{s['spec']['nodeName']:<38} {d['name']:<7} {a['productName']['string']:<18} "
-                  f"{d['capacity']['memory']['value']:<9} {a['uuid']['string']}")
+            print(
+                f"{s['spec']['nodeName']:<38} {d['name']:<7} {a['productName']['string']:<18} "
+                f"{d['capacity']['memory']['value']:<9} {a['uuid']['string']}"
+            )
 
 
 def show_claims(cluster: Any) -> None:
     step("kubectl get resourceclaims (and what the scheduler allocated)")
     print(cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE).stdout, end="")
-    claims = json.loads(cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    claims = json.loads(cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE, "-o", "json").stdout)[
+        "items"
+    ]
     for c in claims:
         for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", []):
-            print(f"  {c['metadata']['name']}: {r['driver']} {r['pool']}/{r['device']} (request {r['request']})")
+            print(
+                f"  {c['metadata']['name']}: {r['driver']} {r['pool']}/{r['device']} (request {r['request']})"
+            )
 
 
 def show_containers(cluster: Any) -> None:

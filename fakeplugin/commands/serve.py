@@ -41,30 +41,97 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--config", env="FAKEPLUGIN_CONFIG", required=False, metavar="FILE",
-         help="inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)")
+    flag(
+        p,
+        "--config",
+        env="FAKEPLUGIN_CONFIG",
+        required=False,
+        metavar="FILE",
+        help="inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)",
+    )
     flag(p, "--node-name", env="NODE_NAME", metavar="NAME", help="this node's name")
-    flag(p, "--driver-name", env="DRIVER_NAME", default=DEFAULT_DRIVER_NAME, metavar="NAME",
-         help="DRA driver name; change it to run beside NVIDIA's real driver")
-    flag(p, "--cdi-root", env="CDI_ROOT", default="/var/run/cdi", metavar="DIR",
-         help="where CDI spec files are written for the container runtime")
-    flag(p, "--kubelet-registrar-directory-path", env="KUBELET_REGISTRAR_DIRECTORY_PATH",
-         default="/var/lib/kubelet/plugins_registry", metavar="DIR", help="the kubelet's plugin registration dir")
-    flag(p, "--kubelet-plugins-directory-path", env="KUBELET_PLUGINS_DIRECTORY_PATH",
-         default="/var/lib/kubelet/plugins", metavar="DIR",
-         help="the kubelet's plugins dir; ours is <dir>/<driver> (DRA socket, checkpoint, lock)")
-    flag(p, "--pod-uid", env="POD_UID", default="", metavar="UID",
-         help="the plugin pod's UID: socket names carry it, so old and new pods overlap in rolling updates")
-    flag(p, "--healthcheck-port", env="HEALTHCHECK_PORT", default=-1, type=int, metavar="PORT",
-         help="TCP port of the grpc.health.v1 service for liveness probes; -1 disables it")
-    flag(p, "--healthcheck-address", env="HEALTHCHECK_ADDRESS", default="127.0.0.1", metavar="ADDR",
-         help="address the health service binds to (0.0.0.0 in a pod, so the kubelet can probe it)")
-    flag(p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE",
-         help="kubeconfig; empty: the in-cluster service account, else ~/.kube/config")
-    flag(p, "--feature-gates", env="FEATURE_GATES", default="", metavar="LIST",
-         help=f"NVIDIA driver feature gates, e.g. TimeSlicingSettings=true; known: {', '.join(featuregates.KNOWN)}")
-    flag(p, "--boot-id-file", env="BOOT_ID_FILE", default="/proc/sys/kernel/random/boot_id", metavar="FILE",
-         help="file holding the node's boot ID (prepared claims from an earlier boot are forgotten)")
+    flag(
+        p,
+        "--driver-name",
+        env="DRIVER_NAME",
+        default=DEFAULT_DRIVER_NAME,
+        metavar="NAME",
+        help="DRA driver name; change it to run beside NVIDIA's real driver",
+    )
+    flag(
+        p,
+        "--cdi-root",
+        env="CDI_ROOT",
+        default="/var/run/cdi",
+        metavar="DIR",
+        help="where CDI spec files are written for the container runtime",
+    )
+    flag(
+        p,
+        "--kubelet-registrar-directory-path",
+        env="KUBELET_REGISTRAR_DIRECTORY_PATH",
+        default="/var/lib/kubelet/plugins_registry",
+        metavar="DIR",
+        help="the kubelet's plugin registration dir",
+    )
+    flag(
+        p,
+        "--kubelet-plugins-directory-path",
+        env="KUBELET_PLUGINS_DIRECTORY_PATH",
+        default="/var/lib/kubelet/plugins",
+        metavar="DIR",
+        help="the kubelet's plugins dir; ours is <dir>/<driver> (DRA socket, checkpoint, lock)",
+    )
+    flag(
+        p,
+        "--pod-uid",
+        env="POD_UID",
+        default="",
+        metavar="UID",
+        help="the plugin pod's UID: socket names carry it, so old and new pods overlap in rolling updates",
+    )
+    flag(
+        p,
+        "--healthcheck-port",
+        env="HEALTHCHECK_PORT",
+        default=-1,
+        type=int,
+        metavar="PORT",
+        help="TCP port of the grpc.health.v1 service for liveness probes; -1 disables it",
+    )
+    flag(
+        p,
+        "--healthcheck-address",
+        env="HEALTHCHECK_ADDRESS",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address the health service binds to (0.0.0.0 in a pod, so the kubelet can probe it)",
+    )
+    flag(
+        p,
+        "--kubeconfig",
+        env="KUBECONFIG",
+        default="",
+        metavar="FILE",
+        help="kubeconfig; empty: the in-cluster service account, else ~/.kube/config",
+    )
+    flag(
+        p,
+        "--feature-gates",
+        env="FEATURE_GATES",
+        default="",
+        metavar="LIST",
+        help="NVIDIA driver feature gates, e.g. TimeSlicingSettings=true; known: "
+        + ", ".join(featuregates.KNOWN),
+    )
+    flag(
+        p,
+        "--boot-id-file",
+        env="BOOT_ID_FILE",
+        default="/proc/sys/kernel/random/boot_id",
+        metavar="FILE",
+        help="file holding the node's boot ID (prepared claims from an earlier boot are forgotten)",
+    )
     p.set_defaults(func=run)
 
 
@@ -83,8 +150,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--node-name (or NODE_NAME) is required")
     gates = featuregates.parse(args.feature_gates)
     enabled = sorted(g for g, on in gates.items() if on and not featuregates.KNOWN[g])
-    log.info("fakeplugin %s for node %s%s", args.driver_name, args.node_name,
-             f" (feature gates: {', '.join(enabled)})" if enabled else "")
+    log.info(
+        "fakeplugin %s for node %s%s",
+        args.driver_name,
+        args.node_name,
+        f" (feature gates: {', '.join(enabled)})" if enabled else "",
+    )
 
     inventory = NodeInventory(Path(args.config), args.node_name, dynamic_mig=gates["DynamicMIG"])
     if not inventory.needs_labels():

@@ -62,16 +62,27 @@ def claim_pod(name: str, claim: dict[str, Any], containers: list[str] | None = N
             "restartPolicy": "Never",
             "resourceClaims": [{"name": "gpu", **claim}],
             "containers": [
-                {"name": c, "image": "ubuntu:22.04", "command": ["sleep", "infinity"],
-                 "resources": {"claims": [{"name": "gpu"}]}}
+                {
+                    "name": c,
+                    "image": "ubuntu:22.04",
+                    "command": ["sleep", "infinity"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
                 for c in (containers or ["ctr"])
             ],
         },
     }
 
 
-def resource_claim(name: str, exactly: dict[str, Any], constraints: list[dict] | None = None) -> dict[str, Any]:
+def resource_claim(
+    name: str, exactly: dict[str, Any], constraints: list[dict] | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
     if constraints:
         spec["devices"]["constraints"] = constraints
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -13,23 +15,33 @@ from tests.e2e.conftest import require_cluster_host
 pytestmark = pytest.mark.cluster
 
 
-def test_demo_runs_the_seed_lab_and_cleans_up(tmp_path):
+def test_demo_runs_the_seed_lab_and_cleans_up():
     require_cluster_host()
-    state = tmp_path / "demo"
+    with tempfile.TemporaryDirectory(prefix="fpdemo-", dir="/tmp") as short:  # unix socket paths are short
+        check_demo(Path(short) / "demo")
+
+
+def check_demo(state: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "fakeplugin", "demo", "--state-dir", str(state)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
     for cls in ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"):
         assert re.search(rf"^{re.escape(cls)}\s", text, re.M), cls
-    assert re.search(r"capi-dralabs-md-gpua5000-jw4mx-d64jz\s+gpu-0\s+NVIDIA RTX A5000\s+23028Mi\s+GPU-", text)
+    assert re.search(
+        r"capi-dralabs-md-gpua5000-jw4mx-d64jz\s+gpu-0\s+NVIDIA RTX A5000\s+23028Mi\s+GPU-", text
+    )
     assert len(re.findall(r"capi-dralabs-md-gput10-gzl84-f2m2d\s+gpu-\d\s+NVIDIA T10\s+15Gi", text)) == 2
     assert "1 pod(s) Running: shared-gpu" in text
     assert text.count("allocated,reserved") == 3
     # Both containers of Scenario I got the same CDI device and the same GPU.
-    blocks = re.findall(r"shared-gpu/ctr\d on \S+\n  CDI devices: +(\S+)\n  NVIDIA_VISIBLE_DEVICES: (\S+)", text)
+    blocks = re.findall(
+        r"shared-gpu/ctr\d on \S+\n  CDI devices: +(\S+)\n  NVIDIA_VISIBLE_DEVICES: (\S+)", text
+    )
     assert len(blocks) == 2 and blocks[0] == blocks[1] and blocks[0][1].startswith("GPU-")
     assert "is down" in out.stderr
     assert not (state / "cluster.json").exists()

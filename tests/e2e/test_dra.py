@@ -30,8 +30,16 @@ pytestmark = pytest.mark.cluster
 T10 = "capi-dralabs-md-gput10-gzl84-f2m2d"
 A5000 = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 REAL_DRIVER_KEYS = {
-    "type", "uuid", "productName", "brand", "architecture", "cudaComputeCapability", "driverVersion",
-    "cudaDriverVersion", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot",
+    "type",
+    "uuid",
+    "productName",
+    "brand",
+    "architecture",
+    "cudaComputeCapability",
+    "driverVersion",
+    "cudaDriverVersion",
+    "resource.kubernetes.io/pciBusID",
+    "resource.kubernetes.io/pcieRoot",
 }
 
 
@@ -135,16 +143,25 @@ def test_scenario_i_two_containers_share_one_gpu(cluster, namespace):
 def test_template_deployment_spreads_then_queues(cluster, namespace):
     docs = apply_file(cluster, namespace, EXAMPLES / "template-deployment.yaml")
     deployment = next(d for d in docs if d["kind"] == "Deployment")["metadata"]["name"]
-    selector = ",".join(f"{k}={v}" for k, v in next(
-        d for d in docs if d["kind"] == "Deployment")["spec"]["selector"]["matchLabels"].items())
+    selector = ",".join(
+        f"{k}={v}"
+        for k, v in next(d for d in docs if d["kind"] == "Deployment")["spec"]["selector"][
+            "matchLabels"
+        ].items()
+    )
     cluster.kubectl("scale", "deployment", deployment, "-n", namespace, "--replicas=3")
 
     def running_pods() -> list[dict[str, Any]]:
         pods = items(cluster, "pods", "-n", namespace, "-l", selector)
-        return [p for p in pods if p.get("status", {}).get("phase") == "Running"
-                and not p["metadata"].get("deletionTimestamp")]
+        return [
+            p
+            for p in pods
+            if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
 
-    pods = wait_for(lambda: len(running_pods()) == 3 and running_pods(), what="3 running replicas", timeout=180)
+    pods = wait_for(
+        lambda: len(running_pods()) == 3 and running_pods(), what="3 running replicas", timeout=180
+    )
     allocated = set()
     for p in pods:
         claim = pod_claim_name(cluster, namespace, p["metadata"]["name"])
@@ -157,9 +174,14 @@ def test_template_deployment_spreads_then_queues(cluster, namespace):
 
     def unschedulable() -> list[dict[str, Any]]:
         pods = items(cluster, "pods", "-n", namespace, "-l", selector)
-        return [p for p in pods if any(
-            c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
-            for c in p.get("status", {}).get("conditions", []))]
+        return [
+            p
+            for p in pods
+            if any(
+                c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+                for c in p.get("status", {}).get("conditions", [])
+            )
+        ]
 
     (pending,) = wait_for(unschedulable, what="the 4th replica to be Unschedulable")
 
@@ -170,16 +192,27 @@ def test_template_deployment_spreads_then_queues(cluster, namespace):
     assert victim_file.exists()
     cluster.kubectl("delete", "pod", victim["metadata"]["name"], "-n", namespace, "--wait=true")
     wait_for(lambda: not victim_file.exists(), what=f"{victim_file} removed by Unprepare")
-    wait_for(lambda: running(cluster, namespace, pending["metadata"]["name"]),
-             what="the queued replica to run once a GPU was freed", timeout=180)
+    wait_for(
+        lambda: running(cluster, namespace, pending["metadata"]["name"]),
+        what="the queued replica to run once a GPU was freed",
+        timeout=180,
+    )
 
 
 def test_cel_selector_picks_the_a5000(cluster, namespace):
-    claim = resource_claim("a5000", {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression":
-                               "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"}}],
-    })
+    claim = resource_claim(
+        "a5000",
+        {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
+                    }
+                }
+            ],
+        },
+    )
     apply(cluster, namespace, claim, claim_pod("uses-a5000", {"resourceClaimName": "a5000"}))
     wait_for(lambda: running(cluster, namespace, "uses-a5000"), what="A5000 pod Running")
     assert get(cluster, "pod", "uses-a5000", "-n", namespace)["spec"]["nodeName"] == A5000
@@ -187,7 +220,8 @@ def test_cel_selector_picks_the_a5000(cluster, namespace):
 
 def test_two_gpus_with_match_attribute_land_on_the_t10_node(cluster, namespace):
     claim = resource_claim(
-        "pair", {"deviceClassName": "gpu.nvidia.com", "count": 2},
+        "pair",
+        {"deviceClassName": "gpu.nvidia.com", "count": 2},
         constraints=[{"requests": ["gpu"], "matchAttribute": "gpu.nvidia.com/productName"}],
     )
     apply(cluster, namespace, claim, claim_pod("pair", {"resourceClaimName": "pair"}))
@@ -202,10 +236,15 @@ def test_two_gpus_with_match_attribute_land_on_the_t10_node(cluster, namespace):
 
 
 def test_plugin_and_kubelet_restarts_keep_claims(cluster, namespace):
-    claim = resource_claim("keep", {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}],
-    })
+    claim = resource_claim(
+        "keep",
+        {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [
+                {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}
+            ],
+        },
+    )
     apply(cluster, namespace, claim, claim_pod("keep", {"resourceClaimName": "keep"}))
     wait_for(lambda: running(cluster, namespace, "keep"), what="pod Running")
     claim_uid = get(cluster, "resourceclaim", "keep", "-n", namespace)["metadata"]["uid"]
@@ -213,40 +252,67 @@ def test_plugin_and_kubelet_restarts_keep_claims(cluster, namespace):
     before = spec_file.read_text()
 
     cluster.restart_plugin(T10)
-    wait_for(lambda: [s for s in our_slices(cluster) if s["spec"]["nodeName"] == T10],
-             what="T10 slice after plugin restart")
+    wait_for(
+        lambda: [s for s in our_slices(cluster) if s["spec"]["nodeName"] == T10],
+        what="T10 slice after plugin restart",
+    )
     t10_slices = [s for s in our_slices(cluster) if s["spec"]["nodeName"] == T10]
     assert len(t10_slices) == 1, "a plugin restart must not leave duplicate slices"
     assert spec_file.read_text() == before
     assert running(cluster, namespace, "keep")
 
-    second = resource_claim("second", {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}],
-    })
+    second = resource_claim(
+        "second",
+        {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [
+                {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}
+            ],
+        },
+    )
     apply(cluster, namespace, second, claim_pod("second", {"resourceClaimName": "second"}))
     wait_for(lambda: running(cluster, namespace, "second"), what="a new pod after the plugin restart")
 
     cluster.restart_kubelet(T10)
-    wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True"
-                         for c in get(cluster, "node", T10)["status"]["conditions"]), what="T10 node Ready again")
-    wait_for(lambda: [s for s in our_slices(cluster) if s["spec"]["nodeName"] == T10],
-             what="T10 slice re-published after the kubelet wiped it")
+    wait_for(
+        lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in get(cluster, "node", T10)["status"]["conditions"]
+        ),
+        what="T10 node Ready again",
+    )
+    wait_for(
+        lambda: [s for s in our_slices(cluster) if s["spec"]["nodeName"] == T10],
+        what="T10 slice re-published after the kubelet wiped it",
+    )
     assert spec_file.read_text() == before, "re-prepare after a kubelet restart must be idempotent"
     assert running(cluster, namespace, "keep") and running(cluster, namespace, "second")
 
 
 def test_unsatisfiable_class_stays_pending_with_the_schedulers_reason(cluster, namespace):
     cls = {
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
         "metadata": {"name": f"{namespace}-b200"},
-        "spec": {"selectors": [{"cel": {"expression":
-                 "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"}}]},
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": "device.driver == 'gpu.nvidia.com' && "
+                        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"
+                    }
+                }
+            ]
+        },
     }
     apply(cluster, None, cls)
     try:
-        apply(cluster, namespace, resource_claim("b200", {"deviceClassName": f"{namespace}-b200"}),
-              claim_pod("b200", {"resourceClaimName": "b200"}))
+        apply(
+            cluster,
+            namespace,
+            resource_claim("b200", {"deviceClassName": f"{namespace}-b200"}),
+            claim_pod("b200", {"resourceClaimName": "b200"}),
+        )
 
         def reason() -> str:
             for c in get(cluster, "pod", "b200", "-n", namespace).get("status", {}).get("conditions", []):
@@ -263,11 +329,19 @@ def test_unsatisfiable_class_stays_pending_with_the_schedulers_reason(cluster, n
 
 
 def test_deleting_a_claim_in_use_does_not_break_the_node(cluster, namespace):
-    claim = resource_claim("doomed", {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression":
-                               "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"}}],
-    })
+    claim = resource_claim(
+        "doomed",
+        {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
+                    }
+                }
+            ],
+        },
+    )
     apply(cluster, namespace, claim, claim_pod("holder", {"resourceClaimName": "doomed"}))
     wait_for(lambda: running(cluster, namespace, "holder"), what="holder Running")
     uid = get(cluster, "resourceclaim", "doomed", "-n", namespace)["metadata"]["uid"]
@@ -277,12 +351,24 @@ def test_deleting_a_claim_in_use_does_not_break_the_node(cluster, namespace):
     assert running(cluster, namespace, "holder")
     cluster.kubectl("delete", "pod", "holder", "-n", namespace, "--wait=true")
     wait_for(lambda: not cdi_file(cluster, A5000, uid).exists(), what="CDI spec of the deleted claim removed")
-    wait_for(lambda: "doomed" not in {c["metadata"]["name"] for c in items(cluster, "resourceclaims", "-n", namespace)},
-             what="claim gone")
-    again = resource_claim("again", {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression":
-                               "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"}}],
-    })
+    wait_for(
+        lambda: (
+            "doomed" not in {c["metadata"]["name"] for c in items(cluster, "resourceclaims", "-n", namespace)}
+        ),
+        what="claim gone",
+    )
+    again = resource_claim(
+        "again",
+        {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
+                    }
+                }
+            ],
+        },
+    )
     apply(cluster, namespace, again, claim_pod("again", {"resourceClaimName": "again"}))
     wait_for(lambda: running(cluster, namespace, "again"), what="a new claim on the same node")

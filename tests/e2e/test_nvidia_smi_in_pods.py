@@ -89,6 +89,8 @@ def test_nvidia_smi_lists_exactly_the_containers_gpus(cluster: Any, namespace: s
     (first,) = allocated_uuids(cluster, namespace, "first")
     (second,) = allocated_uuids(cluster, namespace, "second")
     both = cluster.container_record(namespace, "smi", "both")
+    # Both claims' specs mount the script; the CDI library keeps one mount per container path.
+    assert [m["destination"] for m in both["mounts"]].count(smi.SCRIPT_CONTAINER_PATH) == 1
     root = container_root(both, tmp_path / "both")
     assert nvidia_smi(both, root, "-L") == [
         f"GPU {i}: NVIDIA T10 (UUID: {uuid})" for i, (_, uuid) in enumerate(sorted([first, second]))
