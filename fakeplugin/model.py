@@ -49,7 +49,7 @@ class MigResources:
     encoders: int
     jpeg_engines: int
     ofa_engines: int
-    memory_bytes: int  # memorySizeMB × 1 MiB
+    memory_bytes: int  # memorySizeMB * 1 MiB
 
 
 @dataclass(frozen=True)

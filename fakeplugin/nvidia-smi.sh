@@ -9,7 +9,9 @@
 # driver (exit 9); an empty directory: no devices (exit 6).
 #
 # Supported: (no option) summary table, -L, --query-gpu=... --format=csv[,noheader][,nounits], -q,
-# -i/--id (with the summary, -q and --query-gpu), --version, -h. Anything else fails as the real tool does.
+# -i/--id (with the summary, -q and --query-gpu), --version, -h; MIG devices as lines under their GPU in -L
+# (the summary has no "MIG devices" box). Every other option, real ones included (-x, topo, mig, -l, ...),
+# is refused as unknown (exit 255). Error texts and exit codes are the real tool's.
 # FAKEPLUGIN_SMI_ROOT (tests only) is prepended to the data directory.
 
 data_dir="${FAKEPLUGIN_SMI_ROOT:-}/run/fakeplugin/gpus"

@@ -181,7 +181,7 @@ def spec_mounts(plugin_dir: Path) -> list[dict[str, Any]]:
 def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
     """Device-level CDI mounts: the device's data file."""
     name = data_file_name(device.name)
-    return [_mount(claim_data_dir(plugin_dir, claim_uid) / name, f"{DATA_CONTAINER_DIR}/x.env")]
+    return [_mount(claim_data_dir(plugin_dir, claim_uid) / name, f"{DATA_CONTAINER_DIR}/{name}")]
 
 
 # -- files -------------------------------------------------------------------------------------------------
