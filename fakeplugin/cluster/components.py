@@ -244,7 +244,9 @@ def isolated_argvs(unshare: str, sh: str, node: NodeDirs, argv: list[str]) -> li
     return [[unshare, "--mount", "--propagation", "private", "--", *inner, *argv], [*inner, *argv], argv]
 
 
-def plugin_argv(python: str, inventory: Path, layout: StateLayout, node: NodeDirs) -> list[str]:
+def plugin_argv(
+    python: str, inventory: Path, layout: StateLayout, node: NodeDirs, feature_gates: str = ""
+) -> list[str]:
     return [
         python,
         "-m",
@@ -257,6 +259,7 @@ def plugin_argv(python: str, inventory: Path, layout: StateLayout, node: NodeDir
         f"--kubelet-plugins-directory-path={node.plugins_dir}",
         f"--cdi-root={node.cdi}",
         f"--boot-id-file={node.boot_id_file}",
+        *([f"--feature-gates={feature_gates}"] if feature_gates else []),
     ]
 
 

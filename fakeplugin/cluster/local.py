@@ -132,6 +132,7 @@ class _State:
     nodes: list[ClusterNode]
     kubelet_ports: dict[str, dict[str, int]] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
+    plugin_feature_gates: str = ""  # NVIDIA driver gates for `fakeplugin serve`, e.g. "DynamicMIG=true"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +144,7 @@ class _State:
             "kubeletPorts": self.kubelet_ports,
             "nodes": [n.to_json() for n in self.nodes],
             "processes": [p.to_json() for p in self.processes],
+            "pluginFeatureGates": self.plugin_feature_gates,
         }
 
     @classmethod
@@ -156,6 +158,7 @@ class _State:
             kubelet_ports=data["kubeletPorts"],
             nodes=[ClusterNode(**n) for n in data["nodes"]],
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
+            plugin_feature_gates=data.get("pluginFeatureGates", ""),
         )
 
 
@@ -190,6 +193,7 @@ class Cluster:
         plugin: bool = True,
         workers: int = 0,
         build: bool = False,
+        plugin_feature_gates: str = "",
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay)."""
@@ -205,6 +209,7 @@ class Cluster:
                     plugin,
                     workers,
                     build,
+                    plugin_feature_gates,
                 )
             except BaseException:
                 if cluster._state and cluster._state.processes:
@@ -232,7 +237,13 @@ class Cluster:
         self._state = None
 
     def _start(
-        self, inventory_path: Path, gates: dict[str, bool], plugin: bool, workers: int, build: bool
+        self,
+        inventory_path: Path,
+        gates: dict[str, bool],
+        plugin: bool,
+        workers: int,
+        build: bool,
+        plugin_feature_gates: str,
     ) -> None:
         inventory = load_config(inventory_path)
         nodes = cluster_nodes(inventory, workers)
@@ -246,6 +257,7 @@ class Cluster:
             server=f"https://{components.LOOPBACK}:{cp.apiserver}",
             feature_gates=gates,
             plugin=plugin,
+            plugin_feature_gates=plugin_feature_gates,
             ports={
                 "etcdClient": cp.etcd_client,
                 "etcdPeer": cp.etcd_peer,
@@ -398,11 +410,13 @@ class Cluster:
     def _start_plugin(self, node: ClusterNode) -> None:
         assert self._state is not None
         dirs = self.node_dirs_of(node)
-        argv = components.plugin_argv(sys.executable, Path(self._state.inventory), self.layout, dirs)
+        argv = components.plugin_argv(
+            sys.executable, Path(self._state.inventory), self.layout, dirs, self._state.plugin_feature_gates
+        )
         # The package may be used from a source tree, not installed: let the child import it the same way.
         source = str(Path(fakeplugin.__file__).resolve().parents[1])
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "FEATURE_GATES"},  # gates come from our state only
             "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
         }
         self._launch(f"plugin/{node.name}", [argv], env=env)
@@ -640,9 +654,14 @@ class Cluster:
         self._stop(self._record(f"kubelet/{node}"))
         self._start_kubelet(n)
 
-    def restart_plugin(self, node: str) -> None:
-        """Stop and start a node's plugin; returns once it has registered its socket again."""
+    def restart_plugin(self, node: str, *, feature_gates: str | None = None) -> None:
+        """Stop and start a node's plugin; returns once it has registered its socket again.
+
+        feature_gates, when given, become the plugins' NVIDIA driver gates from now on."""
         n = self._kubelet_node(node)
+        if feature_gates is not None:
+            self._require().plugin_feature_gates = feature_gates
+            self._save()
         self._stop(self._record(f"plugin/{node}"))
         self._start_plugin(n)
         socket_path = self.node_dirs_of(n).registrar_dir / f"{DEFAULT_DRIVER_NAME}-reg.sock"

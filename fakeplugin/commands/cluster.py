@@ -58,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         up,
+        "--plugin-feature-gates",
+        env="FAKEPLUGIN_PLUGIN_FEATURE_GATES",
+        default="",
+        metavar="LIST",
+        help="NVIDIA driver feature gates for every node's plugin, e.g. DynamicMIG=true",
+    )
+    flag(
+        up,
         "--workers",
         env="FAKEPLUGIN_WORKERS",
         default=0,
@@ -129,6 +137,7 @@ def run_up(args: argparse.Namespace) -> int:
         plugin=not args.no_plugin,
         workers=args.workers,
         build=args.build,
+        plugin_feature_gates=args.plugin_feature_gates,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0

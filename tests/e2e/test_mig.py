@@ -1,10 +1,8 @@
 """End-to-end DynamicMIG: the real kube-scheduler (DRAPartitionableDevices) allocates H200 partitions from
 our counters, the real kubelet prepares them through our plugin (DynamicMIG=true).
 
-The session's seed lab has no MIG GPU and its plugins run without DynamicMIG, and the cluster API cannot add
-a kubelet node with its own inventory and plugin gates to a running cluster. So this module starts a second,
-small cluster: one kubelet node with two H200. Plugin feature gates are not a parameter of Cluster.up either;
-the plugin inherits the environment, and `fakeplugin serve` reads FEATURE_GATES from it.
+The session's seed lab has no MIG GPU, so this module starts a second, small cluster: one kubelet node
+with two H200, its plugin running with DynamicMIG=true.
 """
 
 from __future__ import annotations
@@ -39,9 +37,8 @@ def mig_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("mig")
     inventory = root / "h200-mig.yaml"
     inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("FEATURE_GATES", "DynamicMIG=true")  # read by the plugin it spawns
-        cluster = Cluster.up(inventory, root / "state")  # default gates: DRAPartitionableDevices on
+    # Default Kubernetes gates include DRAPartitionableDevices.
+    cluster = Cluster.up(inventory, root / "state", plugin_feature_gates="DynamicMIG=true")
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
         yield cluster

@@ -3,9 +3,8 @@ copies them into the allocation) and the real kubelet, as with NVIDIA's driver: 
 container's env; a config the driver rejects leaves the pod with a FailedPrepareDynamicResources event that
 carries the real error chain.
 
-The session's cluster fixture has no option for the plugin's feature gates; the plugins inherit the test
-process's environment, so `timeslicing_plugins` restarts them with FEATURE_GATES=TimeSlicingSettings=true for
-this module and restarts them again without it afterwards.
+`timeslicing_plugins` restarts the session cluster's plugins with the TimeSlicingSettings gate for this
+module, and without it afterwards.
 """
 
 from __future__ import annotations
@@ -25,13 +24,11 @@ GPU_NODES = "nvidia.com/dra-kubelet-plugin=true"
 @pytest.fixture(scope="module")
 def timeslicing_plugins(cluster: Any) -> Iterator[None]:
     nodes = [n["metadata"]["name"] for n in items(cluster, "nodes", "-l", GPU_NODES)]
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("FEATURE_GATES", "TimeSlicingSettings=true")
-        for node in nodes:
-            cluster.restart_plugin(node)
-        yield
-    for node in nodes:  # FEATURE_GATES is as it was again
-        cluster.restart_plugin(node)
+    for node in nodes:
+        cluster.restart_plugin(node, feature_gates="TimeSlicingSettings=true")
+    yield
+    for node in nodes:
+        cluster.restart_plugin(node, feature_gates="")
 
 
 def gpu_config(**extra: Any) -> dict[str, Any]:
