@@ -15,6 +15,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +29,7 @@ from typing import Any
 import yaml
 
 import fakeplugin
-from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin import DEFAULT_DRIVER_NAME, smi
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.components import KubeletPorts, Ports
@@ -647,6 +648,36 @@ class Cluster:
         if not found:
             raise FileNotFoundError(f"no fake CRI record {name} on any kubelet node of {self.layout.root}")
         return json.loads(max(found, key=lambda p: p.stat().st_mtime_ns).read_text())
+
+    def run_in_container_view(
+        self, namespace: str, pod: str, container: str, script: str, *args: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a shell script of the container's as a workload there would see it.
+
+        No real container exists: the fake CRI's record (CDI resolved by the real library) is
+        replayed under a temporary root, every mount copied to its container path, and `script` (a
+        container path such as /usr/bin/nvidia-smi) runs there with /bin/sh and the container's env.
+        """
+        record = self.container_record(namespace, pod, container)
+        with tempfile.TemporaryDirectory(prefix="fpview-") as tmp:
+            root = Path(tmp)
+            for mount in record["mounts"]:
+                source, target = Path(mount["source"]), root / mount["destination"].lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if source.is_dir():
+                    shutil.copytree(source, target, symlinks=True)
+                else:
+                    shutil.copy2(source, target)
+            env = dict(item.split("=", 1) for item in record["env"])
+            env.update({"PATH": "/usr/bin:/bin", smi.TEST_ROOT_ENV: str(root)})
+            return subprocess.run(
+                ["/bin/sh", str(root / script.lstrip("/")), *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
 
     def restart_kubelet(self, node: str) -> None:
         """Stop and start a node's kubelet (same config, same root dir); returns once it is healthy."""

@@ -158,3 +158,8 @@ def show_containers(cluster: Any) -> None:
             print(f"{pod['metadata']['name']}/{ctr['name']} on {pod['spec']['nodeName']}")
             print(f"  CDI devices:            {', '.join(record.get('cdiDevices', []))}")
             print(f"  NVIDIA_VISIBLE_DEVICES: {env.get('NVIDIA_VISIBLE_DEVICES', '')}")
+            smi = cluster.run_in_container_view(
+                NAMESPACE, pod["metadata"]["name"], ctr["name"], "/usr/bin/nvidia-smi", "-L"
+            )
+            for line in smi.stdout.splitlines():
+                print(f"  $ nvidia-smi -L         {line}")

@@ -38,10 +38,14 @@ def check_demo(state: Path) -> None:
     assert len(re.findall(r"capi-dralabs-md-gput10-gzl84-f2m2d\s+gpu-\d\s+NVIDIA T10\s+15Gi", text)) == 2
     assert "1 pod(s) Running: shared-gpu" in text
     assert text.count("allocated,reserved") == 3
-    # Both containers of Scenario I got the same CDI device and the same GPU.
+    # Both containers of Scenario I got the same CDI device, the same GPU, and nvidia-smi shows it.
     blocks = re.findall(
-        r"shared-gpu/ctr\d on \S+\n  CDI devices: +(\S+)\n  NVIDIA_VISIBLE_DEVICES: (\S+)", text
+        r"shared-gpu/ctr\d on \S+\n  CDI devices: +(\S+)\n  NVIDIA_VISIBLE_DEVICES: (\S+)\n"
+        r"  \$ nvidia-smi -L +(GPU 0: NVIDIA .+ \(UUID: (\S+)\))\n",
+        text,
     )
-    assert len(blocks) == 2 and blocks[0] == blocks[1] and blocks[0][1].startswith("GPU-")
+    assert len(blocks) == 2 and blocks[0] == blocks[1], text
+    _, visible, _, smi_uuid = blocks[0]
+    assert visible.startswith("GPU-") and smi_uuid == visible
     assert "is down" in out.stderr
     assert not (state / "cluster.json").exists()

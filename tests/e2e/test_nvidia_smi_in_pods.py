@@ -1,15 +1,12 @@
 """End-to-end: the fake nvidia-smi shows a container exactly the GPUs it was given.
 
 The real scheduler allocates, the real kubelet prepares through our plugin and the fake CRI resolves the
-CDI specs with the real CDI library; its record of a container's mounts is replayed under a temporary root
-(host path → container path), and the mounted /usr/bin/nvidia-smi is run there with /bin/sh.
+CDI specs with the real CDI library; Cluster.run_in_container_view replays its record of a container's
+mounts under a temporary root and runs the mounted /usr/bin/nvidia-smi there with /bin/sh.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,29 +19,8 @@ pytestmark = pytest.mark.cluster
 T10_SELECTOR = {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}
 
 
-def container_root(record: dict[str, Any], root: Path) -> Path:
-    """The container's files as its record says they were mounted."""
-    for mount in record["mounts"]:
-        source, target = Path(mount["source"]), root / mount["destination"].lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, symlinks=True)
-        else:
-            shutil.copy2(source, target)
-    return root
-
-
-def nvidia_smi(record: dict[str, Any], root: Path, *args: str) -> list[str]:
-    env = dict(item.split("=", 1) for item in record["env"])
-    env.update({"PATH": "/usr/bin:/bin", smi.TEST_ROOT_ENV: str(root)})
-    result = subprocess.run(
-        ["/bin/sh", str(root / "usr/bin/nvidia-smi"), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+def nvidia_smi(cluster: Any, namespace: str, pod: str, container: str, *args: str) -> list[str]:
+    result = cluster.run_in_container_view(namespace, pod, container, smi.SCRIPT_CONTAINER_PATH, *args)
     assert (result.returncode, result.stderr) == (0, ""), result.stdout
     return result.stdout.splitlines()
 
@@ -63,7 +39,7 @@ def allocated_uuids(cluster: Any, namespace: str, claim: str) -> list[tuple[int,
     return [(int(r["device"].removeprefix("gpu-")), uuids[(r["pool"], r["device"])]) for r in results]
 
 
-def test_nvidia_smi_lists_exactly_the_containers_gpus(cluster: Any, namespace: str, tmp_path: Path) -> None:
+def test_nvidia_smi_lists_exactly_the_containers_gpus(cluster: Any, namespace: str) -> None:
     claims = [resource_claim(name, {"deviceClassName": "gpu.nvidia.com", "selectors": [T10_SELECTOR]})
               for name in ("first", "second")]  # fmt: skip
     pod = {
@@ -91,17 +67,14 @@ def test_nvidia_smi_lists_exactly_the_containers_gpus(cluster: Any, namespace: s
     both = cluster.container_record(namespace, "smi", "both")
     # Both claims' specs mount the script; the CDI library keeps one mount per container path.
     assert [m["destination"] for m in both["mounts"]].count(smi.SCRIPT_CONTAINER_PATH) == 1
-    root = container_root(both, tmp_path / "both")
-    assert nvidia_smi(both, root, "-L") == [
+    assert nvidia_smi(cluster, namespace, "smi", "both", "-L") == [
         f"GPU {i}: NVIDIA T10 (UUID: {uuid})" for i, (_, uuid) in enumerate(sorted([first, second]))
     ]
-    table = nvidia_smi(both, root)
+    table = nvidia_smi(cluster, namespace, "smi", "both")
     assert "Driver Version: 580.126.20" in table[2] and "CUDA Version: 13.0" in table[2]
     assert sum("NVIDIA T10" in line for line in table) == 2
 
-    one = cluster.container_record(namespace, "smi", "one")
-    root = container_root(one, tmp_path / "one")
-    assert nvidia_smi(one, root, "-L") == [f"GPU 0: NVIDIA T10 (UUID: {second[1]})"]
-    assert nvidia_smi(one, root, "--query-gpu=index,uuid,name", "--format=csv,noheader") == [
-        f"0, {second[1]}, NVIDIA T10"
-    ]
+    assert nvidia_smi(cluster, namespace, "smi", "one", "-L") == [f"GPU 0: NVIDIA T10 (UUID: {second[1]})"]
+    assert nvidia_smi(
+        cluster, namespace, "smi", "one", "--query-gpu=index,uuid,name", "--format=csv,noheader"
+    ) == [f"0, {second[1]}, NVIDIA T10"]
