@@ -44,6 +44,7 @@ from fakeplugin.cluster.processes import (
 )
 from fakeplugin.config import Inventory, load_config
 from fakeplugin.deviceclasses import device_classes
+from fakeplugin.server.registration import REGISTERED_LOG
 
 log = logging.getLogger("fakeplugin.cluster")
 
@@ -489,6 +490,22 @@ class Cluster:
 
         if expected:
             self._wait(f"the plugins' ResourceSlices of {', '.join(sorted(expected))}", published, watch)
+        # Slices alone are not enough: a pod the scheduler places before the kubelet registered the plugin
+        # fails with "DRA driver ... is not registered" and is retried only at the next pod sync.
+        for node in kubelet_nodes:
+            self._wait_registered(node.name, before=0)
+
+    def _registrations(self, node: str) -> int:
+        path = self.layout.log(f"plugin/{node}")
+        return path.read_text(errors="replace").count(REGISTERED_LOG) if path.exists() else 0
+
+    def _wait_registered(self, node: str, before: int) -> None:
+        """Wait until the node's plugin log shows a kubelet registration beyond the `before` earlier ones."""
+        self._wait(
+            f"the kubelet of {node} to register its plugin",
+            lambda: self._registrations(node) > before,
+            [self._record(f"plugin/{node}"), self._record(f"kubelet/{node}")],
+        )
 
     # ---- processes ------------------------------------------------------------------------------
 
@@ -686,17 +703,17 @@ class Cluster:
         self._start_kubelet(n)
 
     def restart_plugin(self, node: str, *, feature_gates: str | None = None) -> None:
-        """Stop and start a node's plugin; returns once it has registered its socket again.
+        """Stop and start a node's plugin; returns once the kubelet has registered it again.
 
         feature_gates, when given, become the plugins' NVIDIA driver gates from now on."""
         n = self._kubelet_node(node)
         if feature_gates is not None:
             self._require().plugin_feature_gates = feature_gates
             self._save()
+        before = self._registrations(node)
         self._stop(self._record(f"plugin/{node}"))
         self._start_plugin(n)
-        socket_path = self.node_dirs_of(n).registrar_dir / f"{DEFAULT_DRIVER_NAME}-reg.sock"
-        self._wait(f"plugin/{node}", socket_path.exists)
+        self._wait_registered(node, before)
 
     def _kubelet_node(self, node: str) -> ClusterNode:
         self.node_dirs(node)  # raises for unknown or API-only nodes

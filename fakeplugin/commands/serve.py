@@ -132,6 +132,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="file holding the node's boot ID (prepared claims from an earlier boot are forgotten)",
     )
+    flag(
+        p,
+        "--fake-device-nodes",
+        env="FAKE_DEVICE_NODES",
+        action="store_true",
+        help="CDI specs also inject /dev/nvidia<minor>, /dev/nvidiactl and /dev/nvidia-uvm* as character "
+        "devices (the runtime creates them; nothing on the host is needed)",
+    )
     p.set_defaults(func=run)
 
 
@@ -177,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         plugin_dir=plugin_dir,
         boot_id_file=Path(args.boot_id_file),
         feature_gates=gates,
+        device_nodes=args.fake_device_nodes,
     )
     publisher = Publisher(kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices)
     stop = threading.Event()
