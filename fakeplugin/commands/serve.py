@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="run as the kubelet plugin of one node",
-        description="Run fakeplugin as the DRA kubelet plugin of one node: register with the kubelet, "
+        description="Run fakeplugin as the DRA kubelet plugin of one node: register with the kubelet,\n"
         "publish ResourceSlices, answer NodePrepareResources/NodeUnprepareResources with CDI specs.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
