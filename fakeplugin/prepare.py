@@ -280,7 +280,7 @@ class Preparer:
         # The spec mounts the data files: they exist before it does.
         data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
         try:
-            smi.write_claim_data(self._plugin_dir, ref.uid, gpus)
+            smi.write_claim_data(self._plugin_dir, ref.uid, gpus, config_env)  # compute mode per settings
         except (OSError, ValueError) as e:
             raise ClaimError(
                 _prepare_error(ref, f"prepare devices failed: write nvidia-smi data {data_dir}: {e}")

@@ -10,7 +10,9 @@ Layout (host → container, all mounts `[ro, nosuid, nodev, rbind, rprivate]` li
   clash. Written before the claim's CDI spec, removed after it.
 
 A data file is `key=value` lines, values preformatted as nvidia-smi prints them (`gpu_values`). Values
-NVML would measure (temperature, power draw, utilisation) are simulated idle readings.
+NVML would measure (temperature, power draw, utilisation) are simulated idle readings; `N/A` where our
+profiles know no value (VBIOS, clocks). The compute mode follows the device's opaque-config settings
+(`compute_mode`), as the real driver sets it when it prepares the claim.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from fakeplugin import opaqueconfig
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import GpuDevice
 from fakeplugin.profiles import Profile, load_profile
@@ -36,6 +40,7 @@ DATA_MODE = 0o644
 
 IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
 IDLE_POWER_FRACTION = 0.12  # idle draw as a share of the power limit (H200 capture: 83 W of 700 W)
+IDLE_BAR1_USED_MIB = 1  # both H200 captures, idle
 PERSISTENCE_MODE = "Enabled"  # GPU nodes run nvidia-persistenced (the H200 capture: On)
 
 # go-nvlib brand (ResourceSlice attribute) → nvidia-smi's "Product Brand". `Nvidia` → `NVIDIA` is seen in
@@ -95,8 +100,23 @@ def serial_number(uuid: str) -> str:
     return f"1{digits:012d}"
 
 
-def gpu_values(device: GpuDevice) -> dict[str, str]:
-    """What the script prints for `device`; `N/A` where the profile gives no real value.
+def compute_mode(device: GpuDevice, settings_env: Sequence[str]) -> str:
+    """nvidia-smi's compute mode of `device` once the real driver applied its opaque-config settings (given as
+    their env, `opaqueconfig.DeviceSettings.env`): MPS sets EXCLUSIVE_PROCESS on the full GPUs of the config
+    (never on a MIG device's parent); time-slicing sets DEFAULT, which is also every GPU's mode without one.
+    """
+    # A device's settings env holds only its own `<prefix>SHARING_STRATEGY=<strategy>`.
+    strategies = {
+        value
+        for name, _, value in (e.partition("=") for e in settings_env)
+        if name.endswith("_SHARING_STRATEGY")
+    }
+    return "Exclusive_Process" if device.type == "gpu" and opaqueconfig.MPS in strategies else "Default"
+
+
+def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str, str]:
+    """What the script prints for `device` under its opaque-config settings (`compute_mode`); `N/A` where
+    the profile gives no real value.
 
     A MIG device's file describes its parent GPU (nvidia-smi lists physical GPUs) plus `mig_*` keys for the
     MIG line under it; the script shows a GPU once however many of its MIG devices a container got.
@@ -114,6 +134,7 @@ def gpu_values(device: GpuDevice) -> dict[str, str]:
     uuid = device.parent_uuid if device.mig is not None and device.parent_uuid else device.uuid
     limit = profile.smi.power_limit_watts
     subsystem = profile.smi.pci_subsystem_id
+    bar1 = profile.smi.bar1_memory_mib
     values = {
         "minor": str(device.minor),
         "uuid": uuid,
@@ -127,6 +148,7 @@ def gpu_values(device: GpuDevice) -> dict[str, str]:
         "cuda_version": device.cuda_driver_version,
         "compute_cap": device.cuda_compute_capability,
         "serial": serial_number(uuid),
+        "vbios_version": "N/A",
         "persistence_mode": PERSISTENCE_MODE,
         "addressing_mode": device.addressing_mode or "N/A",
         "ecc_mode": "Enabled" if ecc else "Disabled",
@@ -134,11 +156,16 @@ def gpu_values(device: GpuDevice) -> dict[str, str]:
         "memory_total_mib": str(memory // _MIB),
         "memory_reserved_mib": str(profile.smi.reserved_memory_mib or 0),
         "memory_used_mib": "0",
+        "bar1_total_mib": "N/A" if bar1 is None else str(bar1),
+        "bar1_used_mib": "N/A" if bar1 is None else str(IDLE_BAR1_USED_MIB),
+        "compute_mode": compute_mode(device, settings_env),
         "utilization_pct": "0",
         "pstate": "P0",
         "temperature_c": str(IDLE_TEMPERATURE_C),
         "power_limit_w": "N/A" if limit is None else f"{limit:.2f}",
         "power_draw_w": "N/A" if limit is None else f"{limit * IDLE_POWER_FRACTION:.2f}",
+        "clocks_sm_mhz": "N/A",
+        "clocks_max_sm_mhz": "N/A",
     }
     if device.mig is not None:
         values |= {
@@ -158,9 +185,9 @@ def _ecc_enabled(memory_bytes: int, profile: Profile) -> bool:
     return profile.ecc_default
 
 
-def render_data(device: GpuDevice) -> str:
-    """The data file of `device`."""
-    values = gpu_values(device)
+def render_data(device: GpuDevice, settings_env: Sequence[str] = ()) -> str:
+    """The data file of `device` under its opaque-config settings (their env)."""
+    values = gpu_values(device, settings_env)
     for key, value in values.items():
         # One line per key: the script splits lines at the first "=".
         if "\n" in value or "\r" in value:
@@ -195,12 +222,19 @@ def install_script(plugin_dir: Path) -> Path:
     return path
 
 
-def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> None:
-    """Write the data file of each of the claim's devices."""
+def write_claim_data(
+    plugin_dir: Path,
+    claim_uid: str,
+    devices: Sequence[GpuDevice],
+    settings_env: Mapping[str, Sequence[str]] = MappingProxyType({}),
+) -> None:
+    """Write the data file of each of the claim's devices; `settings_env`: device name → the env of its
+    opaque-config settings (as in the CDI spec and the checkpoint; devices without settings left out)."""
     directory = claim_data_dir(plugin_dir, claim_uid)
     directory.mkdir(parents=True, exist_ok=True)
     for device in devices:
-        write_atomic(directory / data_file_name(device.name), render_data(device).encode(), mode=DATA_MODE)
+        data = render_data(device, settings_env.get(device.name, ()))
+        write_atomic(directory / data_file_name(device.name), data.encode(), mode=DATA_MODE)
 
 
 def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:

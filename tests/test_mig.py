@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import cdi
+from fakeplugin import cdi, config
 from fakeplugin.commands.render import render_documents
 from fakeplugin.config import ConfigError, Inventory, load_config, parse_config
 from fakeplugin.devices import devices_for_node, gpu_uuid
@@ -180,6 +180,29 @@ def test_h200_3g_and_4g_split_the_gpu_in_physical_order() -> None:
     assert [d.memory_bytes for d in devs] == [71424 * MIB] * 2
 
 
+# 2x 1g.10gb, 2g.20gb and 3g.40gb on an A100 80GB: MIG devices of 9728, 19968 and 40192 MiB with 14, 28
+# and 42 SMs in the real capture (ztouchnetworks/k8s-dra-driver-gpu README, driver 570.148.08).
+A100_80GB_BALANCED = [{"profile": "1g.10gb", "count": 2}, {"profile": "2g.20gb"}, {"profile": "3g.40gb"}]
+
+
+def test_a100_80gb_balanced_layout_has_the_captured_sizes() -> None:
+    devs = devices({"profile": "a100-80gb", "mig": A100_80GB_BALANCED})
+    assert [(d.name, d.mig.start, d.mig.size, d.memory_bytes // MIB) for d in devs] == [  # type: ignore[union-attr]
+        ("gpu-0-mig-2g20gb-14-0", 0, 2, 19968),
+        ("gpu-0-mig-1g10gb-19-2", 2, 1, 9728),
+        ("gpu-0-mig-1g10gb-19-3", 3, 1, 9728),
+        ("gpu-0-mig-3g40gb-9-4", 4, 4, 40192),
+    ]
+    three = api_devices(slices({"profile": "a100-80gb", "mig": A100_80GB_BALANCED}))[3]
+    assert three["attributes"]["profile"] == {"string": "3g.40gb"}
+    assert three["attributes"]["productName"] == {"string": "NVIDIA A100-SXM4-80GB"}
+    assert three["capacity"] == {
+        "multiprocessors": {"value": "42"}, "copyEngines": {"value": "3"}, "decoders": {"value": "2"},
+        "encoders": {"value": "0"}, "jpegEngines": {"value": "0"}, "ofaEngines": {"value": "0"},
+        "memory": {"value": "40192Mi"}, **{f"memorySlice{i}": {"value": "1"} for i in range(4, 8)},
+    }  # fmt: skip
+
+
 def test_static_mig_uuids_are_stable_and_follow_the_parent_uuid() -> None:
     layout = {"mig": [{"profile": "2g.35gb", "count": 3}]}
     assert devices({"profile": "h200", **layout}) == devices({"profile": "h200", **layout})
@@ -208,9 +231,6 @@ P = "inv.yaml: nodes[0].gpus[0]"
     [
         ({"profile": "t4", "mig": []}, f'{P}.mig: profile "t4" is not MIG capable'),
         ({"profile": "h200", "mig": None}, f"{P}.mig: must be a list, got null"),
-        ({"profile": "h100-80gb-hbm3", "mig": []},
-         f'{P}.mig: profile "h100-80gb-hbm3" knows no real memory size of its MIG profiles (1g.10gb, '
-         "1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb), so its MIG devices cannot be published"),
         ({"profile": "h200", "mig": [{"profile": "1g.5gb"}]},
          f'{P}.mig[0].profile: unknown MIG profile "1g.5gb" of h200 (known: 1g.18gb, 1g.18gb+me, 1g.35gb, '
          "2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb)"),
@@ -235,6 +255,30 @@ P = "inv.yaml: nodes[0].gpus[0]"
 )  # fmt: skip
 def test_layout_errors_name_the_field(gpu: dict[str, Any], expected: str) -> None:
     assert problems(gpu) == [expected]
+
+
+def forget_mig_memory(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make profile `name` load as if the memory sizes of its MIG profiles were unknown (every shipped
+    MIG profile has them now, but the schema allows leaving them out)."""
+    real = load_profile(name)
+    assert real.mig is not None
+    mig = replace(real.mig, profiles=tuple(replace(p, memory_mib=None) for p in real.mig.profiles))
+    stripped = replace(real, mig=mig)
+    monkeypatch.setattr(config, "load_profile", lambda n: stripped if n == name else load_profile(n))
+
+
+def test_mig_without_known_memory_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    forget_mig_memory(monkeypatch, "h100-80gb-hbm3")
+    assert problems({"profile": "h100-80gb-hbm3", "mig": []}) == [
+        f'{P}.mig: profile "h100-80gb-hbm3" knows no real memory size of its MIG profiles (1g.10gb, '
+        "1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb), so its MIG devices cannot be published"
+    ]
+    inv = inventory({"profile": "h100-80gb-hbm3"})
+    assert [d.name for d in devices_for_node(inv, inv.nodes[0], "n")] == ["gpu-0"]
+    with pytest.raises(
+        ValueError, match=r"nodes\[0\]\.gpus\[0\] on node n: profile h100-80gb-hbm3 knows no real"
+    ):
+        devices_for_node(inv, inv.nodes[0], "n", dynamic_mig=True)
 
 
 # ---- DynamicMIG -------------------------------------------------------------------------------------
@@ -312,6 +356,53 @@ def test_dynamic_ampere_publishes_partitions_only_once_mig_mode_is_on() -> None:
     assert plain["spec"]["devices"][0]["capacity"] == {"memory": {"value": "40Gi"}}
 
 
+def test_dynamic_h100_publishes_what_the_real_driver_published() -> None:
+    """The DRA driver's DynamicMIG slices of a p5.48xlarge H100 80GB HBM3 (transcribed in
+    aws/karpenter-provider-aws pkg/providers/nvidiadra): 25 partitions per GPU, named by profile, GI
+    profile id and placement, and a counter set of 81152Mi, 132 SMs, 8 CEs, 7 DECs, 7 JPEGs, 1 OFA."""
+    rendered = slices({"profile": "h100-80gb-hbm3"}, dynamic=True)
+    full, *partitions = api_devices(rendered)
+    captured = {
+        "1g10gb-19": range(7), "1g10gb-me-20": range(7), "1g20gb-15": (0, 2, 4, 6), "2g20gb-14": (0, 2, 4),
+        "3g40gb-9": (0, 4), "4g40gb-5": (0,), "7g80gb-0": (0,),
+    }  # fmt: skip
+    assert sorted(p["name"] for p in partitions) == sorted(
+        f"gpu-0-mig-{prefix}-{start}" for prefix, starts in captured.items() for start in starts
+    )
+    maxima = {
+        "multiprocessors": "132", "copy-engines": "8", "decoders": "7", "encoders": "0", "jpeg-engines": "7",
+        "ofa-engines": "1", "memory": "81152Mi",
+    }  # fmt: skip
+    assert rendered[0]["spec"]["sharedCounters"][0]["counters"] == {
+        **{k: {"value": v} for k, v in maxima.items()},
+        **{f"memory-slice-{i}": {"value": "1"} for i in range(8)},
+    }
+    assert full["name"] == "gpu-0" and full["capacity"]["memory"] == {"value": "81152Mi"}
+    by_name = {p["name"]: p for p in partitions}
+    memory = {name: p["capacity"]["memory"]["value"] for name, p in by_name.items() if name.endswith("-0")}
+    assert memory == {
+        "gpu-0-mig-1g10gb-19-0": "9984Mi", "gpu-0-mig-1g10gb-me-20-0": "9984Mi",
+        "gpu-0-mig-1g20gb-15-0": "20096Mi", "gpu-0-mig-2g20gb-14-0": "20096Mi",
+        "gpu-0-mig-3g40gb-9-0": "40448Mi", "gpu-0-mig-4g40gb-5-0": "40448Mi",
+        "gpu-0-mig-7g80gb-0-0": "81152Mi",
+    }  # fmt: skip
+    assert by_name["gpu-0-mig-1g20gb-15-6"]["consumesCounters"][0]["counters"] == {
+        "multiprocessors": {"value": "26"}, "copy-engines": {"value": "1"}, "decoders": {"value": "1"},
+        "encoders": {"value": "0"}, "jpeg-engines": {"value": "1"}, "ofa-engines": {"value": "0"},
+        "memory": {"value": "20096Mi"}, "memory-slice-6": {"value": "1"}, "memory-slice-7": {"value": "1"},
+    }  # fmt: skip
+
+
+def test_dynamic_a100_80gb_partitions_once_mig_mode_is_on() -> None:
+    on = devices({"profile": "a100-80gb", "mig": []}, dynamic=True)
+    assert "gpu-0" not in [d.name for d in on] and len(on) == 25
+    counters, _ = slices({"profile": "a100-80gb", "mig": []}, dynamic=True)
+    (counter_set,) = counters["spec"]["sharedCounters"]
+    assert counter_set["counters"]["memory"] == {"value": "79Gi"}  # 7g.80gb: 80896 MiB
+    assert counter_set["counters"]["multiprocessors"] == {"value": "98"}
+    assert [d.name for d in devices({"profile": "a100-80gb"}, dynamic=True)] == ["gpu-0"]
+
+
 def test_dynamic_hopper_ignores_a_static_layout() -> None:
     assert devices({"profile": "h200", "mig": [{"profile": "7g.141gb"}]}, dynamic=True) == devices(
         {"profile": "h200"}, dynamic=True
@@ -323,14 +414,6 @@ def test_dynamic_non_mig_gpus_keep_the_plain_shape_in_their_own_slice() -> None:
     assert len(rendered) == 3
     t4 = [s for s in rendered if [d["name"] for d in s["spec"].get("devices", [])] == ["gpu-1"]]
     assert len(t4) == 1 and "consumesCounters" not in t4[0]["spec"]["devices"][0]
-
-
-def test_dynamic_without_known_mig_memory_is_an_error() -> None:
-    inv = inventory({"profile": "h100-80gb-hbm3"})
-    with pytest.raises(
-        ValueError, match=r"nodes\[0\]\.gpus\[0\] on node n: profile h100-80gb-hbm3 knows no real"
-    ):
-        devices_for_node(inv, inv.nodes[0], "n", dynamic_mig=True)
 
 
 def test_slice_limits_64_devices_and_8_counter_sets() -> None:
@@ -370,6 +453,19 @@ def test_a_dynamic_pool_refuses_api_shaped_devices() -> None:
 )
 def test_render_golden(golden: str, node: str, dynamic: bool) -> None:
     docs = render_documents(load_config(MIG_EXAMPLE), node=node, dynamic_mig=dynamic)
+    assert all(d["kind"] == "ResourceSlice" for d in docs[3:])
+    check_golden(golden, docs[3:])
+
+
+@pytest.mark.parametrize(
+    ("golden", "gpu", "dynamic"),
+    [
+        ("mig-a100-80gb-balanced-static.yaml", {"profile": "a100-80gb", "mig": A100_80GB_BALANCED}, False),
+        ("mig-h100-dynamic.yaml", {"profile": "h100-80gb-hbm3"}, True),
+    ],
+)
+def test_render_golden_80gb(golden: str, gpu: dict[str, Any], dynamic: bool) -> None:
+    docs = render_documents(inventory(gpu), node="n", dynamic_mig=dynamic)
     assert all(d["kind"] == "ResourceSlice" for d in docs[3:])
     check_golden(golden, docs[3:])
 

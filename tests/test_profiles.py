@@ -90,7 +90,7 @@ def _go_nvlib_profile_name(slices: int, memory_mib: int, total_bytes: int, gi_id
     return f"{slices}g.{gb}gb" + ("+me" if gi_id == 20 else "")
 
 
-@pytest.mark.parametrize("name", ["h200", "a100-40gb"])
+@pytest.mark.parametrize("name", ["h200", "a100-40gb", "a100-80gb", "h100-80gb-hbm3"])
 def test_mig_profile_names_follow_from_their_memory(name: str) -> None:
     p = load_profile(name)
     assert p.mig is not None
@@ -101,12 +101,40 @@ def test_mig_profile_names_follow_from_their_memory(name: str) -> None:
         assert m.name == _go_nvlib_profile_name(m.slices, m.memory_mib, total, m.gi_profile_id)
 
 
-def test_mig_memory_left_out_where_unknown() -> None:
-    for name in ("a100-80gb", "h100-80gb-hbm3"):
-        p = load_profile(name)
-        assert p.mig is not None and [m.memory_mib for m in p.mig.profiles] == [None] * 7
-        assert "unknown" in p.notes
-    assert load_profile("t4").mig is None
+@pytest.mark.parametrize(
+    ("name", "rows"),
+    [
+        # -lgip on an A100 80GB PCIe, driver 515.86.01 (9.50/19.50/39.25/79.00 GiB); GI 15 from later drivers.
+        ("a100-80gb", [
+            ("1g.10gb", 19, 9728, 14, 1, 0, 0, 0), ("1g.10gb+me", 20, 9728, 14, 1, 1, 1, 1),
+            ("1g.20gb", 15, 19968, 14, 1, 1, 0, 0), ("2g.20gb", 14, 19968, 28, 2, 1, 0, 0),
+            ("3g.40gb", 9, 40192, 42, 3, 2, 0, 0), ("4g.40gb", 5, 40192, 56, 4, 2, 0, 0),
+            ("7g.80gb", 0, 80896, 98, 7, 5, 1, 1),
+        ]),
+        # The DRA driver's DynamicMIG slices of a p5.48xlarge (karpenter-provider-aws nvidiadra).
+        ("h100-80gb-hbm3", [
+            ("1g.10gb", 19, 9984, 16, 1, 1, 1, 0), ("1g.10gb+me", 20, 9984, 16, 1, 1, 1, 1),
+            ("1g.20gb", 15, 20096, 26, 1, 1, 1, 0), ("2g.20gb", 14, 20096, 32, 2, 2, 2, 0),
+            ("3g.40gb", 9, 40448, 60, 3, 3, 3, 0), ("4g.40gb", 5, 40448, 64, 4, 4, 4, 0),
+            ("7g.80gb", 0, 81152, 132, 8, 7, 7, 1),
+        ]),
+    ],
+)  # fmt: skip
+def test_80gb_mig_profiles_match_their_sources(name: str, rows: list[tuple[str | int, ...]]) -> None:
+    p = load_profile(name)
+    assert p.mig is not None and p.mig.memory_slices == 8
+    assert [
+        (m.name, m.gi_profile_id, m.memory_mib, m.multiprocessors, m.copy_engines, m.decoders, m.jpeg_engines,
+         m.ofa_engines)
+        for m in p.mig.profiles
+    ] == rows  # fmt: skip
+    assert {m.encoders for m in p.mig.profiles} == {0}
+    # Placements are the 8-slice layout every 7-slice GPU shares (H200 capture, -lgipp transcripts).
+    h200 = load_profile("h200").mig
+    assert h200 is not None
+    assert [(m.placement_starts, m.placement_size) for m in p.mig.profiles] == [
+        (m.placement_starts, m.placement_size) for m in h200.profiles
+    ]
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
@@ -135,6 +163,15 @@ def test_parse_profile_minimal() -> None:
         None,
         None,
     )
+
+
+def test_mig_memory_may_be_left_out_where_unknown() -> None:
+    mig = {"name": "1g.10gb", "giProfileId": 19, "slices": 1, "instances": 7, "multiprocessors": 16,
+           "copyEngines": 1, "decoders": 1, "encoders": 0, "jpegEngines": 1, "ofaEngines": 0,
+           "placements": [0, 1, 2, 3, 4, 5, 6], "placementSize": 1}  # fmt: skip
+    p = parse_profile("x", {**GOOD, "mig": {"memorySlices": 8, "profiles": [mig]}}, "x.yaml")
+    assert p.mig is not None and [m.memory_mib for m in p.mig.profiles] == [None]
+    assert load_profile("t4").mig is None
 
 
 def test_parse_profile_reports_every_problem() -> None:
