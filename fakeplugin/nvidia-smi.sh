@@ -287,7 +287,9 @@ function csv_value(r, c) {
 	if (c == "memory.used") return g[r, "memory_used_mib"] unit(" MiB")
 	if (c == "memory.free") return free_mib(r) unit(" MiB")
 	if (c == "utilization.gpu" || c == "utilization.memory") return g[r, "utilization_pct"] unit(" %")
-	if (c == "power.draw") return with_unit(g[r, "power_draw_w"], " W")
+	if (c ~ /^utilization\./) return "0" unit(" %") # encoders, decoders, JPEG, OFA: idle, as in -q
+	if (c ~ /^protected_memory\./) return "0" unit(" MiB") # confidential computing is off, as in -q
+	if (c ~ /^power\.draw/) return with_unit(g[r, "power_draw_w"], " W")
 	# Datacenter GPUs run at their maximum limit by default (H200: 700 W all three).
 	if (c == "power.limit" || c == "enforced.power.limit" || c == "power.max_limit")
 		return with_unit(g[r, "power_limit_w"], " W")

@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from fakeplugin import cdi, smi
+from fakeplugin import cdi, opaqueconfig, smi
 from fakeplugin.model import ClaimRef, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import Preparer
 
@@ -82,11 +82,21 @@ def t10(minor: int) -> GpuDevice:
     )
 
 
-def write_claim(plugin_dir: Path, cdi_root: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> Path:
-    """What the Preparer leaves on the host for one claim: script, data files, CDI spec."""
+def write_claim(
+    plugin_dir: Path,
+    cdi_root: Path,
+    claim_uid: str,
+    devices: Sequence[GpuDevice],
+    settings: Mapping[str, opaqueconfig.DeviceSettings] | None = None,
+) -> Path:
+    """What the Preparer leaves on the host for one claim: script, data files, CDI spec; `settings`: what
+    the claim's opaque configs applied, per device name."""
+    env = {
+        d.name: settings[d.name].env(cdi.device_env_prefix(d)) for d in devices if d.name in (settings or {})
+    }
     smi.install_script(plugin_dir)
-    smi.write_claim_data(plugin_dir, claim_uid, devices)
-    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir)
+    smi.write_claim_data(plugin_dir, claim_uid, devices, env)
+    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, device_env=env)
     cdi_root.mkdir(parents=True, exist_ok=True)
     path = cdi.spec_path(cdi_root, claim_uid, driver_name=DRIVER)
     cdi.write_spec(path, spec)
@@ -314,6 +324,47 @@ def test_mig_devices_are_listed_under_their_gpu(tmp_path: Path) -> None:
         smi_lines(one)[10]
         == "|                                         |                        |              Enabled |"
     )
+
+
+def test_mps_puts_full_gpus_in_exclusive_process_compute_mode(tmp_path: Path) -> None:
+    mps = opaqueconfig.DeviceSettings(opaqueconfig.MPS, mps_control_daemon="mps-control-daemon-x")
+    timeslicing = opaqueconfig.DeviceSettings(opaqueconfig.TIME_SLICING, timeslice_interval="Long")
+    spec = write_claim(
+        tmp_path / "plugin",
+        tmp_path / "cdi",
+        UUID_A,
+        [h200(0), h200(1)],
+        {"gpu-0": mps, "gpu-1": timeslicing},
+    )
+    root = container_view(tmp_path / "ctr", [(spec, ["gpu-0", "gpu-1"])])
+    assert smi_lines(root, "--query-gpu=index,compute_mode", "--format=csv") == [
+        "index, compute_mode",
+        "0, Exclusive_Process",
+        "1, Default",
+    ]
+    table = smi_lines(root)
+    assert table[9].endswith("|       0MiB / 143771MiB |      0%   E. Process |")
+    assert table[13].endswith("|       0MiB / 143771MiB |      0%      Default |")
+    exclusive = "    Compute Mode                                       : Exclusive_Process"
+    default = "    Compute Mode                                       : Default"
+    assert [line for line in smi_lines(root, "-q") if "Compute Mode  " in line] == [exclusive, default]
+    assert smi_lines(root, "-q", "-d", "COMPUTE")[8:] == [
+        "GPU 00000000:00:06.0",
+        exclusive,
+        "",
+        "GPU 00000000:00:07.0",
+        default,
+        "",
+    ]
+
+
+def test_mps_on_a_mig_device_leaves_its_gpu_in_default_compute_mode(tmp_path: Path) -> None:
+    # The real driver sets EXCLUSIVE_PROCESS on the full GPUs of an MPS config only.
+    small = h200_mig("3g.71gb", 9, 4, 4)
+    mps = opaqueconfig.DeviceSettings(opaqueconfig.MPS, mps_control_daemon="mps-control-daemon-x")
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [small], {small.name: mps})
+    root = container_view(tmp_path / "ctr", [(spec, [small.name])])
+    assert smi_lines(root, "--query-gpu=compute_mode", "--format=csv,noheader") == ["Default"]
 
 
 def test_id_selects_by_index_uuid_or_bus_id(h200_host: Path) -> None:

@@ -147,3 +147,26 @@ def test_a_malformed_config_env_in_the_checkpoint_is_corruption_naming_the_field
         cp.CheckpointError, match=rf"preparedClaims\.{claim.uid}\.configEnv\.gpu-0: expected list"
     ):
         node.checkpoint()
+
+
+def test_the_nvidia_smi_data_shows_mps_gpus_in_exclusive_process_compute_mode(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-1", "mps"), result("gpu-2", "ts"), result("gpu-3", "plain"))
+    mps = {"kind": "GpuConfig", "sharing": {"strategy": "MPS"}}
+    with_configs(node, claim, opaque(mps, "mps"), opaque(timeslicing("Medium"), "ts"))
+    gates = {"MPSSupport": True, "TimeSlicingSettings": True}
+
+    assert node.preparer(feature_gates=gates).prepare([claim])[claim.uid].error == ""
+
+    data = node.plugin_dir / "smi" / claim.uid
+
+    def modes() -> list[str]:
+        files = [data / f"{name}.env" for name in ("gpu-1", "gpu-2", "gpu-3")]
+        return [
+            line for f in files for line in f.read_text().splitlines() if line.startswith("compute_mode=")
+        ]
+
+    assert modes() == ["compute_mode=Exclusive_Process", "compute_mode=Default", "compute_mode=Default"]
+    # Rewritten from the checkpointed settings when it vanished, by a plugin now without the gates.
+    (data / "gpu-1.env").unlink()
+    node.preparer().prepare([claim])
+    assert modes() == ["compute_mode=Exclusive_Process", "compute_mode=Default", "compute_mode=Default"]
