@@ -12,6 +12,7 @@ import yaml
 
 from fakeplugin import cdi
 from fakeplugin.model import GpuDevice
+from tests.factories import H200, numbered
 
 DRIVER = "gpu.nvidia.com"
 UID_LETTER = "dab5ab50-1f2e-4c3d-9a8b-7c6d5e4f3a2b"  # starts with a letter: no 0.5.0 feature
@@ -19,23 +20,13 @@ UID_DIGIT = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"  # starts with a digit: devic
 
 
 def gpu(minor: int) -> GpuDevice:
-    return GpuDevice(
-        name=f"gpu-{minor}",
-        type="gpu",
-        minor=minor,
-        index=minor,
+    return numbered(
+        H200,
+        minor,
         uuid=f"GPU-{minor:08x}-0402-2785-a79b-f013317dbdce",
-        product_name="NVIDIA H200",
-        brand="Nvidia",
-        architecture="Hopper",
-        cuda_compute_capability="9.0",
-        driver_version="580.159.04",
-        cuda_driver_version="13.0",
-        memory_bytes=150754820096,
         pci_bus_id=f"0000:{minor + 3:02x}:00.0",
         pcie_root=None,
         addressing_mode="HMM",
-        profile="h200",
     )
 
 

@@ -22,6 +22,7 @@ import yaml
 from fakeplugin import cdi, opaqueconfig, smi
 from fakeplugin.model import ClaimRef, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import Preparer
+from tests.factories import H200, T10, numbered
 
 DRIVER = "gpu.nvidia.com"
 CAPTURES = Path(__file__).resolve().parent / "data" / "nvidia-smi-h200"
@@ -41,44 +42,15 @@ def captured(section: str) -> list[str]:
 def h200(minor: int) -> GpuDevice:
     """One of the captured host's GPUs, as our inventory would describe it."""
     uuid = ("GPU-bd363601-0402-2785-a79b-f013317dbdce", "GPU-7d2eb26e-1642-6cd7-308d-39b5bece4cd3")[minor]
-    return GpuDevice(
-        name=f"gpu-{minor}",
-        type="gpu",
-        minor=minor,
-        index=minor,
-        uuid=uuid,
-        product_name="NVIDIA H200",
-        brand="Nvidia",
-        architecture="Hopper",
-        cuda_compute_capability="9.0",
-        driver_version="580.159.04",
-        cuda_driver_version="13.0",
-        memory_bytes=150754820096,
-        pci_bus_id=f"0000:00:0{6 + minor}.0",
-        pcie_root="pci0000:00",
-        addressing_mode="None",
-        profile="h200",
-    )
+    return numbered(H200, minor, uuid=uuid, pci_bus_id=f"0000:00:0{6 + minor}.0")
 
 
 def t10(minor: int) -> GpuDevice:
-    return GpuDevice(
-        name=f"gpu-{minor}",
-        type="gpu",
-        minor=minor,
-        index=minor,
+    return numbered(
+        T10,
+        minor,
         uuid=f"GPU-{minor:08x}-1111-2222-3333-444444444444",
-        product_name="NVIDIA T10",
-        brand="Nvidia",
-        architecture="Turing",
-        cuda_compute_capability="7.5",
-        driver_version="580.126.20",
-        cuda_driver_version="13.0",
-        memory_bytes=16106127360,
         pci_bus_id=f"7c1e:{0x1B + minor:02x}:00.0",
-        pcie_root=None,
-        addressing_mode=None,
-        profile="t10",
     )
 
 

@@ -17,6 +17,7 @@ from fakeplugin import cdi
 from fakeplugin import checkpoint as cp
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
 from fakeplugin.prepare import Preparer
+from tests.factories import T10, numbered
 
 DRIVER = "gpu.nvidia.com"
 NODE = "node-a"
@@ -24,23 +25,12 @@ BOOT = "0b00b00b-0000-4000-8000-000000000001"
 
 
 def gpu(minor: int) -> GpuDevice:
-    return GpuDevice(
-        name=f"gpu-{minor}",
-        type="gpu",
-        minor=minor,
-        index=minor,
+    return numbered(
+        T10,
+        minor,
         uuid=f"GPU-{minor:08x}-1111-2222-3333-444444444444",
-        product_name="NVIDIA T10",
-        brand="Nvidia",
-        architecture="Turing",
-        cuda_compute_capability="7.5",
         driver_version="580.95.05",
-        cuda_driver_version="13.0",
-        memory_bytes=16106127360,
         pci_bus_id=f"0000:{minor + 3:02x}:00.0",
-        pcie_root=None,
-        addressing_mode=None,
-        profile="t10",
     )
 
 
