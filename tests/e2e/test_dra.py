@@ -43,6 +43,14 @@ REAL_DRIVER_KEYS = {
 }
 
 
+def product_claim(name: str, product: str) -> dict[str, Any]:
+    """A one-GPU claim whose CEL selector asks for one product name."""
+    cel = f"device.attributes['gpu.nvidia.com'].productName == '{product}'"
+    return resource_claim(
+        name, {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": cel}}]}
+    )
+
+
 def our_slices(cluster: Any) -> list[dict[str, Any]]:
     return [s for s in items(cluster, "resourceslices") if s["spec"]["driver"] == "gpu.nvidia.com"]
 
@@ -200,19 +208,7 @@ def test_template_deployment_spreads_then_queues(cluster, namespace):
 
 
 def test_cel_selector_picks_the_a5000(cluster, namespace):
-    claim = resource_claim(
-        "a5000",
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [
-                {
-                    "cel": {
-                        "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
-                    }
-                }
-            ],
-        },
-    )
+    claim = product_claim("a5000", "NVIDIA RTX A5000")
     apply(cluster, namespace, claim, claim_pod("uses-a5000", {"resourceClaimName": "a5000"}))
     wait_for(lambda: running(cluster, namespace, "uses-a5000"), what="A5000 pod Running")
     assert get(cluster, "pod", "uses-a5000", "-n", namespace)["spec"]["nodeName"] == A5000
@@ -236,15 +232,7 @@ def test_two_gpus_with_match_attribute_land_on_the_t10_node(cluster, namespace):
 
 
 def test_plugin_and_kubelet_restarts_keep_claims(cluster, namespace):
-    claim = resource_claim(
-        "keep",
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [
-                {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}
-            ],
-        },
-    )
+    claim = product_claim("keep", "NVIDIA T10")
     apply(cluster, namespace, claim, claim_pod("keep", {"resourceClaimName": "keep"}))
     wait_for(lambda: running(cluster, namespace, "keep"), what="pod Running")
     claim_uid = get(cluster, "resourceclaim", "keep", "-n", namespace)["metadata"]["uid"]
@@ -261,15 +249,7 @@ def test_plugin_and_kubelet_restarts_keep_claims(cluster, namespace):
     assert spec_file.read_text() == before
     assert running(cluster, namespace, "keep")
 
-    second = resource_claim(
-        "second",
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [
-                {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}
-            ],
-        },
-    )
+    second = product_claim("second", "NVIDIA T10")
     apply(cluster, namespace, second, claim_pod("second", {"resourceClaimName": "second"}))
     wait_for(lambda: running(cluster, namespace, "second"), what="a new pod after the plugin restart")
 
@@ -329,19 +309,7 @@ def test_unsatisfiable_class_stays_pending_with_the_schedulers_reason(cluster, n
 
 
 def test_deleting_a_claim_in_use_does_not_break_the_node(cluster, namespace):
-    claim = resource_claim(
-        "doomed",
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [
-                {
-                    "cel": {
-                        "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
-                    }
-                }
-            ],
-        },
-    )
+    claim = product_claim("doomed", "NVIDIA RTX A5000")
     apply(cluster, namespace, claim, claim_pod("holder", {"resourceClaimName": "doomed"}))
     wait_for(lambda: running(cluster, namespace, "holder"), what="holder Running")
     uid = get(cluster, "resourceclaim", "doomed", "-n", namespace)["metadata"]["uid"]
@@ -357,18 +325,6 @@ def test_deleting_a_claim_in_use_does_not_break_the_node(cluster, namespace):
         ),
         what="claim gone",
     )
-    again = resource_claim(
-        "again",
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [
-                {
-                    "cel": {
-                        "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
-                    }
-                }
-            ],
-        },
-    )
+    again = product_claim("again", "NVIDIA RTX A5000")
     apply(cluster, namespace, again, claim_pod("again", {"resourceClaimName": "again"}))
     wait_for(lambda: running(cluster, namespace, "again"), what="a new claim on the same node")
