@@ -135,8 +135,10 @@ class Publisher:
     def sync_once(self) -> str:
         """Reconcile once; returns the resourceVersion to watch from."""
         desired = self._desired()
-        existing, _ = self._kube.list_slices(driver=self._driver, node_name=self._node)
+        existing, listed_version = self._kube.list_slices(driver=self._driver, node_name=self._node)
         todo = plan(existing, desired, pool_name=self._node)
+        if todo.empty:
+            return listed_version
         for obj in todo.deletes:
             self._kube.delete_slice(obj)
             log.info("deleted ResourceSlice %s", obj["metadata"]["name"])
@@ -154,6 +156,7 @@ class Publisher:
                 self._node,
                 todo.generation,
             )
+        # Watch from after our own writes, so they do not wake the loop again.
         _, resource_version = self._kube.list_slices(driver=self._driver, node_name=self._node)
         return resource_version
 
