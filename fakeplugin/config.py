@@ -61,14 +61,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.mig import place
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
 from fakeplugin.schema import Problems, SchemaError, join, parse_yaml
 
 _DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _CUDA_VERSION = re.compile(r"^\d+\.\d+$")
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
@@ -193,11 +192,7 @@ def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, st
     labels = p.string_map(m, key, path)
     for k, v in (labels or {}).items():
         prefix, _, name = k.rpartition("/")
-        if (
-            (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))
-            or len(name) > 63
-            or not _LABEL_NAME.match(name)
-        ):
+        if (prefix and not is_dns_subdomain(prefix)) or len(name) > 63 or not _LABEL_NAME.match(name):
             p.add(join(join(path, key), k), "is not a valid label key")
         elif len(v) > 63 or not _LABEL_VALUE.match(v):
             p.add(join(join(path, key), k), f'"{v}" is not a valid label value')
@@ -209,7 +204,7 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
     if m is None:
         return None
     name = p.string(m, "name", path)
-    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+    if name is not None and not is_dns_subdomain(name):
         p.add(join(path, "name"), f'"{name}" is not a valid node name (lower-case DNS subdomain)')
     match_labels = None
     if "selector" in m:

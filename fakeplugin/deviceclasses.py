@@ -15,20 +15,18 @@ and the GPU class maps the extended resource `<rest>/gpu` (`nvidia.com/gpu` for 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.slices import API_VERSION
 
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DRIVER_NAME = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 MAX_DRIVER_NAME = 63
 
 
 def check_driver_name(driver: str) -> str:
     """`driver` if the API server accepts it as a driver name (a DNS subdomain of <= 63 characters)."""
-    if len(driver) > MAX_DRIVER_NAME or not _DRIVER_NAME.match(driver):
+    if not is_dns_subdomain(driver, MAX_DRIVER_NAME):
         raise ValueError(
             f'invalid driver name "{driver}": must be a lower-case DNS subdomain of at most '
             f"{MAX_DRIVER_NAME} characters, e.g. {DEFAULT_DRIVER_NAME}"

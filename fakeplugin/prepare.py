@@ -21,7 +21,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +32,7 @@ from typing import Any
 
 from fakeplugin import cdi, featuregates, opaqueconfig, smi
 from fakeplugin import checkpoint as cp
+from fakeplugin.k8snames import DNS_LABEL, DNS_SUBDOMAIN, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN
 from fakeplugin.mig import created_for_claim
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
 
@@ -41,12 +41,8 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "pu.lock"
 _LOCK_POLL_S = 0.02
 
-# Claim UIDs name files (CDI specs) and CDI devices: lowercase letters, digits and '-', starting and ending
-# with a letter or digit, at most 63 characters. Every Kubernetes UID (a lowercase UUID) fits; nothing that
-# could leave a directory ('/', '.') or break a CDI device name does.
-_UID = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Claim UIDs name files (CDI specs) and CDI devices, so they must be DNS labels: every Kubernetes UID (a
+# lowercase UUID) is one, and nothing that could leave a directory ('/', '.') or break a CDI device name is.
 
 
 class ClaimError(Exception):
@@ -60,9 +56,9 @@ class LockTimeoutError(Exception):
 def validate_claim_ref(ref: ClaimRef) -> None:
     """Reject references whose parts could not have come from the API server (before any path or API call)."""
     rules = (
-        ("uid", ref.uid, _UID, 63, "lowercase letters, digits and '-'"),
-        ("namespace", ref.namespace, _DNS_LABEL, 63, "a DNS label"),
-        ("name", ref.name, _DNS_SUBDOMAIN, 253, "a DNS subdomain"),
+        ("uid", ref.uid, DNS_LABEL, MAX_DNS_LABEL, "lowercase letters, digits and '-'"),
+        ("namespace", ref.namespace, DNS_LABEL, MAX_DNS_LABEL, "a DNS label"),
+        ("name", ref.name, DNS_SUBDOMAIN, MAX_DNS_SUBDOMAIN, "a DNS subdomain"),
     )
     for field, value, pattern, max_len, what in rules:
         if len(value) > max_len or not pattern.fullmatch(value):

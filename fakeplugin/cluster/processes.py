@@ -71,6 +71,11 @@ def spawn(
             env={**(os.environ if env is None else env), MARKER: str(state_dir)},
             start_new_session=True,
         )
+    # Right after exec, /proc/<pid>/cmdline can still read empty for a moment; a record must not look
+    # "not running" then (callers watch records to fail fast), so return once the kernel shows it.
+    deadline = time.monotonic() + 5
+    while cmdline(proc.pid) is None and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     return ProcessRecord(name=name, pid=proc.pid, argvs=tuple(tuple(a) for a in argvs), log=str(log)), proc
 
 
