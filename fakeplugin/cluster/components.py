@@ -7,6 +7,7 @@ cluster, never to be exposed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,7 +246,7 @@ def isolated_argvs(unshare: str, sh: str, node: NodeDirs, argv: list[str]) -> li
 
 
 def plugin_argv(
-    python: str, inventory: Path, layout: StateLayout, node: NodeDirs, feature_gates: str = ""
+    python: str, inventory: Path, layout: StateLayout, node: NodeDirs, extra: Sequence[str] = ()
 ) -> list[str]:
     return [
         python,
@@ -259,7 +260,7 @@ def plugin_argv(
         f"--kubelet-plugins-directory-path={node.plugins_dir}",
         f"--cdi-root={node.cdi}",
         f"--boot-id-file={node.boot_id_file}",
-        *([f"--feature-gates={feature_gates}"] if feature_gates else []),
+        *extra,
     ]
 
 

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +134,7 @@ class _State:
     nodes: list[ClusterNode]
     kubelet_ports: dict[str, dict[str, int]] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
-    plugin_feature_gates: str = ""  # NVIDIA driver gates for `fakeplugin serve`, e.g. "DynamicMIG=true"
+    plugin_args: list[str] = field(default_factory=list)  # extra `fakeplugin serve` flags, e.g. feature gates
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,7 +146,7 @@ class _State:
             "kubeletPorts": self.kubelet_ports,
             "nodes": [n.to_json() for n in self.nodes],
             "processes": [p.to_json() for p in self.processes],
-            "pluginFeatureGates": self.plugin_feature_gates,
+            "pluginArgs": self.plugin_args,
         }
 
     @classmethod
@@ -160,7 +160,7 @@ class _State:
             kubelet_ports=data["kubeletPorts"],
             nodes=[ClusterNode(**n) for n in data["nodes"]],
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
-            plugin_feature_gates=data.get("pluginFeatureGates", ""),
+            plugin_args=list(data.get("pluginArgs", [])),
         )
 
 
@@ -195,7 +195,7 @@ class Cluster:
         plugin: bool = True,
         workers: int = 0,
         build: bool = False,
-        plugin_feature_gates: str = "",
+        plugin_args: Sequence[str] = (),
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay)."""
@@ -211,7 +211,7 @@ class Cluster:
                     plugin,
                     workers,
                     build,
-                    plugin_feature_gates,
+                    plugin_args,
                 )
             except BaseException:
                 if cluster._state and cluster._state.processes:
@@ -245,7 +245,7 @@ class Cluster:
         plugin: bool,
         workers: int,
         build: bool,
-        plugin_feature_gates: str,
+        plugin_args: Sequence[str],
     ) -> None:
         inventory = load_config(inventory_path)
         nodes = cluster_nodes(inventory, workers)
@@ -259,7 +259,7 @@ class Cluster:
             server=f"https://{components.LOOPBACK}:{cp.apiserver}",
             feature_gates=gates,
             plugin=plugin,
-            plugin_feature_gates=plugin_feature_gates,
+            plugin_args=list(plugin_args),
             ports={
                 "etcdClient": cp.etcd_client,
                 "etcdPeer": cp.etcd_peer,
@@ -413,7 +413,7 @@ class Cluster:
         assert self._state is not None
         dirs = self.node_dirs_of(node)
         argv = components.plugin_argv(
-            sys.executable, Path(self._state.inventory), self.layout, dirs, self._state.plugin_feature_gates
+            sys.executable, Path(self._state.inventory), self.layout, dirs, self._state.plugin_args
         )
         # The package may be used from a source tree, not installed: let the child import it the same way.
         source = str(Path(fakeplugin.__file__).resolve().parents[1])
@@ -702,13 +702,13 @@ class Cluster:
         self._stop(self._record(f"kubelet/{node}"))
         self._start_kubelet(n)
 
-    def restart_plugin(self, node: str, *, feature_gates: str | None = None) -> None:
+    def restart_plugin(self, node: str, *, args: Sequence[str] | None = None) -> None:
         """Stop and start a node's plugin; returns once the kubelet has registered it again.
 
-        feature_gates, when given, become the plugins' NVIDIA driver gates from now on."""
+        args, when given, become the plugins' extra `fakeplugin serve` flags from now on."""
         n = self._kubelet_node(node)
-        if feature_gates is not None:
-            self._require().plugin_feature_gates = feature_gates
+        if args is not None:
+            self._require().plugin_args = list(args)
             self._save()
         before = self._registrations(node)
         self._stop(self._record(f"plugin/{node}"))

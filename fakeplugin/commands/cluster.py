@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from fakeplugin.commands import flag
@@ -58,11 +59,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         up,
-        "--plugin-feature-gates",
-        env="FAKEPLUGIN_PLUGIN_FEATURE_GATES",
+        "--plugin-args",
+        env="FAKEPLUGIN_PLUGIN_ARGS",
         default="",
-        metavar="LIST",
-        help="NVIDIA driver feature gates for every node's plugin, e.g. DynamicMIG=true",
+        metavar="ARGS",
+        help="extra `fakeplugin serve` flags for every node's plugin, e.g. "
+        "'--feature-gates=DynamicMIG=true --device-health'",
     )
     flag(
         up,
@@ -137,7 +139,7 @@ def run_up(args: argparse.Namespace) -> int:
         plugin=not args.no_plugin,
         workers=args.workers,
         build=args.build,
-        plugin_feature_gates=args.plugin_feature_gates,
+        plugin_args=shlex.split(args.plugin_args),
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0

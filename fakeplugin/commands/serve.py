@@ -134,6 +134,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         p,
+        "--device-health",
+        env="DEVICE_HEALTH",
+        action="store_true",
+        help="also serve the kubelet's DRA health API (v1alpha1.DRAResourceHealth), reporting every device "
+        "Healthy; pods then show it in allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
+    )
+    flag(
+        p,
         "--fake-device-nodes",
         env="FAKE_DEVICE_NODES",
         action="store_true",
@@ -203,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
         health_address=args.healthcheck_address,
         health_port=args.healthcheck_port,
         verbosity=args.verbosity,
+        device_health=args.device_health,
+        device_health_pool=args.node_name,
+        device_health_devices=inventory,
     )
     try:
         asyncio.run(run_server(preparer, config))

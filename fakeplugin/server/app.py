@@ -9,6 +9,7 @@ import asyncio
 import logging
 import signal
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class ServerConfig:
     health_port: int = -1  # < 0: no liveness service; 0: any free port (see Server.health_port)
     device_health: bool = False  # serve v1alpha1.DRAResourceHealth on the DRA socket
     device_health_pool: str = ""
-    device_health_devices: tuple[str, ...] = ()
+    device_health_devices: Collection[str] = ()  # may be live (the node inventory): read for every report
     device_health_interval_s: float = 10.0
     verbosity: int = 0  # >= fakeplugin.logs.GRPC_TRACE_LEVEL logs every request and response
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable
 
 import grpc
 
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 HEALTH_CHECK_TIMEOUT_S = 30
 
 
-def all_healthy(pool: str, devices: Sequence[str], now: int) -> api_pb2.NodeWatchResourcesResponse:
+def all_healthy(pool: str, devices: Iterable[str], now: int) -> api_pb2.NodeWatchResourcesResponse:
     return api_pb2.NodeWatchResourcesResponse(
         devices=[
             api_pb2.DeviceHealth(
@@ -33,9 +33,9 @@ def all_healthy(pool: str, devices: Sequence[str], now: int) -> api_pb2.NodeWatc
 
 
 class DeviceHealthServicer(api_pb2_grpc.DRAResourceHealthServicer):
-    def __init__(self, pool: str, devices: Sequence[str], interval_s: float) -> None:
+    def __init__(self, pool: str, devices: Collection[str], interval_s: float) -> None:
         self._pool = pool
-        self._devices = tuple(devices)
+        self._devices = devices  # may be live: every report lists the devices as they are then
         self._interval_s = interval_s
         self._closed = asyncio.Event()
 
@@ -48,6 +48,6 @@ class DeviceHealthServicer(api_pb2_grpc.DRAResourceHealthServicer):
     ) -> AsyncIterator[api_pb2.NodeWatchResourcesResponse]:
         log.debug("health watch opened by %s", context.peer())
         while not self._closed.is_set():
-            yield all_healthy(self._pool, self._devices, int(time.time()))
+            yield all_healthy(self._pool, list(self._devices), int(time.time()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), self._interval_s)

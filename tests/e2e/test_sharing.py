@@ -25,10 +25,10 @@ GPU_NODES = "nvidia.com/dra-kubelet-plugin=true"
 def timeslicing_plugins(cluster: Any) -> Iterator[None]:
     nodes = [n["metadata"]["name"] for n in items(cluster, "nodes", "-l", GPU_NODES)]
     for node in nodes:
-        cluster.restart_plugin(node, feature_gates="TimeSlicingSettings=true")
+        cluster.restart_plugin(node, args=["--feature-gates=TimeSlicingSettings=true"])
     yield
     for node in nodes:
-        cluster.restart_plugin(node, feature_gates="")
+        cluster.restart_plugin(node, args=[])
 
 
 def gpu_config(**extra: Any) -> dict[str, Any]:
