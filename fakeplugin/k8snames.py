@@ -11,9 +11,5 @@ MAX_DNS_LABEL = 63
 MAX_DNS_SUBDOMAIN = 253
 
 
-def is_dns_label(value: str) -> bool:
-    return len(value) <= MAX_DNS_LABEL and DNS_LABEL.fullmatch(value) is not None
-
-
 def is_dns_subdomain(value: str, max_length: int = MAX_DNS_SUBDOMAIN) -> bool:
     return len(value) <= max_length and DNS_SUBDOMAIN.fullmatch(value) is not None

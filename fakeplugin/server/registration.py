@@ -35,7 +35,6 @@ class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
         )
         # True once the kubelet confirmed the registration, until it reports a failure.
         self.registered = False
-        self.last_error = ""
 
     async def GetInfo(
         self, request: api_pb2.InfoRequest, context: grpc.aio.ServicerContext
@@ -46,7 +45,6 @@ class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
         self, request: api_pb2.RegistrationStatus, context: grpc.aio.ServicerContext
     ) -> api_pb2.RegistrationStatusResponse:
         self.registered = request.plugin_registered
-        self.last_error = request.error
         if not request.plugin_registered:
             log.error("kubelet rejected the registration of %s: %s", self._info.name, request.error)
             await context.abort(grpc.StatusCode.UNKNOWN, f"failed registration process: {request.error}")
