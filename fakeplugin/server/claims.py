@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TypeVar
+from types import ModuleType
+from typing import Any, Protocol, TypeVar
 
-from fakeplugin.model import ClaimRef, PrepareResult
+import grpc
+
+from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.server.driver import Driver
 
 log = logging.getLogger(__name__)
@@ -81,3 +84,33 @@ async def _answer_each(
         else:
             answers[ref.uid] = failed(f"driver returned no result for claim {ref}")
     return answers
+
+
+class DRAPluginAdapter:
+    """DRAPlugin over the core for one wire version: the version's messages (`pb`) and its Device
+    conversion (`device`) are all that differ between v1 and v1beta1."""
+
+    pb: ModuleType  # the version's generated api_pb2
+
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+
+    def device(self, d: PreparedDevice) -> Any:
+        raise NotImplementedError
+
+    async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        results = await prepare(self._driver, request.claims)
+        return self.pb.NodePrepareResourcesResponse(
+            claims={uid: self._prepare_response(result) for uid, result in results.items()}
+        )
+
+    async def NodeUnprepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        errors = await unprepare(self._driver, request.claims)
+        return self.pb.NodeUnprepareResourcesResponse(
+            claims={uid: self.pb.NodeUnprepareResourceResponse(error=error) for uid, error in errors.items()}
+        )
+
+    def _prepare_response(self, result: PrepareResult) -> Any:
+        if result.error:  # the kubelet ignores devices of a failed claim: send none
+            return self.pb.NodePrepareResourceResponse(error=result.error)
+        return self.pb.NodePrepareResourceResponse(devices=[self.device(d) for d in result.devices])
