@@ -26,7 +26,10 @@ REQUEST_TIMEOUT = 15.0
 def new_api_client(kubeconfig: str | None) -> client.ApiClient:
     """A client from `kubeconfig`, else the in-cluster service account, else ~/.kube/config."""
     if kubeconfig:
-        api = config.new_client_from_config(config_file=kubeconfig)
+        try:
+            api = config.new_client_from_config(config_file=kubeconfig)
+        except (config.ConfigException, OSError) as exc:
+            raise ValueError(f"kubeconfig {kubeconfig}: {exc}") from exc
     else:
         try:
             config.load_incluster_config()

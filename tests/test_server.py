@@ -13,6 +13,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import urllib.request
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from fakeplugin import metrics
 from fakeplugin._proto.dra.v1 import api_pb2 as v1
 from fakeplugin._proto.dra.v1 import api_pb2_grpc as v1_grpc
 from fakeplugin._proto.dra.v1beta1 import api_pb2 as v1beta1
@@ -454,3 +456,35 @@ def test_device_health_streams_all_devices_healthy(serve: Any) -> None:
     running.call(running.server.stop())
     list(stream)  # drain updates sent before the stop; the stream must then end with OK
     assert stream.code() == grpc.StatusCode.OK
+
+
+# --- metrics --------------------------------------------------------------------------------------------
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The metrics page as {'name{labels}': value}, read over HTTP as Prometheus reads it."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {name: float(value) for name, value in samples}
+
+
+def test_metrics_count_requests_and_failed_claims_under_nvidias_names(serve: Any) -> None:
+    port = metrics.serve("127.0.0.1:0")
+    running = serve(
+        CannedDriver({"uid-a": PrepareResult(devices=(GPU0,)), "uid-b": PrepareResult(error="no")})
+    )
+    labels = f'driver="{DRIVER}",operation="NodePrepareResources"'
+    errors = f'driver="{DRIVER}",error_type="prepare_devices"'
+    before = scrape(port)
+    api = WIRE["v1"][0]
+    request = api.NodePrepareResourcesRequest(claims=[claim(api, "uid-a"), claim(api, "uid-b")])
+    running.dra("v1").NodePrepareResources(request)
+    after = scrape(port)
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    assert delta(f"nvidia_dra_requests_total{{{labels}}}") == 1
+    assert delta(f"nvidia_dra_request_duration_seconds_count{{{labels}}}") == 1
+    assert after[f"nvidia_dra_requests_inflight{{{labels}}}"] == 0
+    assert delta(f"nvidia_dra_node_prepare_errors_total{{{errors}}}") == 1

@@ -8,7 +8,7 @@ import logging
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, metrics
 from fakeplugin.commands import flag
 
 log = logging.getLogger("fakeplugin.serve")
@@ -134,6 +134,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         p,
+        "--http-endpoint",
+        env="HTTP_ENDPOINT",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (NVIDIA's nvidia_dra_* names) on this address, e.g. :8080; empty: off",
+    )
+    flag(
+        p,
         "--device-health",
         env="DEVICE_HEALTH",
         action="store_true",
@@ -203,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
     ]
     for t in threads:
         t.start()
+    if args.http_endpoint:
+        port = metrics.serve(args.http_endpoint)
+        log.info("metrics on %s (port %d)", args.http_endpoint, port)
     config = ServerConfig(
         driver_name=args.driver_name,
         registrar_dir=Path(args.kubelet_registrar_directory_path),

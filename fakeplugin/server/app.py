@@ -122,8 +122,10 @@ class Server:
 
     def _dra_server(self) -> grpc.aio.Server:
         server = self._new_server()
-        dra_v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(self._driver), server)
-        dra_v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(self._driver), server)
+        dra_v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(self._driver, self.cfg.driver_name), server)
+        dra_v1beta1_grpc.add_DRAPluginServicer_to_server(
+            DRAPluginV1beta1(self._driver, self.cfg.driver_name), server
+        )
         if self._device_health is not None:
             device_health_grpc.add_DRAResourceHealthServicer_to_server(self._device_health, server)
         return server

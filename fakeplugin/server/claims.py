@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from fakeplugin import metrics
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.server.driver import Driver
 
@@ -92,20 +93,27 @@ class DRAPluginAdapter:
 
     pb: ModuleType  # the version's generated api_pb2
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, driver_name: str) -> None:
         self._driver = driver
+        self._driver_name = driver_name  # metrics label
 
     def device(self, d: PreparedDevice) -> Any:
         raise NotImplementedError
 
     async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        results = await prepare(self._driver, request.claims)
+        with metrics.request(self._driver_name, "NodePrepareResources"):
+            results = await prepare(self._driver, request.claims)
+        failed = sum(1 for result in results.values() if result.error)
+        metrics.PREPARE_ERRORS.labels(self._driver_name, "prepare_devices").inc(failed)
         return self.pb.NodePrepareResourcesResponse(
             claims={uid: self._prepare_response(result) for uid, result in results.items()}
         )
 
     async def NodeUnprepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        errors = await unprepare(self._driver, request.claims)
+        with metrics.request(self._driver_name, "NodeUnprepareResources"):
+            errors = await unprepare(self._driver, request.claims)
+        failed = sum(1 for error in errors.values() if error)
+        metrics.UNPREPARE_ERRORS.labels(self._driver_name, "unprepare_devices").inc(failed)
         return self.pb.NodeUnprepareResourcesResponse(
             claims={uid: self.pb.NodeUnprepareResourceResponse(error=error) for uid, error in errors.items()}
         )
