@@ -77,7 +77,7 @@ class GpuDevice:
     """One device of this node's pool, with everything the slice and the CDI spec need.
 
     Values are kept as the hardware (NVML) reports them; rendering into ResourceSlice attribute
-    types (versions, quantities) happens in fakeplugin.slices.
+    types (versions, quantities) happens in fakeplugin.publish.slices.
     """
 
     name: str  # canonical name in the pool: gpu-<minor>, or gpu-<minor>-mig-<profile>-<giProfileId>-<start>

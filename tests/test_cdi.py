@@ -1,4 +1,4 @@
-"""CDI specs of prepared claims (fakeplugin.cdi): content, cdiVersion rules, validation, files."""
+"""CDI specs of prepared claims (fakeplugin.prepare.cdi): content, cdiVersion rules, validation, files."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import cdi
 from fakeplugin.model import GpuDevice
+from fakeplugin.prepare import cdi
 from tests.factories import H200, numbered
 
 DRIVER = "gpu.nvidia.com"

@@ -22,8 +22,8 @@ import yaml
 from fakeplugin import featuregates
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import binaries
-from fakeplugin.config import parse_config
-from fakeplugin.deviceclasses import device_classes
+from fakeplugin.publish.deviceclasses import device_classes
+from fakeplugin.publish.inventory import parse_inventory
 from tests.tooling import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,7 +146,7 @@ def test_render_is_complete_and_clean(helm: Path, case: str) -> None:
     for obj in objs:
         assert empty_or_null_fields(obj) == [], f"{obj['kind']} {obj['metadata']['name']}"
     inventory = only(objs, "ConfigMap")["data"]["inventory.yaml"]
-    assert parse_config(yaml.safe_load(inventory), source=f"{case} inventory").nodes
+    assert parse_inventory(yaml.safe_load(inventory), source=f"{case} inventory").nodes
 
 
 @pytest.mark.parametrize("args", [(), SEED_LAB], ids=["default", "seed-lab"])
@@ -338,12 +338,14 @@ def test_inventory_as_text_or_map_is_the_same(helm: Path, tmp_path: Path) -> Non
     as_map = only(objects(render(helm, "-f", str(values))), "ConfigMap")["data"]["inventory.yaml"]
     as_text = only(objects(render(helm, *SEED_LAB)), "ConfigMap")["data"]["inventory.yaml"]
     assert yaml.safe_load(as_map) == yaml.safe_load(as_text)
-    assert parse_config(yaml.safe_load(as_text)).node_entry("capi-dralabs-md-gput10-gzl84-f2m2d") is not None
+    assert (
+        parse_inventory(yaml.safe_load(as_text)).node_entry("capi-dralabs-md-gput10-gzl84-f2m2d") is not None
+    )
 
 
 def test_demo_inventories_are_valid() -> None:
     for path in ("demo/kind/inventory.yaml", "examples/seed-lab.yaml"):
-        assert parse_config(yaml.safe_load((REPO / path).read_text()), source=path).nodes
+        assert parse_inventory(yaml.safe_load((REPO / path).read_text()), source=path).nodes
 
 
 def test_rbac_is_exactly_the_plugins_calls(helm: Path) -> None:

@@ -12,9 +12,9 @@ import yaml
 
 from fakeplugin.cli import build_parser
 from fakeplugin.commands.validate import device_problems
-from fakeplugin.config import parse_config
-from fakeplugin.devices import gpu_uuid
 from fakeplugin.profiles import profile_names
+from fakeplugin.publish.devices import gpu_uuid
+from fakeplugin.publish.inventory import parse_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"
@@ -156,7 +156,7 @@ def test_help_teaches_with_examples(command: str, capsys: pytest.CaptureFixture[
 
 
 def test_validate_reports_device_level_problems() -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.95.05",
             "cudaDriverVersion": "13.0",

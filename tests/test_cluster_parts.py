@@ -13,7 +13,7 @@ from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.layout import StateLayout, too_long_sockets
 from fakeplugin.cluster.local import ClusterError, cluster_nodes
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
-from fakeplugin.config import parse_config
+from fakeplugin.publish.inventory import parse_inventory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def test_feature_gates_override_the_dra_defaults() -> None:
 
 
 def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
-    inventory = parse_config({
+    inventory = parse_inventory({
         "driverVersion": "580.126.20",
         "cudaDriverVersion": "13.0",
         "nodes": [
@@ -84,7 +84,7 @@ def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
         ("worker-2", False, 0, -1),
     ]
     assert nodes[0].labels == {"tier": "gpu"}
-    clash = parse_config(
+    clash = parse_inventory(
         {"driverVersion": "580.1", "cudaDriverVersion": "13.0", "nodes": [{"name": "worker-1"}]}
     )
     with pytest.raises(ClusterError, match="worker-1 clashes"):

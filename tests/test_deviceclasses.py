@@ -1,10 +1,10 @@
-"""DeviceClasses (fakeplugin.deviceclasses): the chart's exact CEL, and the naming rule for other drivers."""
+"""DeviceClasses (publish.deviceclasses): the chart's exact CEL, and the naming rule for other drivers."""
 
 from __future__ import annotations
 
 import pytest
 
-from fakeplugin.deviceclasses import check_driver_name, device_classes
+from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 
 
 def summary(driver: str | None = None) -> list[tuple[str, str, str | None]]:

@@ -1,4 +1,4 @@
-"""Devices of a node (fakeplugin.devices): names, deterministic and unique identities, overrides."""
+"""Devices of a node (fakeplugin.publish.devices): names, deterministic and unique identities, overrides."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from fakeplugin.config import Inventory, load_config, parse_config
-from fakeplugin.devices import devices_for_node
 from fakeplugin.model import GpuDevice
+from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.publish.inventory import Inventory, load_inventory, parse_inventory
 
 SEED = Path(__file__).resolve().parent.parent / "examples" / "seed-lab.yaml"
 T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"
@@ -20,7 +20,7 @@ BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]$")
 
 
 def inventory(*gpus: dict[str, Any], driver: str = "580.95.05") -> Inventory:
-    return parse_config(
+    return parse_inventory(
         {"driverVersion": driver, "cudaDriverVersion": "13.0", "nodes": [{"name": "n", "gpus": list(gpus)}]}
     )
 
@@ -32,7 +32,7 @@ def node_devices(inv: Inventory, node: str) -> list[GpuDevice]:
 
 
 def test_seed_lab_t10_node() -> None:
-    devices = node_devices(load_config(SEED), T10_NODE)
+    devices = node_devices(load_inventory(SEED), T10_NODE)
     assert [(d.name, d.minor, d.index, d.type, d.profile) for d in devices] == [
         ("gpu-0", 0, 0, "gpu", "t10"),
         ("gpu-1", 1, 1, "gpu", "t10"),
@@ -54,14 +54,14 @@ def test_pcie_root_is_the_root_bus_of_the_same_domain() -> None:
 
 
 def test_identities_are_deterministic_across_loads() -> None:
-    first = node_devices(load_config(SEED), A5000_NODE)
-    again = node_devices(load_config(SEED), A5000_NODE)
+    first = node_devices(load_inventory(SEED), A5000_NODE)
+    again = node_devices(load_inventory(SEED), A5000_NODE)
     assert first == again
 
 
 def test_identities_are_unique_across_nodes_and_within_big_nodes() -> None:
     nodes = [f"gpu-node-{i}" for i in range(40)] + [T10_NODE, A5000_NODE]
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.95.05",
             "cudaDriverVersion": "13.0",
@@ -76,7 +76,7 @@ def test_identities_are_unique_across_nodes_and_within_big_nodes() -> None:
 
 
 def test_same_minor_on_another_node_differs() -> None:
-    inv = load_config(SEED)
+    inv = load_inventory(SEED)
     t10_gpu0, a5000_gpu0 = node_devices(inv, T10_NODE)[0], node_devices(inv, A5000_NODE)[0]
     assert t10_gpu0.name == a5000_gpu0.name == "gpu-0"
     assert t10_gpu0.uuid != a5000_gpu0.uuid and t10_gpu0.pci_bus_id != a5000_gpu0.pci_bus_id
@@ -113,7 +113,7 @@ def test_override_equal_to_a_derived_identity_is_refused() -> None:
 
 
 def test_selector_entry_devices_depend_on_the_node_name() -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.95.05",
             "cudaDriverVersion": "13.0",

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from fakeplugin.commands.render import render_documents, to_yaml
-from fakeplugin.config import load_config, parse_config
-from fakeplugin.deviceclasses import device_classes
 from fakeplugin.profiles import profile_names
+from fakeplugin.publish.deviceclasses import device_classes
+from fakeplugin.publish.inventory import load_inventory, parse_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -36,7 +36,7 @@ def check_golden(name: str, docs: list[dict[str, Any]]) -> None:
 
 
 def test_render_seed_lab() -> None:
-    docs = render_documents(load_config(SEED))
+    docs = render_documents(load_inventory(SEED))
     assert [d["kind"] for d in docs] == ["DeviceClass"] * 3 + ["ResourceSlice"] * 2
     check_golden("render-seed-lab.yaml", docs)
 
@@ -47,7 +47,7 @@ def test_deviceclasses() -> None:
 
 @pytest.mark.parametrize("profile", profile_names())
 def test_one_gpu_of_each_profile(profile: str) -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.126.20",
             "cudaDriverVersion": "13.0",

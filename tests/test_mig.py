@@ -1,4 +1,4 @@
-"""MIG: static layouts and DynamicMIG partitions (fakeplugin.mig, .config, .devices, .slices), their CDI
+"""MIG: static layouts and DynamicMIG partitions (publish: mig, inventory, devices, slices), their CDI
 specs and Prepare over real files. Expected values are the real driver's (nvidia-driver-shape.md §3, §5)."""
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import cdi, config
 from fakeplugin.commands.render import render_documents
-from fakeplugin.config import ConfigError, Inventory, load_config, parse_config
-from fakeplugin.devices import devices_for_node, gpu_uuid
-from fakeplugin.inventory import NodeInventory
-from fakeplugin.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.model import ClaimRef, GpuDevice
-from fakeplugin.prepare import Preparer
+from fakeplugin.prepare import cdi
+from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.profiles import load_profile, profile_names
-from fakeplugin.slices import MAX_DEVICES_RESTRICTED, partitionable_layout, resource_slices
+from fakeplugin.publish import inventory as inventory_schema
+from fakeplugin.publish.devices import devices_for_node, gpu_uuid
+from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory, parse_inventory
+from fakeplugin.publish.mig import camel_to_dns_name, canonical_name, mig_uuid, place
+from fakeplugin.publish.node import NodeDevices
+from fakeplugin.publish.slices import MAX_DEVICES_RESTRICTED, partitionable_layout, resource_slices
 from tests.test_golden import check_golden
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ COUNTER_KEYS = [
 
 
 def inventory(*gpus: dict[str, Any]) -> Inventory:
-    return parse_config(
+    return parse_inventory(
         {
             "driverVersion": "580.159.04",
             "cudaDriverVersion": "13.0",
@@ -64,7 +65,7 @@ def slices(*gpus: dict[str, Any], dynamic: bool = False) -> list[dict[str, Any]]
 
 
 def problems(*gpus: dict[str, Any]) -> list[str]:
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(InventoryError) as exc:
         inventory(*gpus)
     return exc.value.problems
 
@@ -264,7 +265,9 @@ def forget_mig_memory(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     assert real.mig is not None
     mig = replace(real.mig, profiles=tuple(replace(p, memory_mib=None) for p in real.mig.profiles))
     stripped = replace(real, mig=mig)
-    monkeypatch.setattr(config, "load_profile", lambda n: stripped if n == name else load_profile(n))
+    monkeypatch.setattr(
+        inventory_schema, "load_profile", lambda n: stripped if n == name else load_profile(n)
+    )
 
 
 def test_mig_without_known_memory_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -452,7 +455,7 @@ def test_a_dynamic_pool_refuses_api_shaped_devices() -> None:
     ],
 )
 def test_render_golden(golden: str, node: str, dynamic: bool) -> None:
-    docs = render_documents(load_config(MIG_EXAMPLE), node=node, dynamic_mig=dynamic)
+    docs = render_documents(load_inventory(MIG_EXAMPLE), node=node, dynamic_mig=dynamic)
     assert all(d["kind"] == "ResourceSlice" for d in docs[3:])
     check_golden(golden, docs[3:])
 
@@ -492,7 +495,7 @@ def write_inventory(path: Path, gpus: list[dict[str, Any]]) -> Path:
     return path
 
 
-def prepare(tmp_path: Path, pool: NodeInventory, claims: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+def prepare(tmp_path: Path, pool: NodeDevices, claims: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
     """Prepare each claim (uid → allocated device names) on node n; returns uid → its CDI spec."""
 
     def get_claim(namespace: str, name: str) -> dict[str, Any]:
@@ -524,7 +527,7 @@ def prepare(tmp_path: Path, pool: NodeInventory, claims: dict[str, list[str]]) -
 
 
 def test_prepare_dynamic_partitions_creates_them_with_a_uuid_per_claim(tmp_path: Path) -> None:
-    pool = NodeInventory(write_inventory(tmp_path / "inv.yaml", [{"profile": "h200"}]), "n", dynamic_mig=True)
+    pool = NodeDevices(write_inventory(tmp_path / "inv.yaml", [{"profile": "h200"}]), "n", dynamic_mig=True)
     pool.resolve({})
     assert "gpu-0-mig-3g71gb-9-4" in pool and "gpu-0" in pool
     specs = prepare(tmp_path, pool, {"a1": ["gpu-0-mig-3g71gb-9-4"], "b2": ["gpu-0-mig-4g71gb-5-0"]})
@@ -541,7 +544,7 @@ def test_prepare_dynamic_partitions_creates_them_with_a_uuid_per_claim(tmp_path:
 
 def test_prepare_static_mig_device_uses_its_published_uuid(tmp_path: Path) -> None:
     layout = [{"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 7}]}]
-    pool = NodeInventory(write_inventory(tmp_path / "inv.yaml", layout), "n")
+    pool = NodeDevices(write_inventory(tmp_path / "inv.yaml", layout), "n")
     pool.resolve({})
     assert "gpu-0" not in pool and len(pool) == 7
     specs = prepare(tmp_path, pool, {"a1": ["gpu-0-mig-1g5gb-19-2", "gpu-0-mig-1g5gb-19-5"]})

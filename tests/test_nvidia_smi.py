@@ -1,4 +1,4 @@
-"""The fake nvidia-smi (fakeplugin/nvidia-smi.sh, fakeplugin.smi) run with /bin/sh as a container sees it.
+"""The fake nvidia-smi (prepare/nvidia-smi.sh, prepare.smi) run with /bin/sh as a container sees it.
 
 A container's view is built from real CDI specs: the plugin's files are written as the Preparer writes them,
 then every mount of the injected devices (and of their specs) is copied from its hostPath to its
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakeplugin import cdi, opaqueconfig, smi
 from fakeplugin.model import ClaimRef, GpuDevice, MigPlacement, MigResources
-from fakeplugin.prepare import Preparer
+from fakeplugin.prepare import cdi, opaqueconfig, smi
+from fakeplugin.prepare.preparer import Preparer
 from tests.factories import H200, T10, numbered
 
 DRIVER = "gpu.nvidia.com"

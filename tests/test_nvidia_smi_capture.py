@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fakeplugin import smi
 from fakeplugin.model import GpuDevice
+from fakeplugin.prepare import smi
 
 CAPTURE = Path(__file__).resolve().parent / "data" / "nvidia-smi-h200" / "cases.txt"
 

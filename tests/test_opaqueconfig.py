@@ -1,4 +1,4 @@
-"""Opaque device configs (fakeplugin.opaqueconfig): decoding, precedence, gates, defaults, effects, errors.
+"""Opaque device configs (prepare.opaqueconfig): decoding, precedence, gates, defaults, effects, errors.
 
 Expected messages are the real driver's (nvidia-driver-shape.md §9), below `prepare devices failed: `.
 """
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from fakeplugin import opaqueconfig as oc
 from fakeplugin.model import GpuDevice
-from fakeplugin.opaqueconfig import DeviceSettings
+from fakeplugin.prepare import opaqueconfig as oc
+from fakeplugin.prepare.opaqueconfig import DeviceSettings
 from tests.test_prepare import gpu
 
 DRIVER = "gpu.nvidia.com"
@@ -76,7 +76,7 @@ def settings(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> dic
 
 
 def error_of(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> str:
-    with pytest.raises(oc.ConfigError) as info:
+    with pytest.raises(oc.OpaqueConfigError) as info:
         settings(alloc, gates)
     return str(info.value)
 
@@ -512,7 +512,7 @@ def test_multi_user_mps_needs_volta_or_newer() -> None:
         result("gpu-1"),
         configs=(entry(gpu_config(strategy="MPS", mpsConfig={"multiUser": True})),),
     )
-    with pytest.raises(oc.ConfigError) as info:
+    with pytest.raises(oc.OpaqueConfigError) as info:
         oc.device_settings(alloc, old, driver_name=DRIVER, pool_name=NODE, claim_uid=CLAIM_UID, gates=ALL_ON)
     assert str(info.value) == MPS_START + "multiuser mode was requested but is not supported: " + (
         f'{gpu(1).uuid} has insufficient cudaComputeCapability "6.1", wanted >= "7.0"\n'

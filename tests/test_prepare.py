@@ -1,4 +1,4 @@
-"""Prepare/Unprepare over real files (fakeplugin.prepare): state machine, errors, hostile input, locking."""
+"""Prepare/Unprepare over real files (prepare.preparer): state machine, errors, hostile input, locking."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import cdi
-from fakeplugin import checkpoint as cp
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
-from fakeplugin.prepare import Preparer
+from fakeplugin.prepare import cdi
+from fakeplugin.prepare import checkpoint as cp
+from fakeplugin.prepare.preparer import Preparer
 from tests.factories import T10, numbered
 
 DRIVER = "gpu.nvidia.com"

@@ -1,4 +1,4 @@
-"""Prepare with opaque device configs (fakeplugin.prepare + fakeplugin.opaqueconfig) over real files: their
+"""Prepare with opaque device configs (prepare.preparer + prepare.opaqueconfig) over real files: their
 settings reach the CDI spec as device env and the checkpoint; bad configs fail the claim with the real chain.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import checkpoint as cp
 from fakeplugin.model import ClaimRef
+from fakeplugin.prepare import checkpoint as cp
 from tests.test_prepare import BOOT, DRIVER, Node, gpu, ref, result
 
 TS_ON = {"TimeSlicingSettings": True}

@@ -1,10 +1,10 @@
-"""The pure pool-reconciliation rules of fakeplugin.publisher.plan (upstream resourceslice controller)."""
+"""The pure pool-reconciliation rules of publish.publisher.plan (upstream resourceslice controller)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fakeplugin.publisher import plan
+from fakeplugin.publish.publisher import plan
 
 NODE = "node-a"
 

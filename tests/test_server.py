@@ -22,7 +22,6 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from fakeplugin import metrics
 from fakeplugin._proto.dra.v1 import api_pb2 as v1
 from fakeplugin._proto.dra.v1 import api_pb2_grpc as v1_grpc
 from fakeplugin._proto.dra.v1beta1 import api_pb2 as v1beta1
@@ -32,7 +31,7 @@ from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as dh_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from fakeplugin.server import Server, ServerConfig
+from fakeplugin.server import Server, ServerConfig, metrics
 from fakeplugin.server.sockets import MAX_SOCKET_PATH_BYTES
 
 DRIVER = "gpu.nvidia.com"

@@ -1,4 +1,4 @@
-"""ResourceSlices (fakeplugin.slices): quantities, versions, device shape, pool and splitting rules."""
+"""ResourceSlices (publish.slices): quantities, versions, device shape, pool and splitting rules."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.config import parse_config
-from fakeplugin.devices import devices_for_node
-from fakeplugin.slices import device_to_api, format_quantity, resource_slices, semver, split_devices
+from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.publish.inventory import parse_inventory
+from fakeplugin.publish.slices import device_to_api, format_quantity, resource_slices, semver, split_devices
 
 MIB = 1024 * 1024
 
@@ -49,7 +49,7 @@ def test_semver_drops_leading_zeros_and_pads(version: str, expected: str) -> Non
 
 
 def h200_capture_device() -> dict[str, Any]:
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.159.04",
             "cudaDriverVersion": "13.0",
@@ -95,7 +95,7 @@ def test_device_matches_the_real_h200_slice_entry() -> None:
 
 
 def test_profiles_without_addressing_mode_omit_the_attribute() -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.126.20",
             "cudaDriverVersion": "13.0",
@@ -182,7 +182,7 @@ def test_split_pool_counts_its_slices_and_keeps_generation() -> None:
 
 
 def test_gpu_devices_are_accepted_directly() -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         {
             "driverVersion": "580.126.20",
             "cudaDriverVersion": "13.0",

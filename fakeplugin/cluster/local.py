@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 import fakeplugin
-from fakeplugin import DEFAULT_DRIVER_NAME, smi
+from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.components import KubeletPorts, Ports
@@ -42,8 +42,9 @@ from fakeplugin.cluster.processes import (
     spawn,
     stop,
 )
-from fakeplugin.config import Inventory, load_config
-from fakeplugin.deviceclasses import device_classes
+from fakeplugin.prepare import smi
+from fakeplugin.publish.deviceclasses import device_classes
+from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.server.registration import REGISTERED_LOG
 
 log = logging.getLogger("fakeplugin.cluster")
@@ -247,7 +248,7 @@ class Cluster:
         build: bool,
         plugin_args: Sequence[str],
     ) -> None:
-        inventory = load_config(inventory_path)
+        inventory = load_inventory(inventory_path)
         nodes = cluster_nodes(inventory, workers)
         kubelet_nodes = [n for n in nodes if n.kubelet]
         self._check_host(kubelet_nodes)

@@ -10,7 +10,7 @@ import yaml
 
 from fakeplugin.commands import flag
 from fakeplugin.profiles import Profile, load_profile, profile_names
-from fakeplugin.slices import format_quantity
+from fakeplugin.publish.slices import format_quantity
 
 DESCRIPTION = """\
 List the GPU profiles (models) an inventory's `gpus[].profile` can name, with the values their

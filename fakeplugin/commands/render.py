@@ -11,10 +11,10 @@ import yaml
 
 from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
 from fakeplugin.commands import flag
-from fakeplugin.config import Inventory, load_config
-from fakeplugin.deviceclasses import check_driver_name, device_classes
-from fakeplugin.devices import devices_for_node
-from fakeplugin.slices import resource_slices
+from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
+from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.publish.inventory import Inventory, load_inventory
+from fakeplugin.publish.slices import resource_slices
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         gates = featuregates.parse(args.feature_gates)
     except ValueError as exc:
         args.parser.error(str(exc))
-    inv = load_config(args.config)
+    inv = load_inventory(args.config)
     if args.node is None:
         for entry in inv.nodes:
             if entry.name is None:

@@ -8,8 +8,9 @@ import logging
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, metrics
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
 from fakeplugin.commands import flag
+from fakeplugin.server import metrics
 
 log = logging.getLogger("fakeplugin.serve")
 
@@ -160,13 +161,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fakeplugin.inventory import NodeInventory
     from fakeplugin.kube import Kube, new_api_client
-    from fakeplugin.prepare import Preparer
-    from fakeplugin.publisher import Publisher
+    from fakeplugin.prepare.preparer import Preparer
+    from fakeplugin.publish.node import NodeDevices
+    from fakeplugin.publish.publisher import Publisher
+    from fakeplugin.publish.slices import resource_slices
     from fakeplugin.server import ServerConfig
     from fakeplugin.server import run as run_server
-    from fakeplugin.slices import resource_slices
 
     if not args.config:
         raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
@@ -181,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         f" (feature gates: {', '.join(enabled)})" if enabled else "",
     )
 
-    inventory = NodeInventory(Path(args.config), args.node_name, dynamic_mig=gates["DynamicMIG"])
+    inventory = NodeDevices(Path(args.config), args.node_name, dynamic_mig=gates["DynamicMIG"])
     if not inventory.needs_labels():
         inventory.resolve({})  # known by name: devices are ready before the API server answers
     kube = Kube(new_api_client(args.kubeconfig or None))

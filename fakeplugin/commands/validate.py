@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from fakeplugin.commands import flag
-from fakeplugin.config import ConfigError, Inventory, load_config
-from fakeplugin.devices import devices_for_node
+from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
 
 DESCRIPTION = """\
 Check an inventory file: YAML syntax, unknown or misspelt fields, types, known GPU profiles,
@@ -43,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.config:
         args.parser.error("--config (or FAKEPLUGIN_CONFIG) is required")
     try:
-        inv = load_config(args.config)
+        inv = load_inventory(args.config)
         problems = device_problems(inv)
-    except ConfigError as exc:
+    except InventoryError as exc:
         problems = exc.problems
     if problems:
         for line in problems:

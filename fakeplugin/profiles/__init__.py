@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from fakeplugin.schema import Problems, SchemaError, join, parse_yaml
+from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
 
 # go-nvlib's brand and architecture strings (nvidia-driver-shape.md §4.1).
 BRANDS = (

@@ -15,8 +15,8 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from fakeplugin import metrics
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
+from fakeplugin.server import metrics
 from fakeplugin.server.driver import Driver
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.commands.render import render_documents
-from fakeplugin.config import parse_config
-from fakeplugin.mig import mig_uuid
+from fakeplugin.publish.inventory import parse_inventory
+from fakeplugin.publish.mig import mig_uuid
 from tests.e2e.conftest import require_cluster_host
 from tests.e2e.kube import apply, claim_pod, get, items, pod_phase, resource_claim, wait_for
 
@@ -104,7 +104,7 @@ def test_slices_as_published_by_the_api_server(mig_cluster: Cluster) -> None:
     # The API server keeps every field as sent (DRAPartitionableDevices on), so the publisher sees no
     # difference to its desired state and never rewrites the slices.
     node_uid = get(mig_cluster, "node", NODE)["metadata"]["uid"]
-    desired = render_documents(parse_config(INVENTORY), node=NODE, node_uid=node_uid, dynamic_mig=True)[3:]
+    desired = render_documents(parse_inventory(INVENTORY), node=NODE, node_uid=node_uid, dynamic_mig=True)[3:]
 
     def content(s: dict[str, Any]) -> dict[str, Any]:
         spec = {k: v for k, v in s["spec"].items() if k != "pool"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fakeplugin import smi
+from fakeplugin.prepare import smi
 from tests.e2e.kube import apply, get, pod_phase, resource_claim, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -5,11 +5,11 @@ Prepare, per claim (one claim's failure never touches the others; its message go
     validate ref ─▶ GET claim ─▶ our allocated devices ─▶ [lock] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
-    ─▶ overlap check ─▶ write PrepareStarted ─▶ opaque configs (fakeplugin.opaqueconfig: their settings become
+    ─▶ overlap check ─▶ write PrepareStarted ─▶ opaque configs (prepare.opaqueconfig: their settings become
     device env) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted (with the settings' env)
 
 Unprepare, per claim (no API call): [lock] unknown ⇒ success; otherwise remove the CDI spec and the claim's
-nvidia-smi data (fakeplugin.smi), drop the entry. The nvidia-smi script itself is written at start.
+nvidia-smi data (fakeplugin.prepare.smi), drop the entry. The nvidia-smi script itself is written at start.
 
 The lock is a threading lock (threads of this process) plus an flock on `<plugin_dir>/pu.lock` (other
 processes: the old and the new plugin during a rolling update), so every read-modify-write of the checkpoint
@@ -30,11 +30,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import cdi, featuregates, opaqueconfig, smi
-from fakeplugin import checkpoint as cp
+from fakeplugin import featuregates
 from fakeplugin.k8snames import DNS_LABEL, DNS_SUBDOMAIN, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN
-from fakeplugin.mig import created_for_claim
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
+from fakeplugin.prepare import cdi, opaqueconfig, smi
+from fakeplugin.prepare import checkpoint as cp
+from fakeplugin.publish.mig import created_for_claim
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class Preparer:
     """Prepares and unprepares claims for `driver_name` on `node_name`; safe across threads and processes.
 
     `devices` (device name → GpuDevice of this node's pool) may be a live mapping; it is read per claim.
-    `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.cdi).
+    `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
     `feature_gates` (the real driver's, fakeplugin.featuregates) rule what claims' opaque configs may do.
     Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
@@ -256,7 +257,7 @@ class Preparer:
                 claim_uid=ref.uid,
                 gates=self._feature_gates,
             )
-        except opaqueconfig.ConfigError as e:
+        except opaqueconfig.OpaqueConfigError as e:
             raise ClaimError(_prepare_error(ref, f"prepare devices failed: {e}")) from e
         return {name: s.env(cdi.device_env_prefix(pool[name])) for name, s in settings.items()}
 

@@ -13,14 +13,14 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from fakeplugin.config import ConfigError, Inventory, load_config
-from fakeplugin.devices import devices_for_node
 from fakeplugin.model import GpuDevice
+from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
 
 log = logging.getLogger(__name__)
 
 
-class NodeInventory(Mapping[str, GpuDevice]):
+class NodeDevices(Mapping[str, GpuDevice]):
     """Device name -> GpuDevice for one node; a live Mapping the prepare core reads from.
 
     Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
@@ -44,8 +44,8 @@ class NodeInventory(Mapping[str, GpuDevice]):
         if digest == self._digest:
             return False
         try:
-            inventory = load_config(self._path)
-        except ConfigError as exc:
+            inventory = load_inventory(self._path)
+        except InventoryError as exc:
             if self._inventory is None:
                 raise
             log.error("inventory %s changed but is invalid; keeping the previous one:\n%s", self._path, exc)

@@ -17,7 +17,7 @@ on NVML's GPU/compute instance IDs, which the fake does not model), and `/dev/nv
 `/dev/nvidia-uvm` (238:0), `/dev/nvidia-uvm-tools` (238:1) at spec level. Type, major and minor are
 always set, so the CDI library never stats the host for them.
 With `plugin_dir` the edits also mount the fake nvidia-smi: the script at spec level, each GPU's data file
-at device level (fakeplugin.smi).
+at device level (fakeplugin.prepare.smi).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
-from fakeplugin import smi
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import GpuDevice
+from fakeplugin.prepare import smi
 
 CLAIM_CLASS = "claim"
 SPEC_FILE_MODE = 0o644

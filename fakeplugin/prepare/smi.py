@@ -26,9 +26,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import opaqueconfig
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import GpuDevice
+from fakeplugin.prepare import opaqueconfig
 from fakeplugin.profiles import Profile, load_profile
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
@@ -70,7 +70,7 @@ _NVIDIA_VENDOR = "10DE"
 
 def script_text() -> str:
     """The script as shipped in this package."""
-    return resources.files("fakeplugin").joinpath("nvidia-smi.sh").read_text(encoding="utf-8")
+    return resources.files("fakeplugin.prepare").joinpath("nvidia-smi.sh").read_text(encoding="utf-8")
 
 
 def script_path(plugin_dir: Path) -> Path:

@@ -58,7 +58,7 @@ class ClaimEntry:
     namespace: str
     name: str
     devices: tuple[PreparedDevice, ...]
-    # Device name → the container env its opaque config applied (fakeplugin.opaqueconfig), so that a spec
+    # Device name → the container env its opaque config applied (prepare.opaqueconfig), so that a spec
     # written again for a prepared claim carries the settings of the original preparation.
     config_env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fakeplugin.mig import camel_to_dns_name, memory_slice_counter
 from fakeplugin.model import GpuDevice, MigResources
+from fakeplugin.publish.mig import camel_to_dns_name, memory_slice_counter
 
 API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128

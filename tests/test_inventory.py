@@ -1,4 +1,4 @@
-"""The inventory schema (fakeplugin.config): defaults, selection, and exact error paths and messages."""
+"""The inventory schema (publish.inventory): defaults, selection, and exact error paths and messages."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.config import ConfigError, load_config, parse_config, parse_quantity
 from fakeplugin.profiles import profile_names
+from fakeplugin.publish.inventory import InventoryError, load_inventory, parse_inventory, parse_quantity
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"
@@ -22,14 +22,14 @@ def inventory(*nodes: dict[str, Any]) -> dict[str, Any]:
 
 
 def problems(data: Any) -> list[str]:
-    with pytest.raises(ConfigError) as exc:
-        parse_config(data, source="inv.yaml")
+    with pytest.raises(InventoryError) as exc:
+        parse_inventory(data, source="inv.yaml")
     assert str(exc.value) == "\n".join(exc.value.problems)
     return exc.value.problems
 
 
 def test_seed_lab_example() -> None:
-    inv = load_config(SEED)
+    inv = load_inventory(SEED)
     assert (inv.driver_version, inv.cuda_driver_version, inv.source) == ("580.126.20", "13.0", str(SEED))
     t10, a5000 = inv.nodes
     assert t10.name == "capi-dralabs-md-gput10-gzl84-f2m2d" and t10.match_labels is None
@@ -44,7 +44,7 @@ def test_seed_lab_example() -> None:
 
 
 def test_defaults_and_overrides() -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         inventory(
             {"name": "worker"},
             {"name": "empty", "gpus": None, "kubelet": True, "labels": {"zone": "a"}},
@@ -78,7 +78,7 @@ def test_defaults_and_overrides() -> None:
 
 
 def test_node_entry_by_name_first_then_first_matching_selector() -> None:
-    inv = parse_config(
+    inv = parse_inventory(
         inventory(
             {"selector": {"matchLabels": {"gpu": "t4"}}, "gpus": [{"profile": "t4"}]},
             {"selector": {"matchLabels": {"gpu": "t4", "zone": "a"}}, "gpus": [{"profile": "a10"}]},
@@ -91,7 +91,7 @@ def test_node_entry_by_name_first_then_first_matching_selector() -> None:
     assert inv.node_entry("n2", {"gpu": "t4", "zone": "a"}) is by_t4
     assert inv.node_entry("n3", {"gpu": "a10"}) is catch_all
     assert by_t4_zone.match_labels == {"gpu": "t4", "zone": "a"}
-    assert parse_config(inventory({"name": "n1"})).node_entry("n2", {"x": "y"}) is None
+    assert parse_inventory(inventory({"name": "n1"})).node_entry("n2", {"x": "y"}) is None
 
 
 def gpu(**fields: Any) -> dict[str, Any]:
@@ -242,14 +242,14 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_yaml_errors_name_the_line(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / "inv.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError) as exc:
-        load_config(path)
+    with pytest.raises(InventoryError) as exc:
+        load_inventory(path)
     assert exc.value.problems == [f"{path}: {expected}"]
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError) as exc:
-        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(InventoryError) as exc:
+        load_inventory(tmp_path / "missing.yaml")
     assert str(exc.value) == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory"
 
 
@@ -258,8 +258,8 @@ def test_unquoted_yaml_labels_are_caught_in_files(tmp_path: Path) -> None:
     path.write_text(
         yaml.safe_dump(inventory({"name": "n", "labels": {"nvidia.com/dra-kubelet-plugin": True}}))
     )
-    with pytest.raises(ConfigError) as exc:
-        load_config(path)
+    with pytest.raises(InventoryError) as exc:
+        load_inventory(path)
     assert exc.value.problems == [
         f"{path}: nodes[0].labels.nvidia.com/dra-kubelet-plugin: value must be a string, got boolean true "
         "(quote it in YAML)"

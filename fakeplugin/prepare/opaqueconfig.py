@@ -1,7 +1,7 @@
 """NVIDIA's opaque device configuration (`resource.nvidia.com/v1beta1`), read as the real plugin reads it.
 
 Pure: claim allocation (API shape) + this node's devices + feature gates → per device, the effective config
-and the settings it applies; or a `ConfigError` whose message is the real driver's error chain below
+and the settings it applies; or a `OpaqueConfigError` whose message is the real driver's error chain below
 `prepare devices failed: ` (nvidia-driver-shape.md §9; `SIGS:cmd/gpu-kubelet-plugin/device_state.go`,
 `SIGS:api/nvidia.com/resource/v1beta1/`, v0.4+/main):
 
@@ -64,7 +64,7 @@ SOURCE_DEFAULT = "Default"  # the implicit lowest-precedence configs
 _DEVICE_TYPE = {GPU_CONFIG: "gpu", MIG_DEVICE_CONFIG: "mig", VFIO_DEVICE_CONFIG: "vfio"}
 
 
-class ConfigError(Exception):
+class OpaqueConfigError(Exception):
     """The claim's opaque configs cannot be applied; the message is the real driver's error chain."""
 
 
@@ -101,7 +101,7 @@ class DeviceSettings:
     def env(self, prefix: str) -> tuple[str, ...]:
         """The container env that makes the settings visible (CDI edits of the device).
 
-        `prefix` names the device (`fakeplugin.cdi.device_env_prefix`, e.g. `FAKEPLUGIN_GPU_0_`):
+        `prefix` names the device (`fakeplugin.prepare.cdi.device_env_prefix`, e.g. `FAKEPLUGIN_GPU_0_`):
         `<prefix>SHARING_STRATEGY`, `TIMESLICE_INTERVAL`, `MPS_CONTROL_DAEMON`,
         `MPS_ACTIVE_THREAD_PERCENTAGE`, `MPS_PINNED_DEVICE_MEMORY_LIMIT`, `MPS_MULTI_USER=true`; unset
         settings are left out. MPS adds the real driver's `CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps`.
@@ -141,12 +141,12 @@ def effective_configs(
     for request, name in _our_results(allocation, driver_name, pool_name):
         device = devices.get(name)
         if device is None:
-            raise ConfigError(f"allocatable not found for device {_q(name)}")
+            raise OpaqueConfigError(f"allocatable not found for device {_q(name)}")
         for index in reversed(range(len(candidates))):
             c = candidates[index]
             fits = _DEVICE_TYPE[c.kind] == device.type
             if request in c.requests and not fits:
-                raise ConfigError(
+                raise OpaqueConfigError(
                     f"cannot apply {c.kind} to device {_q(name)} of type {_q(device.type)} "
                     f"(request: {request})"
                 )
@@ -183,11 +183,11 @@ def device_settings(
         config = next(c for c in configs.values() if c.group == group)
         problem = _validate(config, gates)
         if problem:
-            raise ConfigError(f"error validating GPU config: {problem}")
+            raise OpaqueConfigError(f"error validating GPU config: {problem}")
         try:
             settings.update(_apply(config, members, group_requests, claim_uid, gates))
         except _ApplyError as e:
-            raise ConfigError(f"error applying config: {e}") from None
+            raise OpaqueConfigError(f"error applying config: {e}") from None
     return settings
 
 
@@ -208,17 +208,21 @@ def _opaque_configs(allocation: Mapping[str, Any], driver_name: str) -> list[_Ca
     by_source: dict[str, list[Mapping[str, Any]]] = {SOURCE_CLASS: [], SOURCE_CLAIM: []}
     for i, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"status.allocation.devices.config[{i}]: expected an object, got {entry!r}")
+            raise OpaqueConfigError(
+                f"status.allocation.devices.config[{i}]: expected an object, got {entry!r}"
+            )
         source = entry.get("source")
         if source not in by_source:
-            raise ConfigError(f"error getting opaque device configs: invalid config source: {source or ''}")
+            raise OpaqueConfigError(
+                f"error getting opaque device configs: invalid config source: {source or ''}"
+            )
         by_source[source].append(entry)
     candidates = []
     for source, source_entries in by_source.items():
         for entry in source_entries:
             opaque = entry.get("opaque")
             if not isinstance(opaque, Mapping):
-                raise ConfigError(
+                raise OpaqueConfigError(
                     "error getting opaque device configs: only opaque parameters are supported by this driver"
                 )
             if opaque.get("driver") != driver_name:
@@ -226,7 +230,7 @@ def _opaque_configs(allocation: Mapping[str, Any], driver_name: str) -> list[_Ca
             try:
                 kind, spec = decode(opaque.get("parameters"))
             except _DecodeError as e:
-                raise ConfigError(
+                raise OpaqueConfigError(
                     f"error getting opaque device configs: error decoding config parameters: {e}"
                 ) from None
             candidates.append(_Candidate(source, tuple(entry.get("requests") or ()), kind, spec))

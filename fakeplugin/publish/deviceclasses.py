@@ -19,7 +19,7 @@ from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.k8snames import is_dns_subdomain
-from fakeplugin.slices import API_VERSION
+from fakeplugin.publish.slices import API_VERSION
 
 MAX_DRIVER_NAME = 63
 

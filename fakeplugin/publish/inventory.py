@@ -42,7 +42,7 @@ Fields:
 [2] `{}` matches every node. The plugin takes the entry naming its node, else the first entry (in
     file order) whose selector matches the node's labels.
 [3] Required when the profile knows no memory total for the chosen ECC mode.
-[4] Derived values come from the node name and minor (fakeplugin.devices). Overrides name exactly
+[4] Derived values come from the node name and minor (fakeplugin.publish.devices). Overrides name exactly
     one device, hence count 1; NVML's `00000000:3B:00.0` form is accepted and normalised, and
     UUIDs are lower-cased. memory and productName apply to every GPU of the entry.
 [5] As `nvidia-smi mig -cgi ... -C` left them: each GPU of the entry gets these MIG devices and is then
@@ -62,9 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.k8snames import is_dns_subdomain
-from fakeplugin.mig import place
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
-from fakeplugin.schema import Problems, SchemaError, join, parse_yaml
+from fakeplugin.publish.mig import place
+from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
 
 _DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _CUDA_VERSION = re.compile(r"^\d+\.\d+$")
@@ -77,7 +77,7 @@ _BINARY = {None: 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}
 MAX_ATTRIBUTE_STRING = 64  # ResourceSlice attribute string values are at most 64 characters
 
 
-class ConfigError(SchemaError):
+class InventoryError(SchemaError):
     """The inventory is invalid; str() has one line `<file>: <path>: <problem>` per problem."""
 
 
@@ -138,28 +138,28 @@ class Inventory:
         return next((e for e in self.nodes if e.selects(labels or {})), None)
 
 
-def load_config(path: str | Path) -> Inventory:
-    """Read and validate an inventory file; ConfigError lists every problem."""
+def load_inventory(path: str | Path) -> Inventory:
+    """Read and validate an inventory file; InventoryError lists every problem."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
-    return parse_config(parse_yaml(text, source, ConfigError), source=source)
+        raise InventoryError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
+    return parse_inventory(parse_yaml(text, source, InventoryError), source=source)
 
 
-def parse_config(data: Any, source: str = "<inventory>") -> Inventory:
-    """Validate parsed YAML into an Inventory; ConfigError lists every problem."""
+def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
+    """Validate parsed YAML into an Inventory; InventoryError lists every problem."""
     p = Problems(source)
     if data is None:
         p.add("", "the inventory is empty; it needs driverVersion, cudaDriverVersion and nodes")
-        raise ConfigError(p.lines)
+        raise InventoryError(p.lines)
     not_config = {
         "driverName": "the driver name is the --driver-name flag (env DRIVER_NAME), not configuration"
     }
     top = p.mapping(data, "", required=("driverVersion", "cudaDriverVersion", "nodes"), hints=not_config)
     if top is None:
-        raise ConfigError(p.lines)
+        raise InventoryError(p.lines)
     driver = _version(p, top, "driverVersion", _DRIVER_VERSION, '"580.95.05" or "580.95"')
     cuda = _version(p, top, "cudaDriverVersion", _CUDA_VERSION, '"13.0"')
     raw_nodes = p.sequence(top, "nodes", "")
@@ -168,7 +168,7 @@ def parse_config(data: Any, source: str = "<inventory>") -> Inventory:
     nodes = [_node(p, raw, f"nodes[{i}]") for i, raw in enumerate(raw_nodes or [])]
     _check_unique(p, [n for n in nodes if n is not None])
     if not p.ok:
-        raise ConfigError(p.lines)
+        raise InventoryError(p.lines)
     return Inventory(driver_version=driver, cuda_driver_version=cuda, nodes=tuple(nodes), source=source)
 
 
