@@ -31,7 +31,7 @@ from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as dh_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from fakeplugin.server import Server, ServerConfig, metrics
+from fakeplugin.server import Server, ServerSettings, metrics
 from fakeplugin.server.sockets import MAX_SOCKET_PATH_BYTES
 
 DRIVER = "gpu.nvidia.com"
@@ -85,7 +85,7 @@ class CannedDriver:
 class Running:
     """The server on its own event loop thread, as in the plugin process; the test thread is the kubelet."""
 
-    def __init__(self, driver: CannedDriver, cfg: ServerConfig) -> None:
+    def __init__(self, driver: CannedDriver, cfg: ServerSettings) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -138,7 +138,7 @@ def serve(short_dir: Path) -> Iterator[Any]:
             "plugins_dir": short_dir / "plugins",
             **overrides,
         }
-        cfg = ServerConfig(driver_name=DRIVER, **settings)
+        cfg = ServerSettings(driver_name=DRIVER, **settings)
         running = Running(driver or CannedDriver(), cfg)
         started.append(running)
         running.call(running.server.start())
@@ -372,14 +372,14 @@ def test_sigterm_stops_the_server_and_removes_both_sockets(short_dir: Path) -> N
         """
         import asyncio, sys
         from pathlib import Path
-        from fakeplugin.server import ServerConfig, run
+        from fakeplugin.server import ServerSettings, run
 
         class Idle:
             def prepare(self, claims): return {}
             def unprepare(self, claims): return {}
 
         root = Path(sys.argv[1])
-        cfg = ServerConfig("gpu.nvidia.com", root / "registry", root / "plugins")
+        cfg = ServerSettings("gpu.nvidia.com", root / "registry", root / "plugins")
         asyncio.run(run(Idle(), cfg))
         """
     )

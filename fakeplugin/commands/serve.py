@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.publish.node import NodeDevices
     from fakeplugin.publish.publisher import Publisher
     from fakeplugin.publish.slices import resource_slices
-    from fakeplugin.server import ServerConfig
+    from fakeplugin.server import ServerSettings
     from fakeplugin.server import run as run_server
 
     if not args.config:
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     if args.http_endpoint:
         port = metrics.serve(args.http_endpoint)
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
-    config = ServerConfig(
+    config = ServerSettings(
         driver_name=args.driver_name,
         registrar_dir=Path(args.kubelet_registrar_directory_path),
         plugins_dir=Path(args.kubelet_plugins_directory_path),

@@ -3,12 +3,12 @@
 Modules: `driver` (the Driver protocol the core implements), `sockets` (socket path rules), `registration`
 (pluginregistration.Registration), `claims` (the version-neutral request flow), `dra_v1` / `dra_v1beta1`
 (one adapter per wire version), `device_health` (v1alpha1.DRAResourceHealth), `liveness`
-(grpc.health.v1.Health over TCP), `trace` (request logging), `app` (ServerConfig, Server, run).
+(grpc.health.v1.Health over TCP), `trace` (request logging), `app` (ServerSettings, Server, run).
 """
 
 from __future__ import annotations
 
-from fakeplugin.server.app import Server, ServerConfig, run
+from fakeplugin.server.app import Server, ServerSettings, run
 from fakeplugin.server.driver import Driver
 
-__all__ = ["Driver", "Server", "ServerConfig", "run"]
+__all__ = ["Driver", "Server", "ServerSettings", "run"]

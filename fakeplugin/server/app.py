@@ -39,7 +39,7 @@ STOP_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
-class ServerConfig:
+class ServerSettings:
     driver_name: str
     registrar_dir: Path = KUBELET_REGISTRY_DIR
     plugins_dir: Path = KUBELET_PLUGINS_DIR
@@ -62,7 +62,7 @@ class ServerConfig:
 class Server:
     """Start with `await start()`, end with `await stop()`; `run()` does both around a stop event."""
 
-    def __init__(self, driver: Driver, cfg: ServerConfig) -> None:
+    def __init__(self, driver: Driver, cfg: ServerSettings) -> None:
         self.cfg = cfg
         self.paths = socket_paths(cfg.driver_name, cfg.registrar_dir, cfg.plugins_dir, cfg.pod_uid)
         self.registration = RegistrationServicer(cfg.driver_name, self.paths.dra, cfg.device_health)
@@ -153,7 +153,7 @@ class Server:
         await server.start()
 
 
-async def run(driver: Driver, cfg: ServerConfig, stop: asyncio.Event | None = None) -> None:
+async def run(driver: Driver, cfg: ServerSettings, stop: asyncio.Event | None = None) -> None:
     """Serve until `stop` is set or SIGTERM/SIGINT arrives, then stop gracefully and remove the sockets."""
     if stop is None:
         stop = asyncio.Event()
