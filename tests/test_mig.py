@@ -527,8 +527,12 @@ def prepare(tmp_path: Path, pool: NodeDevices, claims: dict[str, list[str]]) -> 
 
 
 def test_prepare_dynamic_partitions_creates_them_with_a_uuid_per_claim(tmp_path: Path) -> None:
-    pool = NodeDevices(write_inventory(tmp_path / "inv.yaml", [{"profile": "h200"}]), "n", dynamic_mig=True)
-    pool.resolve({})
+    pool = NodeDevices(
+        write_inventory(tmp_path / "inv.yaml", [{"profile": "h200"}]),
+        "n",
+        driver="gpu.nvidia.com",
+        dynamic_mig=True,
+    )
     assert "gpu-0-mig-3g71gb-9-4" in pool and "gpu-0" in pool
     specs = prepare(tmp_path, pool, {"a1": ["gpu-0-mig-3g71gb-9-4"], "b2": ["gpu-0-mig-4g71gb-5-0"]})
     parent = pool["gpu-0"].uuid
@@ -544,8 +548,7 @@ def test_prepare_dynamic_partitions_creates_them_with_a_uuid_per_claim(tmp_path:
 
 def test_prepare_static_mig_device_uses_its_published_uuid(tmp_path: Path) -> None:
     layout = [{"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 7}]}]
-    pool = NodeDevices(write_inventory(tmp_path / "inv.yaml", layout), "n")
-    pool.resolve({})
+    pool = NodeDevices(write_inventory(tmp_path / "inv.yaml", layout), "n", driver="gpu.nvidia.com")
     assert "gpu-0" not in pool and len(pool) == 7
     specs = prepare(tmp_path, pool, {"a1": ["gpu-0-mig-1g5gb-19-2", "gpu-0-mig-1g5gb-19-5"]})
     uuids = [pool[f"gpu-0-mig-1g5gb-19-{i}"].uuid for i in (2, 5)]

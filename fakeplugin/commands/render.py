@@ -12,9 +12,8 @@ import yaml
 from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
 from fakeplugin.commands import flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
-from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import Inventory, load_inventory
-from fakeplugin.publish.slices import resource_slices
+from fakeplugin.publish.node import node_slices
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -124,20 +123,20 @@ def render_documents(
     """DeviceClasses, then the slices of `node` (or of every named node, in inventory order);
     `dynamic_mig`: the plugin's DynamicMIG gate."""
     if node is None:
-        targets = [(entry.name, entry) for entry in inv.nodes if entry.name is not None]
+        targets = [entry.name for entry in inv.nodes if entry.name is not None]
     else:
-        entry = inv.node_entry(node, labels)
-        if entry is None:
+        if inv.node_entry(node, labels) is None:
             raise ValueError(
                 f'{inv.source}: no entry for node "{node}": not named, and no selector matches '
                 f"labels {labels or {}}"
             )
-        targets = [(node, entry)]
+        targets = [node]
     docs = device_classes(driver)
-    for name, entry in targets:
+    for name in targets:
         uid = node_uid if node_uid and name == node else stand_in_node_uid(name)
-        devices = devices_for_node(inv, entry, name, dynamic_mig=dynamic_mig)
-        docs += resource_slices(devices, driver=driver, node_name=name, node_uid=uid)
+        docs += node_slices(
+            inv, name, node_uid=uid, driver=driver, labels=labels or {}, dynamic_mig=dynamic_mig
+        )
     return docs
 
 

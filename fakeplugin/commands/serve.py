@@ -7,14 +7,19 @@ import asyncio
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
 from fakeplugin.commands import flag
 from fakeplugin.server import metrics
 
+if TYPE_CHECKING:
+    from fakeplugin.publish.node import NodeDevices
+    from fakeplugin.publish.publisher import Publisher
+
 log = logging.getLogger("fakeplugin.serve")
 
-CONFIG_POLL_SECONDS = 5.0
+INVENTORY_POLL_SECONDS = 5.0
 
 EPILOG = """\
 what it does:
@@ -165,7 +170,6 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.prepare.preparer import Preparer
     from fakeplugin.publish.node import NodeDevices
     from fakeplugin.publish.publisher import Publisher
-    from fakeplugin.publish.slices import resource_slices
     from fakeplugin.server import ServerSettings
     from fakeplugin.server import run as run_server
 
@@ -182,21 +186,22 @@ def run(args: argparse.Namespace) -> int:
         f" (feature gates: {', '.join(enabled)})" if enabled else "",
     )
 
-    inventory = NodeDevices(Path(args.config), args.node_name, dynamic_mig=gates["DynamicMIG"])
-    if not inventory.needs_labels():
-        inventory.resolve({})  # known by name: devices are ready before the API server answers
+    # Known by name in the inventory: the devices are ready before the API server answers.
+    devices = NodeDevices(
+        Path(args.config), args.node_name, driver=args.driver_name, dynamic_mig=gates["DynamicMIG"]
+    )
     kube = Kube(new_api_client(args.kubeconfig or None))
     plugin_dir = Path(args.kubelet_plugins_directory_path) / args.driver_name
 
     def desired_slices() -> list[dict]:
         node = kube.get_node(args.node_name)
-        devices = inventory.resolve(node.labels)
-        return resource_slices(devices, driver=args.driver_name, node_name=node.name, node_uid=node.uid)
+        devices.set_node(node.labels, node.uid)
+        return devices.desired_slices()
 
     preparer = Preparer(
         driver_name=args.driver_name,
         node_name=args.node_name,
-        devices=inventory,
+        devices=devices,
         get_claim=kube.get_claim,
         cdi_root=Path(args.cdi_root),
         plugin_dir=plugin_dir,
@@ -208,14 +213,16 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     threads = [
         threading.Thread(target=publisher.run, args=(stop,), name="publisher", daemon=True),
-        threading.Thread(target=_watch_config, args=(inventory, publisher, stop), name="config", daemon=True),
+        threading.Thread(
+            target=_watch_inventory, args=(devices, publisher, stop), name="inventory", daemon=True
+        ),
     ]
     for t in threads:
         t.start()
     if args.http_endpoint:
         port = metrics.serve(args.http_endpoint)
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
-    config = ServerSettings(
+    settings = ServerSettings(
         driver_name=args.driver_name,
         registrar_dir=Path(args.kubelet_registrar_directory_path),
         plugins_dir=Path(args.kubelet_plugins_directory_path),
@@ -225,20 +232,20 @@ def run(args: argparse.Namespace) -> int:
         verbosity=args.verbosity,
         device_health=args.device_health,
         device_health_pool=args.node_name,
-        device_health_devices=inventory,
+        device_health_devices=devices,
     )
     try:
-        asyncio.run(run_server(preparer, config))
+        asyncio.run(run_server(preparer, settings))
     finally:
         stop.set()
     log.info("stopped; ResourceSlices are left to the kubelet (as upstream drivers do)")
     return 0
 
 
-def _watch_config(inventory, publisher, stop: threading.Event) -> None:
-    while not stop.wait(CONFIG_POLL_SECONDS):
+def _watch_inventory(devices: NodeDevices, publisher: Publisher, stop: threading.Event) -> None:
+    while not stop.wait(INVENTORY_POLL_SECONDS):
         try:
-            if inventory.reload_if_changed():
+            if devices.reload_if_changed():
                 publisher.wake.set()
         except OSError as exc:  # e.g. a ConfigMap symlink swap in progress: try again next time
             log.warning("reading inventory failed: %s", exc)

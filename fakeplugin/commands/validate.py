@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from fakeplugin.commands import flag
-from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
+from fakeplugin.publish.node import node_devices
 
 DESCRIPTION = """\
 Check an inventory file: YAML syntax, unknown or misspelt fields, types, known GPU profiles,
@@ -62,7 +62,7 @@ def device_problems(inv: Inventory) -> list[str]:
     for entry in inv.nodes:
         if entry.name is not None:
             try:
-                devices_for_node(inv, entry, entry.name)
+                node_devices(inv, entry.name, {})
             except ValueError as exc:
                 problems.append(f"{inv.source}: {exc}")
     return problems

@@ -1,8 +1,17 @@
-"""This node's view of the fleet inventory: which devices it has, reloaded when the file changes.
+"""One node's devices and desired ResourceSlices: the single owner of the publish pipeline for a node.
 
-The inventory file is usually a ConfigMap mounted into the plugin's pod, so it can change under a
-running plugin. A broken edit is logged and the last good inventory stays in force: a typo must
-never make a node's GPUs vanish.
+    inventory ─▶ this node's entry (by name, else by its labels) ─▶ devices ─▶ desired ResourceSlices
+
+`node_devices` and `node_slices` are the pure steps; `render`, `validate` and the cluster use them directly.
+`NodeDevices` is the live form `serve` runs: it follows the inventory file (usually a ConfigMap mounted into
+the plugin's pod, so it changes under a running plugin) and the node's labels and UID from the API server.
+
+Invariants:
+- devices are recomputed as soon as the file changes, so Prepare sees an edit before the publisher has
+  reached the API server (labels and UID are the last ones the API server gave; a node named in the
+  inventory needs neither to know its devices);
+- a broken edit is logged and the last good inventory stays in force: a typo must never make a node's
+  GPUs vanish.
 """
 
 from __future__ import annotations
@@ -12,67 +21,120 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
+from fakeplugin.publish.slices import resource_slices
 
 log = logging.getLogger(__name__)
 
 
+def node_devices(
+    inventory: Inventory, node_name: str, labels: Mapping[str, str], *, dynamic_mig: bool = False
+) -> list[GpuDevice]:
+    """The devices `node_name` publishes: its entry by name, else the first selector matching `labels`;
+    none when no entry serves it. ValueError names the entry when its devices cannot be made."""
+    entry = inventory.node_entry(node_name, dict(labels))
+    if entry is None:
+        return []
+    return devices_for_node(inventory, entry, node_name, dynamic_mig=dynamic_mig)
+
+
+def node_slices(
+    inventory: Inventory,
+    node_name: str,
+    *,
+    node_uid: str,
+    driver: str,
+    labels: Mapping[str, str] = MappingProxyType({}),
+    dynamic_mig: bool = False,
+) -> list[dict[str, Any]]:
+    """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints)."""
+    devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig)
+    return resource_slices(devices, driver=driver, node_name=node_name, node_uid=node_uid)
+
+
 class NodeDevices(Mapping[str, GpuDevice]):
-    """Device name -> GpuDevice for one node; a live Mapping the prepare core reads from.
+    """Device name → GpuDevice of one node, live; and the node's desired ResourceSlices.
 
     Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
-    DynamicMIG feature gate), so every allocated device name resolves.
+    DynamicMIG feature gate), so every allocated device name resolves. Safe across threads: the publisher,
+    the inventory watcher and Prepare's worker threads read and update it.
     """
 
-    def __init__(self, path: Path, node_name: str, *, dynamic_mig: bool = False) -> None:
+    def __init__(self, path: Path, node_name: str, *, driver: str, dynamic_mig: bool = False) -> None:
         self._path = path
         self._node = node_name
+        self._driver = driver
         self._dynamic_mig = dynamic_mig
         self._lock = threading.Lock()
         self._digest = ""
         self._inventory: Inventory | None = None
+        self._labels: dict[str, str] | None = None  # None until the API server told us
+        self._uid = ""
         self._devices: dict[str, GpuDevice] = {}
         self.reload_if_changed()
 
+    @property
+    def node_name(self) -> str:
+        return self._node
+
     def reload_if_changed(self) -> bool:
-        """Re-read the file when its content changed; True when a new inventory took effect."""
+        """Re-read the file when its content changed; True when a new inventory took effect (the devices
+        are then already recomputed). The first load raises InventoryError; later broken edits are logged."""
         data = self._path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if digest == self._digest:
             return False
+        first = self._inventory is None
         try:
             inventory = load_inventory(self._path)
-        except InventoryError as exc:
-            if self._inventory is None:
+            with self._lock:
+                labels = self._labels
+            devices = self._compute(inventory, labels)
+        except (InventoryError, ValueError) as exc:
+            if first:
                 raise
             log.error("inventory %s changed but is invalid; keeping the previous one:\n%s", self._path, exc)
             self._digest = digest
             return False
         with self._lock:
             self._inventory, self._digest = inventory, digest
-        if self._devices:
+        if not first:
             log.info("inventory %s changed; reloaded", self._path)
+        self._install(devices)
         return True
 
-    def needs_labels(self) -> bool:
-        """True when this node is not named in the inventory, so its labels decide (selectors)."""
-        assert self._inventory is not None
-        return self._inventory.node_entry(self._node, {}) is None
-
-    def resolve(self, labels: Mapping[str, str]) -> list[GpuDevice]:
-        """Pick this node's entry (by name, else by label selector) and compute its devices."""
+    def set_node(self, labels: Mapping[str, str], uid: str) -> None:
+        """The node as the API server shows it; its labels may pick another selector entry.
+        ValueError names the inventory entry whose devices cannot be made."""
         with self._lock:
+            changed = self._labels != dict(labels)
+            self._labels, self._uid = dict(labels), uid
             inventory = self._inventory
-        assert inventory is not None
-        entry = inventory.node_entry(self._node, dict(labels))
-        devices = (
-            devices_for_node(inventory, entry, self._node, dynamic_mig=self._dynamic_mig)
-            if entry is not None
-            else []
-        )
+        if changed:
+            assert inventory is not None
+            self._install(self._compute(inventory, dict(labels)))
+
+    def desired_slices(self) -> list[dict[str, Any]]:
+        """The ResourceSlices of this node's pool, once `set_node` gave the node's UID."""
+        with self._lock:
+            assert self._uid, "set_node() first: slices are owned by the Node object"
+            devices, uid = list(self._devices.values()), self._uid
+        return resource_slices(devices, driver=self._driver, node_name=self._node, node_uid=uid)
+
+    def _compute(self, inventory: Inventory, labels: dict[str, str] | None) -> list[GpuDevice] | None:
+        """None: selected by labels we do not know yet (nothing to publish or prepare until we do)."""
+        if labels is None and inventory.node_entry(self._node, {}) is None:
+            return None
+        return node_devices(inventory, self._node, labels or {}, dynamic_mig=self._dynamic_mig)
+
+    def _install(self, devices: list[GpuDevice] | None) -> None:
+        if devices is None:
+            return
         with self._lock:
             before = set(self._devices)
             self._devices = {d.name: d for d in devices}
@@ -83,7 +145,6 @@ class NodeDevices(Mapping[str, GpuDevice]):
                 ", ".join(f"{d.name} {d.product_name} {d.uuid}" for d in devices)
                 or "no inventory entry matches this node: publishing no devices",
             )
-        return devices
 
     def __getitem__(self, name: str) -> GpuDevice:
         with self._lock:
