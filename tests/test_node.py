@@ -1,0 +1,70 @@
+"""NodeDevices (publish.node): one node's devices and desired slices, live from the inventory file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.commands.render import render_documents
+from fakeplugin.publish.inventory import InventoryError, load_inventory
+from fakeplugin.publish.node import NodeDevices, node_devices
+
+DRIVER = "gpu.nvidia.com"
+
+
+def write(path: Path, nodes: list[dict[str, Any]]) -> Path:
+    doc = {"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": nodes}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_named_node_has_devices_before_the_api_server_answers(tmp_path: Path) -> None:
+    path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10", "count": 2}]}])
+    devices = NodeDevices(path, "n", driver=DRIVER)
+    assert sorted(devices) == ["gpu-0", "gpu-1"]
+    assert devices["gpu-1"].product_name == "NVIDIA T10"
+
+
+def test_an_edit_reaches_prepare_before_the_publisher_runs(tmp_path: Path) -> None:
+    path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10", "count": 1}]}])
+    devices = NodeDevices(path, "n", driver=DRIVER)
+    write(path, [{"name": "n", "gpus": [{"profile": "t10", "count": 1}, {"profile": "l40s"}]}])
+    assert devices.reload_if_changed() is True
+    # No set_node (no API server round trip) in between: the Mapping the Preparer reads is new already.
+    assert devices["gpu-1"].product_name == "NVIDIA L40S"
+    assert devices.reload_if_changed() is False  # same content: nothing to do
+
+
+def test_a_broken_edit_keeps_the_last_good_inventory(tmp_path: Path) -> None:
+    path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10", "count": 2}]}])
+    devices = NodeDevices(path, "n", driver=DRIVER)
+    write(path, [{"name": "n", "gpus": [{"profile": "no-such-gpu"}]}])
+    assert devices.reload_if_changed() is False
+    assert sorted(devices) == ["gpu-0", "gpu-1"]
+
+
+def test_a_broken_first_load_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "no-such-gpu"}]}])
+    with pytest.raises(InventoryError, match=r"inv\.yaml: nodes\[0\]\.gpus\[0\]\.profile"):
+        NodeDevices(path, "n", driver=DRIVER)
+
+
+def test_selector_node_waits_for_its_labels_then_publishes_what_render_prints(tmp_path: Path) -> None:
+    entry = {"selector": {"matchLabels": {"gpu": "a5000"}}, "gpus": [{"profile": "rtx-a5000"}]}
+    path = write(tmp_path / "inv.yaml", [entry])
+    devices = NodeDevices(path, "w7", driver=DRIVER)
+    assert len(devices) == 0  # labels unknown: nothing to publish or prepare yet
+    devices.set_node({"gpu": "a5000"}, "uid-w7")
+    assert list(devices) == ["gpu-0"]
+    rendered = render_documents(load_inventory(path), node="w7", labels={"gpu": "a5000"}, node_uid="uid-w7")
+    assert devices.desired_slices() == [d for d in rendered if d["kind"] == "ResourceSlice"]
+    devices.set_node({"gpu": "other"}, "uid-w7")  # relabelled: the node no longer matches
+    assert len(devices) == 0 and devices.desired_slices() == []
+
+
+def test_node_devices_is_empty_for_a_node_no_entry_serves(tmp_path: Path) -> None:
+    inv = load_inventory(write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10"}]}]))
+    assert node_devices(inv, "elsewhere", {}) == []
