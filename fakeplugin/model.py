@@ -73,6 +73,23 @@ class CounterSet:
 
 
 @dataclass(frozen=True)
+class Board:
+    """What nvidia-smi shows of the physical GPU beyond its slice attributes; fixed when the device is made.
+
+    A MIG device carries its parent's board: nvidia-smi lists physical GPUs and their MIG devices under them.
+    """
+
+    ecc: bool  # ECC mode (it decides memory_bytes when the inventory does not override it)
+    memory_bytes: int  # the physical GPU's NVML memory.total
+    pci_device_id: int  # 16-bit PCI device id, e.g. 0x2231
+    pci_subsystem_id: int | None
+    power_limit_watts: int | None
+    reserved_memory_mib: int | None
+    bar1_memory_mib: int | None
+    mig_capable: bool
+
+
+@dataclass(frozen=True)
 class GpuDevice:
     """One device of this node's pool, with everything the slice and the CDI spec need.
 
@@ -96,6 +113,7 @@ class GpuDevice:
     pcie_root: str | None  # "pci0000:3a"; None when the real driver would omit it
     addressing_mode: str | None  # "HMM" / "ATS" / "None"; None when NVML says NOT_SUPPORTED
     profile: str  # the profile the device was made from, e.g. "t10"
+    board: Board  # what nvidia-smi shows beyond the attributes
     parent_uuid: str | None = None  # MIG devices: the parent GPU's UUID
     mig: MigPlacement | None = None  # MIG devices (static and DynamicMIG partitions)
     counter_set: CounterSet | None = None  # DynamicMIG: the parent's counters this device consumes

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from fakeplugin.model import GpuDevice
+from fakeplugin.profiles import load_profile
 
 T10 = GpuDevice(
     name="gpu-0",
@@ -24,6 +25,7 @@ T10 = GpuDevice(
     pcie_root=None,
     addressing_mode=None,
     profile="t10",
+    board=load_profile("t10").board(ecc=True, memory_bytes=16106127360),
 )
 
 # As the captured H200 host (tests/data/nvidia-smi-h200) reports its first GPU.
@@ -44,6 +46,7 @@ H200 = GpuDevice(
     pcie_root="pci0000:00",
     addressing_mode="None",
     profile="h200",
+    board=load_profile("h200").board(ecc=True, memory_bytes=150754820096),
 )
 
 

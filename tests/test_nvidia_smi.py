@@ -22,6 +22,8 @@ import yaml
 from fakeplugin.model import ClaimRef, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.publish.inventory import parse_inventory
 from tests.factories import H200, T10, numbered
 
 DRIVER = "gpu.nvidia.com"
@@ -387,9 +389,15 @@ def test_a_gpu_without_power_or_mig_data_keeps_the_table_layout(tmp_path: Path) 
     ]
 
 
-def test_ecc_mode_follows_the_memory_total(tmp_path: Path) -> None:
-    ecc_off = replace(t10(0), product_name="NVIDIA RTX A5000", brand="NvidiaRTX", profile="rtx-a5000")
-    ecc_off = replace(ecc_off, memory_bytes=25757220864)  # the profile's ECC-off total
+def test_ecc_mode_follows_the_inventory(tmp_path: Path) -> None:
+    inv = parse_inventory(
+        {
+            "driverVersion": "580.126.20",
+            "cudaDriverVersion": "13.0",
+            "nodes": [{"name": "n", "gpus": [{"profile": "rtx-a5000", "ecc": False}]}],
+        }
+    )
+    (ecc_off,) = devices_for_node(inv, inv.nodes[0], "n")
     spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [ecc_off])
     root = container_view(tmp_path / "ctr", [(spec, ["gpu-0"])])
     assert smi_lines(root, "--query-gpu=ecc.mode.current,memory.total", "--format=csv,noheader") == [

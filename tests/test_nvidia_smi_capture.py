@@ -16,6 +16,7 @@ import pytest
 
 from fakeplugin.model import GpuDevice
 from fakeplugin.prepare import smi
+from fakeplugin.profiles import load_profile
 
 CAPTURE = Path(__file__).resolve().parent / "data" / "nvidia-smi-h200" / "cases.txt"
 
@@ -106,6 +107,7 @@ CAPTURED_GPU = GpuDevice(
     pcie_root="pci0000:00",
     addressing_mode=answer("addressing_mode"),
     profile="h200",
+    board=load_profile("h200").board(ecc=True, memory_bytes=int(answer("memory.total")) * 1024 * 1024),
 )
 # The captured board's values that no profile carries (the plugin writes N/A). The current SM clock is a
 # live reading the fake has no simulation for; it is compared by shape like the others.

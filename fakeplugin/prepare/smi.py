@@ -29,7 +29,6 @@ from typing import Any
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import GpuDevice
 from fakeplugin.prepare import opaqueconfig
-from fakeplugin.profiles import Profile, load_profile
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
 DATA_CONTAINER_DIR = "/run/fakeplugin/gpus"
@@ -121,20 +120,11 @@ def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str,
     A MIG device's file describes its parent GPU (nvidia-smi lists physical GPUs) plus `mig_*` keys for the
     MIG line under it; the script shows a GPU once however many of its MIG devices a container got.
     """
-    profile = load_profile(device.profile)
-    if device.mig is not None:
-        # A MIG device carries its own memory; the parent's is the profile's in its default ECC mode.
-        ecc = profile.ecc_default
-        parent_memory = profile.memory_bytes(ecc)
-        assert parent_memory is not None  # profiles must know it (fakeplugin.profiles.parse_profile)
-        memory = parent_memory
-    else:
-        ecc = _ecc_enabled(device.memory_bytes, profile)
-        memory = device.memory_bytes
+    board = device.board
     uuid = device.parent_uuid if device.mig is not None and device.parent_uuid else device.uuid
-    limit = profile.smi.power_limit_watts
-    subsystem = profile.smi.pci_subsystem_id
-    bar1 = profile.smi.bar1_memory_mib
+    limit = board.power_limit_watts
+    subsystem = board.pci_subsystem_id
+    bar1 = board.bar1_memory_mib
     values = {
         "minor": str(device.minor),
         "uuid": uuid,
@@ -142,7 +132,7 @@ def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str,
         "brand": _BRANDS[device.brand],
         "architecture": device.architecture,
         "bus_id": nvml_bus_id(device.pci_bus_id),
-        "pci_device_id": f"0x{profile.pci_device_id:04X}{_NVIDIA_VENDOR}",
+        "pci_device_id": f"0x{board.pci_device_id:04X}{_NVIDIA_VENDOR}",
         "pci_subsystem_id": "N/A" if subsystem is None else f"0x{subsystem:04X}{_NVIDIA_VENDOR}",
         "driver_version": device.driver_version,
         "cuda_version": device.cuda_driver_version,
@@ -151,10 +141,10 @@ def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str,
         "vbios_version": "N/A",
         "persistence_mode": PERSISTENCE_MODE,
         "addressing_mode": device.addressing_mode or "N/A",
-        "ecc_mode": "Enabled" if ecc else "Disabled",
-        "mig_mode": "N/A" if profile.mig is None else "Enabled" if device.mig is not None else "Disabled",
-        "memory_total_mib": str(memory // _MIB),
-        "memory_reserved_mib": str(profile.smi.reserved_memory_mib or 0),
+        "ecc_mode": "Enabled" if board.ecc else "Disabled",
+        "mig_mode": "N/A" if not board.mig_capable else "Enabled" if device.mig is not None else "Disabled",
+        "memory_total_mib": str(board.memory_bytes // _MIB),
+        "memory_reserved_mib": str(board.reserved_memory_mib or 0),
         "memory_used_mib": "0",
         "bar1_total_mib": "N/A" if bar1 is None else str(bar1),
         "bar1_used_mib": "N/A" if bar1 is None else str(IDLE_BAR1_USED_MIB),
@@ -174,15 +164,6 @@ def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str,
             "mig_start": str(device.mig.start),
         }
     return values
-
-
-def _ecc_enabled(memory_bytes: int, profile: Profile) -> bool:
-    """GpuDevice does not carry the ECC mode; ECC reserves memory, so memory.total tells it."""
-    if memory_bytes == profile.memory_ecc_on_bytes:
-        return True
-    if memory_bytes == profile.memory_ecc_off_bytes:
-        return False
-    return profile.ecc_default
 
 
 def render_data(device: GpuDevice, settings_env: Sequence[str] = ()) -> str:

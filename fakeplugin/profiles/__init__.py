@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from fakeplugin.model import Board
 from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
 
 # go-nvlib's brand and architecture strings (nvidia-driver-shape.md §4.1).
@@ -121,6 +122,19 @@ class Profile:
     def memory_bytes(self, ecc: bool) -> int | None:
         """NVML memory.total in this ECC mode, None if no real value is known."""
         return self.memory_ecc_on_bytes if ecc else self.memory_ecc_off_bytes
+
+    def board(self, *, ecc: bool, memory_bytes: int) -> Board:
+        """A GPU of this model in this ECC mode with this memory.total, as nvidia-smi shows it."""
+        return Board(
+            ecc=ecc,
+            memory_bytes=memory_bytes,
+            pci_device_id=self.pci_device_id,
+            pci_subsystem_id=self.smi.pci_subsystem_id,
+            power_limit_watts=self.smi.power_limit_watts,
+            reserved_memory_mib=self.smi.reserved_memory_mib,
+            bar1_memory_mib=self.smi.bar1_memory_mib,
+            mig_capable=self.mig is not None,
+        )
 
 
 def profile_names() -> list[str]:

@@ -89,6 +89,7 @@ def _device(inv: Inventory, gpu: GpuEntry, node_name: str, minor: int) -> GpuDev
         pcie_root=pcie_root(bus_id),
         addressing_mode=gpu.profile.addressing_mode,
         profile=gpu.profile.name,
+        board=gpu.profile.board(ecc=gpu.ecc, memory_bytes=gpu.memory_bytes),
     )
 
 
