@@ -117,3 +117,19 @@ class GpuDevice:
     parent_uuid: str | None = None  # MIG devices: the parent GPU's UUID
     mig: MigPlacement | None = None  # MIG devices (static and DynamicMIG partitions)
     counter_set: CounterSet | None = None  # DynamicMIG: the parent's counters this device consumes
+
+
+@dataclass(frozen=True)
+class DeviceSettings:
+    """What a device's effective opaque config (GpuConfig/MigDeviceConfig sharing) applied to it, typed.
+
+    Made by fakeplugin.prepare.opaqueconfig, kept in the checkpoint as is, shown by the fake nvidia-smi
+    (compute mode) and rendered into container env only in the CDI spec (fakeplugin.prepare.cdi).
+    """
+
+    strategy: str  # TimeSlicing | MPS
+    timeslice_interval: str | None = None  # TimeSlicing on a full GPU
+    mps_control_daemon: str | None = None
+    mps_active_thread_percentage: int | None = None
+    mps_pinned_device_memory_limit: str | None = None  # "<MiB>M"
+    mps_multi_user: bool = False

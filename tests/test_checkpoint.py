@@ -44,7 +44,7 @@ def test_encode_writes_the_documented_json() -> None:
     document = json.loads(cp.encode(sample()))
     payload = {k: v for k, v in document.items() if k != "checksum"}
     assert payload == {
-        "version": 1,
+        "version": 2,
         "nodeBootID": BOOT,
         "preparedClaims": {
             "uid-1": {
@@ -130,7 +130,7 @@ def corrupt_variants() -> list[tuple[bytes, str]]:
             json.dumps(bad_device).encode(),
             "is corrupted: preparedClaims.uid-2.devices[0].requestNames: expected list, got 'a'",
         ),
-        (json.dumps({**good, "version": 2}).encode(), "has version 2; this fakeplugin reads 1"),
+        (json.dumps({**good, "version": 3}).encode(), "has version 3; this fakeplugin reads 1 and 2"),
     ]
 
 
@@ -143,6 +143,24 @@ def test_load_refuses_a_corrupt_checkpoint_naming_the_file(tmp_path: Path, data:
     assert str(caught.value).startswith(f"checkpoint {path} ")
     assert message in str(caught.value)
     assert path.read_bytes() == data  # left for an operator to inspect
+
+
+def test_a_version_1_checkpoint_loads_without_its_env_strings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """fakeplugin 0.1 kept sharing settings as env strings (`configEnv`); an upgrade still reads it."""
+    payload = {k: v for k, v in json.loads(cp.encode(sample())).items() if k != "checksum"}
+    payload["version"] = 1
+    payload["preparedClaims"]["uid-1"]["configEnv"] = {"gpu-0": ["FAKEPLUGIN_GPU_0_SHARING_STRATEGY=MPS"]}
+    path = tmp_path / cp.FILE_NAME
+    path.write_text(json.dumps({**payload, "checksum": sha256_of(payload)}))
+    with caplog.at_level(logging.WARNING, logger="fakeplugin.prepare.checkpoint"):
+        loaded = cp.load(path, boot_id=BOOT)
+    assert loaded == sample()
+    assert (
+        "preparedClaims.uid-1: settings written by fakeplugin 0.1 (configEnv) are not carried over"
+        in caplog.text
+    )
 
 
 def test_read_boot_id(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakeplugin.model import ClaimRef, GpuDevice, MigPlacement, MigResources
+from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.devices import devices_for_node
@@ -61,16 +61,13 @@ def write_claim(
     cdi_root: Path,
     claim_uid: str,
     devices: Sequence[GpuDevice],
-    settings: Mapping[str, opaqueconfig.DeviceSettings] | None = None,
+    settings: Mapping[str, DeviceSettings] | None = None,
 ) -> Path:
     """What the Preparer leaves on the host for one claim: script, data files, CDI spec; `settings`: what
     the claim's opaque configs applied, per device name."""
-    env = {
-        d.name: settings[d.name].env(cdi.device_env_prefix(d)) for d in devices if d.name in (settings or {})
-    }
     smi.install_script(plugin_dir)
-    smi.write_claim_data(plugin_dir, claim_uid, devices, env)
-    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, device_env=env)
+    smi.write_claim_data(plugin_dir, claim_uid, devices, settings or {})
+    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, settings=settings)
     cdi_root.mkdir(parents=True, exist_ok=True)
     path = cdi.spec_path(cdi_root, claim_uid, driver_name=DRIVER)
     cdi.write_spec(path, spec)
@@ -301,8 +298,8 @@ def test_mig_devices_are_listed_under_their_gpu(tmp_path: Path) -> None:
 
 
 def test_mps_puts_full_gpus_in_exclusive_process_compute_mode(tmp_path: Path) -> None:
-    mps = opaqueconfig.DeviceSettings(opaqueconfig.MPS, mps_control_daemon="mps-control-daemon-x")
-    timeslicing = opaqueconfig.DeviceSettings(opaqueconfig.TIME_SLICING, timeslice_interval="Long")
+    mps = DeviceSettings(opaqueconfig.MPS, mps_control_daemon="mps-control-daemon-x")
+    timeslicing = DeviceSettings(opaqueconfig.TIME_SLICING, timeslice_interval="Long")
     spec = write_claim(
         tmp_path / "plugin",
         tmp_path / "cdi",
@@ -335,7 +332,7 @@ def test_mps_puts_full_gpus_in_exclusive_process_compute_mode(tmp_path: Path) ->
 def test_mps_on_a_mig_device_leaves_its_gpu_in_default_compute_mode(tmp_path: Path) -> None:
     # The real driver sets EXCLUSIVE_PROCESS on the full GPUs of an MPS config only.
     small = h200_mig("3g.71gb", 9, 4, 4)
-    mps = opaqueconfig.DeviceSettings(opaqueconfig.MPS, mps_control_daemon="mps-control-daemon-x")
+    mps = DeviceSettings(opaqueconfig.MPS, mps_control_daemon="mps-control-daemon-x")
     spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, [small], {small.name: mps})
     root = container_view(tmp_path / "ctr", [(spec, [small.name])])
     assert smi_lines(root, "--query-gpu=compute_mode", "--format=csv,noheader") == ["Default"]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from fakeplugin.model import GpuDevice
+from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig as oc
-from fakeplugin.prepare.opaqueconfig import DeviceSettings
+from fakeplugin.prepare.cdi import settings_env
 from tests.test_prepare import gpu
 
 DRIVER = "gpu.nvidia.com"
@@ -526,14 +526,14 @@ def test_mps_on_mig_devices() -> None:
 
 
 def test_settings_env() -> None:
-    assert DeviceSettings("TimeSlicing", timeslice_interval="Long").env("FAKEPLUGIN_GPU_3_") == (
+    assert settings_env(DeviceSettings("TimeSlicing", timeslice_interval="Long"), "FAKEPLUGIN_GPU_3_") == (
         "FAKEPLUGIN_GPU_3_SHARING_STRATEGY=TimeSlicing",
         "FAKEPLUGIN_GPU_3_TIMESLICE_INTERVAL=Long",
     )
     mps = DeviceSettings(
         "MPS", "x", "mps-control-daemon-u-abcde", 50, "1024M", True
     )  # interval ignored: unset
-    assert replace(mps, timeslice_interval=None).env("P_") == (
+    assert settings_env(replace(mps, timeslice_interval=None), "P_") == (
         "P_SHARING_STRATEGY=MPS",
         "P_MPS_CONTROL_DAEMON=mps-control-daemon-u-abcde",
         "P_MPS_ACTIVE_THREAD_PERCENTAGE=50",
@@ -541,7 +541,7 @@ def test_settings_env() -> None:
         "P_MPS_MULTI_USER=true",
         "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
     )
-    assert DeviceSettings("MPS").env("P_") == (
+    assert settings_env(DeviceSettings("MPS"), "P_") == (
         "P_SHARING_STRATEGY=MPS",
         "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
     )

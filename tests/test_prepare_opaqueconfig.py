@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.model import ClaimRef
+from fakeplugin.model import ClaimRef, DeviceSettings
 from fakeplugin.prepare import checkpoint as cp
 from tests.test_prepare import BOOT, DRIVER, Node, gpu, ref, result
 
@@ -67,9 +67,9 @@ def test_timeslicing_settings_become_device_env_and_are_checkpointed(node: Node)
     }
     entry = node.checkpoint().claims[claim.uid]
     assert entry.state is cp.ClaimState.PREPARE_COMPLETED
-    assert entry.config_env == {"gpu-1": expected}
+    assert entry.settings == {"gpu-1": DeviceSettings("TimeSlicing", timeslice_interval="Long")}
     stored = json.loads((node.plugin_dir / cp.FILE_NAME).read_text())["preparedClaims"][claim.uid]
-    assert stored["configEnv"] == {"gpu-1": list(expected)}
+    assert stored["settings"] == {"gpu-1": {"strategy": "TimeSlicing", "timesliceInterval": "Long"}}
 
 
 def test_mps_from_a_class_config_exports_the_pipe_directory(node: Node) -> None:
@@ -133,18 +133,19 @@ def test_a_vanished_spec_is_rewritten_with_the_checkpointed_settings(node: Node)
     assert "FAKEPLUGIN_GPU_3_TIMESLICE_INTERVAL=Short" in device_env(node, claim)["gpu-3"]
 
 
-def test_a_malformed_config_env_in_the_checkpoint_is_corruption_naming_the_field(node: Node) -> None:
+def test_malformed_settings_in_the_checkpoint_are_corruption_naming_the_field(node: Node) -> None:
     claim = node.add(ref(1), result("gpu-0"))
     with_configs(node, claim, opaque(timeslicing("Long")))
     node.preparer(feature_gates=TS_ON).prepare([claim])
     path = node.plugin_dir / cp.FILE_NAME
     document = json.loads(path.read_text())
-    document["preparedClaims"][claim.uid]["configEnv"] = {"gpu-0": "FAKEPLUGIN=1"}
+    document["preparedClaims"][claim.uid]["settings"]["gpu-0"]["timesliceInterval"] = 3
     payload = {k: v for k, v in document.items() if k != "checksum"}
     path.write_text(json.dumps({**payload, "checksum": cp._checksum(payload)}))
 
     with pytest.raises(
-        cp.CheckpointError, match=rf"preparedClaims\.{claim.uid}\.configEnv\.gpu-0: expected list"
+        cp.CheckpointError,
+        match=rf"preparedClaims\.{claim.uid}\.settings\.gpu-0\.timesliceInterval: expected str, got 3",
     ):
         node.checkpoint()
 

@@ -30,8 +30,9 @@ from typing import Any
 import yaml
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import GpuDevice
+from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import smi
+from fakeplugin.prepare.opaqueconfig import MPS, MPS_PIPE_DIRECTORY
 
 CLAIM_CLASS = "claim"
 SPEC_FILE_MODE = 0o644
@@ -90,11 +91,12 @@ def claim_spec(
     driver_name: str,
     device_nodes: bool = False,
     plugin_dir: Path | None = None,
-    device_env: Mapping[str, Sequence[str]] | None = None,
+    settings: Mapping[str, DeviceSettings] | None = None,
 ) -> dict[str, Any]:
     """The CDI spec of one claim (see the module docstring for the edits).
 
-    `device_env`: device name → more env entries for that device's edits (its opaque config's settings).
+    `settings`: device name → what its opaque config applied, rendered into that device's env
+    (`settings_env`); devices without settings are left out.
     """
     if not devices:
         raise ValueError(f"claim {claim_uid}: a CDI spec needs at least one device")
@@ -117,7 +119,7 @@ def claim_spec(
         "cdiVersion": EARLIEST_VERSION,
         "kind": kind(driver_name),
         "devices": [
-            _device_entry(claim_uid, d, device_nodes, plugin_dir, (device_env or {}).get(d.name, ()))
+            _device_entry(claim_uid, d, device_nodes, plugin_dir, (settings or {}).get(d.name))
             for d in devices
         ],
         "containerEdits": spec_edits,
@@ -132,10 +134,38 @@ def device_env_prefix(device: GpuDevice) -> str:
     return f"FAKEPLUGIN_GPU_{device.minor}{mig}_"
 
 
+def settings_env(settings: DeviceSettings, prefix: str) -> tuple[str, ...]:
+    """The container env that makes a device's sharing settings visible (CDI edits of the device).
+
+    `prefix` names the device (`device_env_prefix`, e.g. `FAKEPLUGIN_GPU_0_`): `<prefix>SHARING_STRATEGY`,
+    `TIMESLICE_INTERVAL`, `MPS_CONTROL_DAEMON`, `MPS_ACTIVE_THREAD_PERCENTAGE`,
+    `MPS_PINNED_DEVICE_MEMORY_LIMIT`, `MPS_MULTI_USER=true`; unset settings are left out. MPS adds the real
+    driver's `CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps`.
+    """
+    values = (
+        ("SHARING_STRATEGY", settings.strategy),
+        ("TIMESLICE_INTERVAL", settings.timeslice_interval),
+        ("MPS_CONTROL_DAEMON", settings.mps_control_daemon),
+        ("MPS_ACTIVE_THREAD_PERCENTAGE", settings.mps_active_thread_percentage),
+        ("MPS_PINNED_DEVICE_MEMORY_LIMIT", settings.mps_pinned_device_memory_limit),
+        ("MPS_MULTI_USER", "true" if settings.mps_multi_user else None),
+    )
+    env = [f"{prefix}{name}={value}" for name, value in values if value is not None]
+    if settings.strategy == MPS:
+        env.append(f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE_DIRECTORY}")
+    return tuple(env)
+
+
 def _device_entry(
-    claim_uid: str, device: GpuDevice, device_nodes: bool, plugin_dir: Path | None, env: Sequence[str]
+    claim_uid: str,
+    device: GpuDevice,
+    device_nodes: bool,
+    plugin_dir: Path | None,
+    settings: DeviceSettings | None,
 ) -> dict[str, Any]:
-    edits: dict[str, Any] = {"env": [f"{device_env_prefix(device)}UUID={device.uuid}", *env]}
+    prefix = device_env_prefix(device)
+    env = [f"{prefix}UUID={device.uuid}", *(settings_env(settings, prefix) if settings else ())]
+    edits: dict[str, Any] = {"env": env}
     if device_nodes:
         edits["deviceNodes"] = [_char_device(f"/dev/nvidia{device.minor}", NVIDIA_MAJOR, device.minor)]
     if plugin_dir is not None:

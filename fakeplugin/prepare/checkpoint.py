@@ -10,7 +10,9 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
           "state": "PrepareStarted" | "PrepareCompleted",
           "namespace": "...", "name": "...",
           "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}],
-          "configEnv"?: {"<deviceName>": ["KEY=VALUE", ...]}  (what its opaque config applied; only if any)
+          "settings"?: {"<deviceName>": {"strategy": "TimeSlicing" | "MPS", "timesliceInterval"?,
+                         "mpsControlDaemon"?, "mpsActiveThreadPercentage"?, "mpsPinnedDeviceMemoryLimit"?,
+                         "mpsMultiUser"?}}  (what its opaque config applied, typed; only devices with any)
         }
       },
       "checksum": "sha256:<hex of the canonical JSON (sorted keys, no spaces) of everything but checksum>"
@@ -20,6 +22,8 @@ Loading rules (the real driver's, v0.4+):
 - no file: empty checkpoint;
 - written during another boot (`nodeBootID` differs): empty checkpoint, logged — a reboot undid every
   preparation, and the kubelet prepares running pods' claims again;
+- version 1 (fakeplugin 0.1, settings kept as env strings under `configEnv`): read, those strings dropped
+  (logged): they only matter if a prepared claim's CDI spec must be written again;
 - corrupt (not JSON, wrong shape, checksum mismatch) or unknown version: `CheckpointError` naming the file.
   Never discarded silently: as with the real driver (`checkpoint is corrupted`), prepare and unprepare fail
   until an operator inspects and removes the file.
@@ -37,12 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import PreparedDevice
+from fakeplugin.model import DeviceSettings, PreparedDevice
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "checkpoint.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 FILE_MODE = 0o600
 CHECKSUM_PREFIX = "sha256:"
 
@@ -58,9 +63,9 @@ class ClaimEntry:
     namespace: str
     name: str
     devices: tuple[PreparedDevice, ...]
-    # Device name → the container env its opaque config applied (prepare.opaqueconfig), so that a spec
-    # written again for a prepared claim carries the settings of the original preparation.
-    config_env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Device name → what its opaque config applied (prepare.opaqueconfig), so that a spec written again
+    # for a prepared claim carries the settings of the original preparation.
+    settings: Mapping[str, DeviceSettings] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,9 +122,25 @@ def _claim_json(entry: ClaimEntry) -> dict[str, Any]:
         "name": entry.name,
         "devices": [_device_json(d) for d in entry.devices],
     }
-    if entry.config_env:
-        out["configEnv"] = {device: list(env) for device, env in entry.config_env.items()}
+    if entry.settings:
+        out["settings"] = {device: _settings_json(s) for device, s in entry.settings.items()}
     return out
+
+
+# DeviceSettings field → (JSON key, JSON types it may have); None values are left out.
+_SETTINGS_FIELDS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "strategy": ("strategy", (str,)),
+    "timeslice_interval": ("timesliceInterval", (str,)),
+    "mps_control_daemon": ("mpsControlDaemon", (str,)),
+    "mps_active_thread_percentage": ("mpsActiveThreadPercentage", (int,)),
+    "mps_pinned_device_memory_limit": ("mpsPinnedDeviceMemoryLimit", (str,)),
+    "mps_multi_user": ("mpsMultiUser", (bool,)),
+}
+
+
+def _settings_json(settings: DeviceSettings) -> dict[str, Any]:
+    values = {key: getattr(settings, name) for name, (key, _) in _SETTINGS_FIELDS.items()}
+    return {key: value for key, value in values.items() if value is not None and value is not False}
 
 
 def encode(checkpoint: Checkpoint) -> bytes:
@@ -142,9 +163,10 @@ def decode(data: bytes, *, source: Path) -> Checkpoint:
     if not isinstance(document, dict):
         raise CheckpointError(f"{corrupt}: top level must be a JSON object")
     version = document.get("version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise CheckpointError(
-            f"checkpoint {source} has version {version!r}; this fakeplugin reads {FORMAT_VERSION}"
+            f"checkpoint {source} has version {version!r}; this fakeplugin reads "
+            + " and ".join(map(str, READABLE_VERSIONS))
         )
     payload = {k: v for k, v in document.items() if k != "checksum"}
     recorded, computed = document.get("checksum"), _checksum(payload)
@@ -191,14 +213,34 @@ class _Reader:
             namespace=self.get(obj, "namespace", str, where),
             name=self.get(obj, "name", str, where),
             devices=tuple(self.device(d, f"{where}.devices[{i}]") for i, d in enumerate(devices)),
-            config_env=self.config_env(obj, where),
+            settings=self.settings(obj, where),
         )
 
-    def config_env(self, obj: dict, where: str) -> dict[str, tuple[str, ...]]:
-        if "configEnv" not in obj:
+    def settings(self, obj: dict, where: str) -> dict[str, DeviceSettings]:
+        if "configEnv" in obj:
+            log.warning("%s: settings written by fakeplugin 0.1 (configEnv) are not carried over", where)
+        if "settings" not in obj:
             return {}
-        envs = self.get(obj, "configEnv", dict, where)
-        return {device: self.strings(envs, device, f"{where}.configEnv") for device in envs}
+        by_device = self.get(obj, "settings", dict, where)
+        return {device: self.device_settings(by_device, device, f"{where}.settings") for device in by_device}
+
+    def device_settings(self, obj: dict, device: str, where: str) -> DeviceSettings:
+        raw = self.get(obj, device, dict, where)
+        path = f"{where}.{device}"
+        known = {key for key, _ in _SETTINGS_FIELDS.values()}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise self.fail(f"{path}.{unknown[0]}", "unknown field")
+        values: dict[str, Any] = {}
+        for name, (key, kinds) in _SETTINGS_FIELDS.items():
+            if key not in raw and key != "strategy":
+                continue
+            value = raw.get(key)
+            # bool is an int in Python: a percentage of `true` is corrupt, not 1.
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise self.fail(f"{path}.{key}", f"expected {kinds[0].__name__}, got {value!r}")
+            values[name] = value
+        return DeviceSettings(**values)
 
     def device(self, obj: Any, where: str) -> PreparedDevice:
         share_id = obj.get("shareID") if isinstance(obj, dict) else None

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from fakeplugin.model import GpuDevice
+from fakeplugin.model import DeviceSettings, GpuDevice
 
 GROUP_VERSION = "resource.nvidia.com/v1beta1"
 GPU_CONFIG = "GpuConfig"
@@ -85,39 +85,6 @@ class DeviceConfig:
     source: str
     requests: tuple[str, ...]
     group: int
-
-
-@dataclass(frozen=True)
-class DeviceSettings:
-    """What a device's effective config applied to it (devices under the default configs have none)."""
-
-    strategy: str  # TimeSlicing | MPS
-    timeslice_interval: str | None = None  # TimeSlicing on a full GPU
-    mps_control_daemon: str | None = None
-    mps_active_thread_percentage: int | None = None
-    mps_pinned_device_memory_limit: str | None = None  # "<MiB>M"
-    mps_multi_user: bool = False
-
-    def env(self, prefix: str) -> tuple[str, ...]:
-        """The container env that makes the settings visible (CDI edits of the device).
-
-        `prefix` names the device (`fakeplugin.prepare.cdi.device_env_prefix`, e.g. `FAKEPLUGIN_GPU_0_`):
-        `<prefix>SHARING_STRATEGY`, `TIMESLICE_INTERVAL`, `MPS_CONTROL_DAEMON`,
-        `MPS_ACTIVE_THREAD_PERCENTAGE`, `MPS_PINNED_DEVICE_MEMORY_LIMIT`, `MPS_MULTI_USER=true`; unset
-        settings are left out. MPS adds the real driver's `CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps`.
-        """
-        values = (
-            ("SHARING_STRATEGY", self.strategy),
-            ("TIMESLICE_INTERVAL", self.timeslice_interval),
-            ("MPS_CONTROL_DAEMON", self.mps_control_daemon),
-            ("MPS_ACTIVE_THREAD_PERCENTAGE", self.mps_active_thread_percentage),
-            ("MPS_PINNED_DEVICE_MEMORY_LIMIT", self.mps_pinned_device_memory_limit),
-            ("MPS_MULTI_USER", "true" if self.mps_multi_user else None),
-        )
-        env = [f"{prefix}{name}={value}" for name, value in values if value is not None]
-        if self.strategy == MPS:
-            env.append(f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE_DIRECTORY}")
-        return tuple(env)
 
 
 def effective_configs(

@@ -5,8 +5,8 @@ Prepare, per claim (one claim's failure never touches the others; its message go
     validate ref ─▶ GET claim ─▶ our allocated devices ─▶ [lock] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
-    ─▶ overlap check ─▶ write PrepareStarted ─▶ opaque configs (prepare.opaqueconfig: their settings become
-    device env) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted (with the settings' env)
+    ─▶ overlap check ─▶ write PrepareStarted ─▶ opaque configs (prepare.opaqueconfig: typed
+    settings) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted (with the settings)
 
 Unprepare, per claim (no API call): [lock] unknown ⇒ success; otherwise remove the CDI spec and the claim's
 nvidia-smi data (fakeplugin.prepare.smi), drop the entry. The nvidia-smi script itself is written at start.
@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin import featuregates
-from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
+from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.claims import ClaimError, allocated_devices, validate_claim_ref
@@ -163,7 +163,7 @@ class Preparer:
                     ref,
                     spec_path,
                 )
-                self._write_spec(ref, entry.devices, pool, spec_path, entry.config_env)
+                self._write_spec(ref, entry.devices, pool, spec_path, entry.settings)
             return entry.devices
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", ref, entry.state)
@@ -183,18 +183,18 @@ class Preparer:
         # PrepareCompleted is written only once the spec is on disk.
         started = cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, ref.namespace, ref.name, prepared)
         self._save(ref, checkpoint.with_claim(ref.uid, started), _prepare_error)
-        config_env = self._config_env(ref, allocation, pool)
-        self._write_spec(ref, prepared, pool, spec_path, config_env)
-        completed = replace(started, state=cp.ClaimState.PREPARE_COMPLETED, config_env=config_env)
+        settings = self._device_settings(ref, allocation, pool)
+        self._write_spec(ref, prepared, pool, spec_path, settings)
+        completed = replace(started, state=cp.ClaimState.PREPARE_COMPLETED, settings=settings)
         self._save(ref, checkpoint.with_claim(ref.uid, completed), _prepare_error)
         return prepared
 
-    def _config_env(
+    def _device_settings(
         self, ref: ClaimRef, allocation: Mapping[str, Any], pool: Mapping[str, GpuDevice]
-    ) -> dict[str, tuple[str, ...]]:
-        """Device name → the env its opaque config's settings give it (only devices with settings)."""
+    ) -> dict[str, DeviceSettings]:
+        """Device name → what its opaque config applied (only devices with settings)."""
         try:
-            settings = opaqueconfig.device_settings(
+            return opaqueconfig.device_settings(
                 allocation,
                 pool,
                 driver_name=self._driver_name,
@@ -204,7 +204,6 @@ class Preparer:
             )
         except opaqueconfig.OpaqueConfigError as e:
             raise ClaimError(_prepare_error(ref, f"prepare devices failed: {e}")) from e
-        return {name: s.env(cdi.device_env_prefix(pool[name])) for name, s in settings.items()}
 
     def _write_spec(
         self,
@@ -212,7 +211,7 @@ class Preparer:
         prepared: Sequence[PreparedDevice],
         pool: Mapping[str, GpuDevice],
         path: Path,
-        config_env: Mapping[str, Sequence[str]],
+        settings: Mapping[str, DeviceSettings],
     ) -> None:
         missing = [d.device_name for d in prepared if d.device_name not in pool]
         if missing:
@@ -222,7 +221,7 @@ class Preparer:
         # The spec mounts the data files: they exist before it does.
         data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
         try:
-            smi.write_claim_data(self._plugin_dir, ref.uid, gpus, config_env)  # compute mode per settings
+            smi.write_claim_data(self._plugin_dir, ref.uid, gpus, settings)  # compute mode per settings
         except (OSError, ValueError) as e:
             raise ClaimError(
                 _prepare_error(ref, f"prepare devices failed: write nvidia-smi data {data_dir}: {e}")
@@ -233,7 +232,7 @@ class Preparer:
             driver_name=self._driver_name,
             device_nodes=self._device_nodes,
             plugin_dir=self._plugin_dir,
-            device_env=config_env,
+            settings=settings,
         )
         try:
             cdi.write_spec(path, spec)

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import GpuDevice
+from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
@@ -99,21 +99,15 @@ def serial_number(uuid: str) -> str:
     return f"1{digits:012d}"
 
 
-def compute_mode(device: GpuDevice, settings_env: Sequence[str]) -> str:
-    """nvidia-smi's compute mode of `device` once the real driver applied its opaque-config settings (given as
-    their env, `opaqueconfig.DeviceSettings.env`): MPS sets EXCLUSIVE_PROCESS on the full GPUs of the config
-    (never on a MIG device's parent); time-slicing sets DEFAULT, which is also every GPU's mode without one.
-    """
-    # A device's settings env holds only its own `<prefix>SHARING_STRATEGY=<strategy>`.
-    strategies = {
-        value
-        for name, _, value in (e.partition("=") for e in settings_env)
-        if name.endswith("_SHARING_STRATEGY")
-    }
-    return "Exclusive_Process" if device.type == "gpu" and opaqueconfig.MPS in strategies else "Default"
+def compute_mode(device: GpuDevice, settings: DeviceSettings | None) -> str:
+    """nvidia-smi's compute mode of `device` once the real driver applied its opaque-config settings: MPS
+    sets EXCLUSIVE_PROCESS on the full GPUs of the config (never on a MIG device's parent); time-slicing sets
+    DEFAULT, which is also every GPU's mode without one."""
+    mps = settings is not None and settings.strategy == opaqueconfig.MPS
+    return "Exclusive_Process" if device.type == "gpu" and mps else "Default"
 
 
-def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str, str]:
+def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dict[str, str]:
     """What the script prints for `device` under its opaque-config settings (`compute_mode`); `N/A` where
     the profile gives no real value.
 
@@ -148,7 +142,7 @@ def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str,
         "memory_used_mib": "0",
         "bar1_total_mib": "N/A" if bar1 is None else str(bar1),
         "bar1_used_mib": "N/A" if bar1 is None else str(IDLE_BAR1_USED_MIB),
-        "compute_mode": compute_mode(device, settings_env),
+        "compute_mode": compute_mode(device, settings),
         "utilization_pct": "0",
         "pstate": "P0",
         "temperature_c": str(IDLE_TEMPERATURE_C),
@@ -166,9 +160,9 @@ def gpu_values(device: GpuDevice, settings_env: Sequence[str] = ()) -> dict[str,
     return values
 
 
-def render_data(device: GpuDevice, settings_env: Sequence[str] = ()) -> str:
-    """The data file of `device` under its opaque-config settings (their env)."""
-    values = gpu_values(device, settings_env)
+def render_data(device: GpuDevice, settings: DeviceSettings | None = None) -> str:
+    """The data file of `device` under its opaque-config settings."""
+    values = gpu_values(device, settings)
     for key, value in values.items():
         # One line per key: the script splits lines at the first "=".
         if "\n" in value or "\r" in value:
@@ -207,14 +201,14 @@ def write_claim_data(
     plugin_dir: Path,
     claim_uid: str,
     devices: Sequence[GpuDevice],
-    settings_env: Mapping[str, Sequence[str]] = MappingProxyType({}),
+    settings: Mapping[str, DeviceSettings] = MappingProxyType({}),
 ) -> None:
-    """Write the data file of each of the claim's devices; `settings_env`: device name → the env of its
-    opaque-config settings (as in the CDI spec and the checkpoint; devices without settings left out)."""
+    """Write the data file of each of the claim's devices; `settings`: device name → what its opaque config
+    applied (devices without settings left out)."""
     directory = claim_data_dir(plugin_dir, claim_uid)
     directory.mkdir(parents=True, exist_ok=True)
     for device in devices:
-        data = render_data(device, settings_env.get(device.name, ()))
+        data = render_data(device, settings.get(device.name))
         write_atomic(directory / data_file_name(device.name), data.encode(), mode=DATA_MODE)
 
 
