@@ -12,7 +12,9 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY protos/ protos/
-COPY hack/gen-protos.sh hack/image-build-steps.sh hack/
+COPY hack/gen-protos.sh hack/image-build-steps.sh hack/build-k8s.sh hack/
+COPY hack/fakecri/ hack/fakecri/
+COPY examples/ examples/
 COPY fakeplugin/ fakeplugin/
 RUN hack/image-build-steps.sh wheels /src /wheels \
  && hack/image-build-steps.sh install /wheels /opt/fakeplugin \

@@ -163,3 +163,31 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
     ).stdout
     for name in profile_names():
         assert name in profiles, f"profile {name} (package data) missing from the installed wheel"
+    # The demo and `cluster build` run from the wheel: their examples and build sources are package data.
+    shipped = subprocess.run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import sys; from fakeplugin.commands.demo import EXAMPLES\n"
+            "from fakeplugin.cluster.binaries import BUILD_SCRIPT\n"
+            "print(BUILD_SCRIPT.read_text().splitlines()[0]); print((BUILD_SCRIPT.parent / 'fakecri' / "
+            "'main.go').read_text().splitlines()[0])\n"
+            "for name in ('seed-lab.yaml', 'scenario-i.yaml', 'template-deployment.yaml'):\n"
+            "    print(name, (EXAMPLES / name).read_text() == open(f'{sys.argv[1]}/examples/{name}').read())",
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert shipped.returncode == 0, shipped.stderr
+    assert shipped.stdout.splitlines() == [
+        "#!/usr/bin/env bash",
+        "// Command fakecri serves the CRI runtime and image services on a unix socket so that a real "
+        "kubelet",
+        "seed-lab.yaml True",
+        "scenario-i.yaml True",
+        "template-deployment.yaml True",
+    ]

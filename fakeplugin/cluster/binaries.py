@@ -20,7 +20,9 @@ CLUSTER_BINARIES = (
     "kubectl",
     "fakecri",
 )
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "build-k8s.sh"
+# hack/build-k8s.sh and the fake CRI's source, shipped as package data (in a source tree: links to hack/),
+# so an installed fakeplugin (a wheel, the image) builds the binaries too.
+BUILD_SCRIPT = Path(__file__).resolve().parent / "gosrc" / "hack" / "build-k8s.sh"
 
 
 class BinaryNotFound(RuntimeError):
@@ -78,7 +80,9 @@ def find_all(
 def build(only: list[str] | None = None) -> int:
     """Run hack/build-k8s.sh (idempotent; progress goes to stderr); returns its exit status."""
     if not BUILD_SCRIPT.is_file():
-        raise BinaryNotFound(f"build script {BUILD_SCRIPT} not found (it ships with the source tree)")
+        raise BinaryNotFound(
+            f"build script {BUILD_SCRIPT} not found (it ships as package data: reinstall fakeplugin)"
+        )
     argv = ["bash", str(BUILD_SCRIPT)]
     if only:
         argv += ["--only", ",".join(only)]

@@ -12,8 +12,8 @@ import yaml
 
 from fakeplugin.commands import flag
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
+# Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMESPACE = "demo"
 GPU_NODE_LABELS = {"nvidia.com/dra-kubelet-plugin": "true"}  # as the reference lab labels GPU nodes
 
@@ -67,8 +67,6 @@ def step(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from fakeplugin.cluster import Cluster
 
-    if not (EXAMPLES / "seed-lab.yaml").exists():
-        raise ValueError(f"{EXAMPLES}/seed-lab.yaml not found: run the demo from a source checkout")
     state = Path(args.state_dir)
     step("seed lab: 2 x NVIDIA T10 and 1 x RTX A5000 on real kubelets, plus 3 plain workers")
     inventory = yaml.safe_load((EXAMPLES / "seed-lab.yaml").read_text())

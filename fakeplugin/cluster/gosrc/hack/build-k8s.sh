@@ -1,0 +1,1 @@
+../../../../hack/build-k8s.sh

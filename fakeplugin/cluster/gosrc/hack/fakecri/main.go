@@ -1,0 +1,1 @@
+../../../../../hack/fakecri/main.go
