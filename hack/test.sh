@@ -8,15 +8,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+source hack/setup.sh
 say() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-if [[ ! -x .venv/bin/python ]]; then
-  say "creating .venv"
-  python3 -m venv .venv
-fi
-say "installing fakeplugin and test dependencies into .venv"
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
 
 if [[ "${FAKEPLUGIN_SKIP_BUILD:-}" != "1" ]]; then
   say "building or finding Kubernetes binaries (cold build: tens of minutes on 2 cores)"

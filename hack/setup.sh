@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sourced by hack/demo.sh and hack/test.sh: everything a fresh clone needs before the first command runs.
+#   - host tools the local cluster uses (unshare, openssl), from Debian's packages when root and missing;
+#   - Go >= 1.25 present (it builds the real Kubernetes binaries; checked, not installed);
+#   - .venv with fakeplugin (editable) and its test dependencies.
+# Idempotent and quiet when everything is already there.
+
+say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if ! command -v unshare >/dev/null || ! command -v openssl >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    say "installing util-linux and openssl (apt-get)"
+    apt-get update -qq && apt-get install -y -qq util-linux openssl >/dev/null
+  else
+    say "the local cluster needs unshare (util-linux) and openssl: install them" && exit 1
+  fi
+fi
+command -v go >/dev/null || { say "building the Kubernetes binaries needs Go >= 1.25 on PATH"; exit 1; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+say "installing fakeplugin and test dependencies into .venv"
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
