@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -98,9 +99,12 @@ def read_boot_id(path: Path) -> str:
 # JSON form (pure).
 
 
+def _canonical(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _checksum(payload: Mapping[str, Any]) -> str:
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return CHECKSUM_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+    return CHECKSUM_PREFIX + hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 
 def _device_json(device: PreparedDevice) -> dict[str, Any]:
@@ -144,13 +148,16 @@ def _settings_json(settings: DeviceSettings) -> dict[str, Any]:
 
 
 def encode(checkpoint: Checkpoint) -> bytes:
+    """One line of compact JSON (the C encoder: a checkpoint is written twice per batch of Prepares)."""
     payload: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "nodeBootID": checkpoint.node_boot_id,
         "preparedClaims": {uid: _claim_json(entry) for uid, entry in checkpoint.claims.items()},
     }
-    document = {**payload, "checksum": _checksum(payload)}
-    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    canonical = _canonical(payload)
+    checksum = CHECKSUM_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+    # The canonical form with the checksum as its last member: still valid JSON, encoded once.
+    return (canonical[:-1] + f',"checksum":"{checksum}"}}\n').encode()
 
 
 def decode(data: bytes, *, source: Path) -> Checkpoint:
@@ -267,7 +274,10 @@ def load(path: Path, *, boot_id: str) -> Checkpoint:
         return Checkpoint(node_boot_id=boot_id)
     except OSError as e:
         raise CheckpointError(f"cannot read checkpoint {path}: {e}") from e
-    checkpoint = decode(data, source=path)
+    return _for_boot(decode(data, source=path), path, boot_id)
+
+
+def _for_boot(checkpoint: Checkpoint, path: Path, boot_id: str) -> Checkpoint:
     if checkpoint.node_boot_id != boot_id:
         log.info(
             "checkpoint %s is from boot %s, this is boot %s: starting empty (dropping %d claims: %s)",
@@ -282,4 +292,41 @@ def load(path: Path, *, boot_id: str) -> Checkpoint:
 
 
 def save(path: Path, checkpoint: Checkpoint) -> None:
-    write_atomic(path, encode(checkpoint), mode=FILE_MODE)
+    # Durable: PrepareStarted is on disk before a claim's CDI spec is written.
+    write_atomic(path, encode(checkpoint), mode=FILE_MODE, sync=True)
+
+
+class CheckpointFile:
+    """The checkpoint of one plugin dir, with the version last read or written kept in memory.
+
+    `load` reads and verifies the file only when another process replaced it since (a rolling update's
+    other plugin): every write is a rename, so a new file is a new inode. Callers hold the node lock.
+    """
+
+    def __init__(self, path: Path, *, boot_id: str) -> None:
+        self.path = path
+        self.boot_id = boot_id
+        self._cached: tuple[tuple[int, int, int], Checkpoint] | None = None
+
+    def load(self) -> Checkpoint:
+        try:
+            with open(self.path, "rb") as f:
+                st = os.fstat(f.fileno())
+                signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+                if self._cached is not None and self._cached[0] == signature:
+                    return self._cached[1]
+                data = f.read()
+        except FileNotFoundError:
+            self._cached = None
+            return Checkpoint(node_boot_id=self.boot_id)
+        except OSError as e:
+            raise CheckpointError(f"cannot read checkpoint {self.path}: {e}") from e
+        checkpoint = _for_boot(decode(data, source=self.path), self.path, self.boot_id)
+        self._cached = (signature, checkpoint)
+        return checkpoint
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        self._cached = None  # whatever happens next, the file decides
+        save(self.path, checkpoint)
+        st = os.stat(self.path)
+        self._cached = ((st.st_ino, st.st_size, st.st_mtime_ns), checkpoint)

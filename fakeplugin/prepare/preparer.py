@@ -1,31 +1,28 @@
-"""Prepare and unprepare claims on this node: validation, node-wide locking, checkpoint state machine, CDI.
+"""Prepare and unprepare claims on this node: validation, the node lock, the checkpoint state machine, files.
 
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
-    validate ref ─▶ GET claim ─▶ our allocated devices ─▶ [lock] read checkpoint
+    validate ref ─▶ GET claim ─▶ our allocated devices          (in the caller's thread, outside the lock)
+    ─▶ [node lock, with every claim queued meanwhile: prepare.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
-    ─▶ overlap check ─▶ write PrepareStarted ─▶ opaque configs (prepare.opaqueconfig: typed
-    settings) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted (with the settings)
+    ─▶ overlap check ─▶ write PrepareStarted (all claims of the batch at once) ─▶ opaque configs
+    (prepare.opaqueconfig: typed settings) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted
+    (the batch's claims that got that far, at once)
 
-Unprepare, per claim (no API call): [lock] unknown ⇒ success; otherwise remove the CDI spec and the claim's
-nvidia-smi data (fakeplugin.prepare.smi), drop the entry. The nvidia-smi script itself is written at start.
+Unprepare, per claim (no API call): [node lock, batched likewise] unknown ⇒ success; otherwise remove the
+CDI spec and the claim's nvidia-smi data, drop the entry; one checkpoint write per batch.
 
-The lock is a threading lock (threads of this process) plus an flock on `<plugin_dir>/pu.lock` (other
-processes: the old and the new plugin during a rolling update), so every read-modify-write of the checkpoint
-sees the previous one's result.
+Invariants: a CDI spec exists only for a claim the checkpoint holds (at least PrepareStarted), and
+PrepareCompleted is written only once the spec is on disk. Prepare is idempotent: a completed claim is
+answered from the checkpoint with the same devices and CDI IDs.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -34,17 +31,23 @@ from fakeplugin import featuregates
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare import checkpoint as cp
+from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.prepare.claims import ClaimError, allocated_devices, validate_claim_ref
-from fakeplugin.publish.mig import created_for_claim
+from fakeplugin.prepare.groupcommit import GroupCommit
+from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
+from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "pu.lock"
-_LOCK_POLL_S = 0.02
 
+@dataclass(frozen=True)
+class _Request:
+    """One claim to prepare, resolved against the API server and the pool before the lock is taken."""
 
-class LockTimeoutError(Exception):
-    """The node-wide prep/unprep lock was not acquired in time."""
+    ref: ClaimRef
+    prepared: tuple[PreparedDevice, ...]
+    pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
+    allocation: Mapping[str, Any]
 
 
 class Preparer:
@@ -76,48 +79,67 @@ class Preparer:
         self._node_name = node_name
         self._devices = devices  # may be live (the inventory): read afresh for every claim
         self._get_claim = get_claim
-        self._cdi_root = cdi_root
-        self._plugin_dir = plugin_dir
-        self._checkpoint_path = plugin_dir / cp.FILE_NAME
-        self._lock_path = plugin_dir / LOCK_FILE
-        self._lock_timeout = lock_timeout
-        self._device_nodes = device_nodes
         self._feature_gates = dict(feature_gates)
-        self._thread_lock = threading.Lock()
-        self._boot_id = cp.read_boot_id(boot_id_file)
+        self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
+        self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
+        self._files = ClaimFiles(
+            driver_name=driver_name, cdi_root=cdi_root, plugin_dir=plugin_dir, device_nodes=device_nodes
+        )
+        self._prepares = GroupCommit(self._prepare_batch)
+        self._unprepares = GroupCommit(self._unprepare_batch)
         cdi_root.mkdir(parents=True, exist_ok=True)
         plugin_dir.mkdir(parents=True, exist_ok=True)
         smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
-        with self._locked():
-            if self._checkpoint_path.exists():
+        with self._lock:
+            if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
-                cp.save(self._checkpoint_path, cp.load(self._checkpoint_path, boot_id=self._boot_id))
+                self._checkpoint.save(self._checkpoint.load())
 
     # -- public ---------------------------------------------------------------------------------------------
 
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        """One result per claim UID; claims are handled one after the other, each under the node lock."""
-        return {ref.uid: self._prepare_one(ref) for ref in claims}
+        """One result per claim UID. Each claim is resolved in this thread; then every claim queued by any
+        caller meanwhile is prepared in one batch under the node lock."""
+        results: dict[str, PrepareResult] = {}
+        requests: list[_Request] = []
+        for ref in claims:
+            try:
+                request = self._resolve(ref)
+            except Exception as e:  # ClaimError; or a bug, which must fail this claim only, never the RPC
+                results[ref.uid] = _prepare_failed(ref, e)
+                continue
+            if request is None:
+                log.info("prepared claim %s: no devices of ours on this node", ref)
+                results[ref.uid] = PrepareResult()
+            else:
+                requests.append(request)
+        if requests:
+            batch = self._prepares.submit(requests)
+            results |= {r.ref.uid: batch[r.ref.uid] for r in requests}
+        return results
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         """Claim UID → error ("" = success). Unknown claims succeed; no API calls."""
-        return {ref.uid: self._unprepare_one(ref) for ref in claims}
+        results: dict[str, str] = {}
+        refs: list[ClaimRef] = []
+        for ref in claims:
+            try:
+                validate_claim_ref(ref)
+                refs.append(ref)
+            except ClaimError as e:
+                # Such a claim can never have been prepared (prepare rejects it too): nothing to undo.
+                # Failing would leave its pod Terminating forever.
+                log.warning("unprepare %s: nothing to do: %s", ref, e)
+                results[ref.uid] = ""
+        if refs:
+            batch = self._unprepares.submit(refs)
+            results |= {ref.uid: batch[ref.uid] for ref in refs}
+        return results
 
-    # -- prepare --------------------------------------------------------------------------------------------
+    # -- outside the lock -----------------------------------------------------------------------------------
 
-    def _prepare_one(self, ref: ClaimRef) -> PrepareResult:
-        try:
-            devices = self._prepare_claim(ref)
-        except ClaimError as e:
-            log.error("prepare %s: %s", ref, e)
-            return PrepareResult(error=str(e))
-        except Exception as e:  # a bug must fail this claim only, never the whole RPC
-            log.exception("prepare %s: unexpected failure", ref)
-            return PrepareResult(error=f"error preparing devices for claim {ref}: {e}")
-        log.info("prepared claim %s: %s", ref, ", ".join(d.device_name for d in devices) or "no devices")
-        return PrepareResult(devices=devices)
-
-    def _prepare_claim(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+    def _resolve(self, ref: ClaimRef) -> _Request | None:
+        """The claim's devices on this node, or None when none of its allocation is ours."""
         validate_claim_ref(ref)
         try:
             claim = self._get_claim(ref.namespace, ref.name)
@@ -125,13 +147,13 @@ class Preparer:
             raise ClaimError(f"retrieve claim {ref.namespace}/{ref.name}: {e}") from e
         wanted = allocated_devices(claim, ref, driver_name=self._driver_name, pool_name=self._node_name)
         if not wanted:
-            return ()  # nothing of ours on this node: no checkpoint entry, no CDI spec
-        pool = dict(self._devices)  # one consistent view for this claim
+            return None  # nothing of ours on this node: no checkpoint entry, no CDI spec
+        pool = dict(self._devices)
         unknown = [name for name in wanted if name not in pool]
         if unknown:
             known = ", ".join(sorted(pool)) or "none"
             message = f"allocated device {unknown[0]} does not exist in pool {self._node_name} (has: {known})"
-            raise ClaimError(_prepare_error(ref, f"prepare devices failed: {message}"))
+            raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
         prepared = tuple(
             PreparedDevice(
                 pool_name=self._node_name,
@@ -141,202 +163,177 @@ class Preparer:
             )
             for name, requests in wanted.items()
         )
-        with self._claim_lock():
-            return self._prepare_locked(ref, prepared, pool, claim["status"]["allocation"])
+        return _Request(ref, prepared, pool, claim["status"]["allocation"])
 
-    def _prepare_locked(
-        self,
-        ref: ClaimRef,
-        prepared: tuple[PreparedDevice, ...],
-        pool: Mapping[str, GpuDevice],
-        allocation: Mapping[str, Any],
-    ) -> tuple[PreparedDevice, ...]:
-        checkpoint = self._load(ref, _prepare_error)
-        spec_path = cdi.spec_path(self._cdi_root, ref.uid, driver_name=self._driver_name)
-        entry = checkpoint.claims.get(ref.uid)
-        if entry is not None and entry.state is cp.ClaimState.PREPARE_COMPLETED:
-            names = [d.device_name for d in entry.devices]
-            # e.g. a reboot emptied a tmpfs CDI root while the checkpoint survived
-            if not spec_path.exists() or not smi.claim_data_present(self._plugin_dir, ref.uid, names):
-                log.info(
-                    "claim %s is prepared but its CDI spec %s or nvidia-smi data is missing: writing both",
-                    ref,
-                    spec_path,
+    # -- under the lock: one batch --------------------------------------------------------------------------
+
+    def _prepare_batch(self, requests: list[_Request]) -> dict[str, PrepareResult]:
+        results: dict[str, PrepareResult] = {}
+        try:
+            with self._lock:
+                self._prepare_locked(_unique(requests, lambda r: r.ref.uid), results)
+        except LockTimeoutError as e:
+            for r in requests:
+                results.setdefault(
+                    r.ref.uid, _prepare_failed(r.ref, ClaimError(f"error acquiring prep/unprep lock: {e}"))
                 )
-                self._write_spec(ref, entry.devices, pool, spec_path, entry.settings)
-            return entry.devices
-        if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
-            log.info("claim %s was left in %s: rolling back and preparing again", ref, entry.state)
-            cdi.remove_spec(spec_path)
-            smi.remove_claim_data(self._plugin_dir, ref.uid)
-            checkpoint = checkpoint.without_claim(ref.uid)
-            self._save(ref, checkpoint, _prepare_error)
+        return results
 
-        wanted = {d.device_name for d in prepared}
+    def _prepare_locked(self, requests: list[_Request], results: dict[str, PrepareResult]) -> None:
+        try:
+            checkpoint = self._checkpoint.load()
+        except cp.CheckpointError as e:
+            for r in requests:
+                failure = ClaimError(prepare_error(r.ref, f"unable to get checkpoint: {e}"))
+                results[r.ref.uid] = _prepare_failed(r.ref, failure)
+            return
+        before = checkpoint
+        started: list[_Request] = []
+        for r in requests:
+            try:
+                checkpoint = self._start(r, checkpoint, results)
+            except Exception as e:  # ClaimError; a bug fails this claim only
+                results[r.ref.uid] = _prepare_failed(r.ref, e)
+                continue
+            if r.ref.uid not in results:
+                started.append(r)
+        if checkpoint is not before and (failure := self._save(checkpoint)):
+            for r in started:
+                results[r.ref.uid] = _prepare_failed(r.ref, ClaimError(prepare_error(r.ref, failure)))
+            return
+        completed: list[_Request] = []
+        for r in started:
+            try:
+                settings = self._device_settings(r)
+                self._files.write(r.ref, r.prepared, r.pool, settings)
+            except Exception as e:  # stays PrepareStarted: rolled back by the next attempt
+                results[r.ref.uid] = _prepare_failed(r.ref, e)
+                continue
+            entry = replace(
+                checkpoint.claims[r.ref.uid], state=cp.ClaimState.PREPARE_COMPLETED, settings=settings
+            )
+            checkpoint = checkpoint.with_claim(r.ref.uid, entry)
+            completed.append(r)
+        failure = self._save(checkpoint) if completed else ""
+        for r in completed:
+            if failure:
+                results[r.ref.uid] = _prepare_failed(r.ref, ClaimError(prepare_error(r.ref, failure)))
+            else:
+                log.info("prepared claim %s: %s", r.ref, ", ".join(d.device_name for d in r.prepared))
+                results[r.ref.uid] = PrepareResult(devices=r.prepared)
+
+    def _start(
+        self, r: _Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult]
+    ) -> cp.Checkpoint:
+        """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared)."""
+        uid = r.ref.uid
+        entry = checkpoint.claims.get(uid)
+        if entry is not None and entry.state is cp.ClaimState.PREPARE_COMPLETED:
+            if not self._files.present(r.ref, entry.devices):
+                # e.g. a reboot emptied a tmpfs CDI root while the checkpoint survived
+                log.info(
+                    "claim %s is prepared but its CDI spec or nvidia-smi data is missing: writing both", r.ref
+                )
+                self._files.write(r.ref, entry.devices, r.pool, entry.settings)
+            results[uid] = PrepareResult(devices=entry.devices)
+            return checkpoint
+        if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
+            log.info("claim %s was left in %s: rolling back and preparing again", r.ref, entry.state)
+            self._files.remove(r.ref, prepare_error)
+            checkpoint = checkpoint.without_claim(uid)
+        wanted = {d.device_name for d in r.prepared}
         for other_uid, other in checkpoint.claims.items():
             taken = sorted(wanted & {d.device_name for d in other.devices})
             if taken:
                 message = f"requested device {taken[0]} is already allocated to different claim {other_uid}"
-                raise ClaimError(_prepare_error(ref, message))
+                raise ClaimError(prepare_error(r.ref, message))
+        started = cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, r.ref.namespace, r.ref.name, r.prepared)
+        return checkpoint.with_claim(uid, started)
 
-        # Invariant: a CDI spec exists only for a claim the checkpoint holds (at least PrepareStarted), and
-        # PrepareCompleted is written only once the spec is on disk.
-        started = cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, ref.namespace, ref.name, prepared)
-        self._save(ref, checkpoint.with_claim(ref.uid, started), _prepare_error)
-        settings = self._device_settings(ref, allocation, pool)
-        self._write_spec(ref, prepared, pool, spec_path, settings)
-        completed = replace(started, state=cp.ClaimState.PREPARE_COMPLETED, settings=settings)
-        self._save(ref, checkpoint.with_claim(ref.uid, completed), _prepare_error)
-        return prepared
-
-    def _device_settings(
-        self, ref: ClaimRef, allocation: Mapping[str, Any], pool: Mapping[str, GpuDevice]
-    ) -> dict[str, DeviceSettings]:
+    def _device_settings(self, r: _Request) -> dict[str, DeviceSettings]:
         """Device name → what its opaque config applied (only devices with settings)."""
         try:
             return opaqueconfig.device_settings(
-                allocation,
-                pool,
+                r.allocation,
+                r.pool,
                 driver_name=self._driver_name,
                 pool_name=self._node_name,
-                claim_uid=ref.uid,
+                claim_uid=r.ref.uid,
                 gates=self._feature_gates,
             )
         except opaqueconfig.OpaqueConfigError as e:
-            raise ClaimError(_prepare_error(ref, f"prepare devices failed: {e}")) from e
+            raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
 
-    def _write_spec(
-        self,
-        ref: ClaimRef,
-        prepared: Sequence[PreparedDevice],
-        pool: Mapping[str, GpuDevice],
-        path: Path,
-        settings: Mapping[str, DeviceSettings],
-    ) -> None:
-        missing = [d.device_name for d in prepared if d.device_name not in pool]
-        if missing:
-            message = f"device {missing[0]} is no longer in pool {self._node_name}"
-            raise ClaimError(_prepare_error(ref, f"prepare devices failed: {message}"))
-        gpus = [created_for_claim(pool[d.device_name], ref.uid) for d in prepared]  # DynamicMIG: create
-        # The spec mounts the data files: they exist before it does.
-        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+    def _unprepare_batch(self, refs: list[ClaimRef]) -> dict[str, str]:
+        results: dict[str, str] = {}
         try:
-            smi.write_claim_data(self._plugin_dir, ref.uid, gpus, settings)  # compute mode per settings
-        except (OSError, ValueError) as e:
-            raise ClaimError(
-                _prepare_error(ref, f"prepare devices failed: write nvidia-smi data {data_dir}: {e}")
-            ) from e
-        spec = cdi.claim_spec(
-            ref.uid,
-            gpus,
-            driver_name=self._driver_name,
-            device_nodes=self._device_nodes,
-            plugin_dir=self._plugin_dir,
-            settings=settings,
-        )
-        try:
-            cdi.write_spec(path, spec)
-        except (OSError, ValueError) as e:
-            raise ClaimError(
-                _prepare_error(ref, f"prepare devices failed: write CDI spec {path}: {e}")
-            ) from e
+            with self._lock:
+                self._unprepare_locked(_unique(refs, lambda ref: ref.uid), results)
+        except LockTimeoutError as e:
+            for ref in refs:
+                results.setdefault(
+                    ref.uid, _unprepare_failed(ref, ClaimError(f"error acquiring prep/unprep lock: {e}"))
+                )
+        return results
 
-    # -- unprepare ------------------------------------------------------------------------------------------
+    def _unprepare_locked(self, refs: list[ClaimRef], results: dict[str, str]) -> None:
+        try:
+            checkpoint = self._checkpoint.load()
+        except cp.CheckpointError as e:
+            for ref in refs:
+                failure = ClaimError(unprepare_error(ref, f"unable to get checkpoint: {e}"))
+                results[ref.uid] = _unprepare_failed(ref, failure)
+            return
+        removed: list[ClaimRef] = []
+        for ref in refs:
+            entry = checkpoint.claims.get(ref.uid)
+            if entry is None:
+                log.info("unprepare %s: not prepared on this node, nothing to do", ref)
+                results[ref.uid] = ""
+                continue
+            try:
+                self._files.remove(ref)
+            except Exception as e:  # ClaimError; a bug fails this claim only
+                results[ref.uid] = _unprepare_failed(ref, e)
+                continue
+            checkpoint = checkpoint.without_claim(ref.uid)
+            removed.append(ref)
+            log.info("unprepared claim %s (was %s)", ref, entry.state)
+        failure = self._save(checkpoint) if removed else ""
+        for ref in removed:
+            results[ref.uid] = (
+                _unprepare_failed(ref, ClaimError(unprepare_error(ref, failure))) if failure else ""
+            )
 
-    def _unprepare_one(self, ref: ClaimRef) -> str:
+    def _save(self, checkpoint: cp.Checkpoint) -> str:
+        """Write the checkpoint; the failure, naming the file, or ""."""
         try:
-            validate_claim_ref(ref)
-        except ClaimError as e:
-            # Such a claim can never have been prepared (prepare rejects it too): nothing to undo. Failing
-            # would leave its pod Terminating forever.
-            log.warning("unprepare %s: nothing to do: %s", ref, e)
-            return ""
-        try:
-            with self._claim_lock():
-                self._unprepare_locked(ref)
-        except ClaimError as e:
-            log.error("unprepare %s: %s", ref, e)
-            return str(e)
-        except Exception as e:  # a bug must fail this claim only, never the whole RPC
-            log.exception("unprepare %s: unexpected failure", ref)
-            return f"error unpreparing devices for claim {ref}: {e}"
+            self._checkpoint.save(checkpoint)
+        except OSError as e:
+            return f"unable to update checkpoint {self._checkpoint.path}: {e}"
         return ""
 
-    def _unprepare_locked(self, ref: ClaimRef) -> None:
-        checkpoint = self._load(ref, _unprepare_error)
-        entry = checkpoint.claims.get(ref.uid)
-        if entry is None:
-            log.info("unprepare %s: not prepared on this node, nothing to do", ref)
-            return
-        spec_path = cdi.spec_path(self._cdi_root, ref.uid, driver_name=self._driver_name)
-        try:
-            cdi.remove_spec(spec_path)
-        except OSError as e:
-            raise ClaimError(_unprepare_error(ref, f"remove CDI spec {spec_path}: {e}")) from e
-        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
-        try:
-            smi.remove_claim_data(self._plugin_dir, ref.uid)  # after the spec that mounts it
-        except OSError as e:
-            raise ClaimError(_unprepare_error(ref, f"remove nvidia-smi data {data_dir}: {e}")) from e
-        self._save(ref, checkpoint.without_claim(ref.uid), _unprepare_error)
-        log.info("unprepared claim %s (was %s)", ref, entry.state)
 
-    # -- shared ---------------------------------------------------------------------------------------------
-
-    def _load(self, ref: ClaimRef, wrap: Callable[[ClaimRef, str], str]) -> cp.Checkpoint:
-        try:
-            return cp.load(self._checkpoint_path, boot_id=self._boot_id)
-        except cp.CheckpointError as e:
-            raise ClaimError(wrap(ref, f"unable to get checkpoint: {e}")) from e
-
-    def _save(self, ref: ClaimRef, checkpoint: cp.Checkpoint, wrap: Callable[[ClaimRef, str], str]) -> None:
-        try:
-            cp.save(self._checkpoint_path, checkpoint)
-        except OSError as e:
-            raise ClaimError(wrap(ref, f"unable to update checkpoint {self._checkpoint_path}: {e}")) from e
-
-    @contextmanager
-    def _claim_lock(self) -> Iterator[None]:
-        """The node lock for one claim; a timeout fails that claim with the real driver's text."""
-        try:
-            with self._locked():
-                yield
-        except LockTimeoutError as e:
-            raise ClaimError(f"error acquiring prep/unprep lock: {e}") from e
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """The node-wide prep/unprep lock, waiting at most lock_timeout seconds in all."""
-        deadline = time.monotonic() + self._lock_timeout
-        if not self._thread_lock.acquire(timeout=self._lock_timeout):
-            raise LockTimeoutError(f"timed out after {self._lock_timeout}s waiting for this process's lock")
-        try:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                _flock(fd, deadline, self._lock_path, self._lock_timeout)
-                yield
-            finally:
-                os.close(fd)  # releases the flock
-        finally:
-            self._thread_lock.release()
+def _prepare_failed(ref: ClaimRef, error: Exception) -> PrepareResult:
+    return PrepareResult(error=_failure("prepare", ref, error, prepare_error))
 
 
-def _flock(fd: int, deadline: float, path: Path, timeout: float) -> None:
-    # flock has no timeout of its own: poll without blocking until the deadline.
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise LockTimeoutError(f"timed out after {timeout}s waiting for flock on {path}") from None
-            time.sleep(min(_LOCK_POLL_S, remaining))
+def _unprepare_failed(ref: ClaimRef, error: Exception) -> str:
+    return _failure("unprepare", ref, error, unprepare_error)
 
 
-def _prepare_error(ref: ClaimRef, message: str) -> str:
-    return f"error preparing devices for claim {ref}: {message}"
+def _failure(operation: str, ref: ClaimRef, error: Exception, wrap: Callable[[ClaimRef, str], str]) -> str:
+    """The message a failed claim reports, logged; a ClaimError's own text, else a bug's (with its trace)."""
+    if isinstance(error, ClaimError):
+        log.error("%s %s: %s", operation, ref, error)
+        return str(error)
+    log.error("%s %s: unexpected failure", operation, ref, exc_info=error)
+    return wrap(ref, str(error))
 
 
-def _unprepare_error(ref: ClaimRef, message: str) -> str:
-    return f"error unpreparing devices for claim {ref}: {message}"
+def _unique(items: list[Any], key: Callable[[Any], str]) -> list[Any]:
+    """The first of each claim: concurrent calls for one claim share its result."""
+    seen: dict[str, Any] = {}
+    for item in items:
+        seen.setdefault(key(item), item)
+    return list(seen.values())

@@ -209,7 +209,8 @@ def write_claim_data(
     directory.mkdir(parents=True, exist_ok=True)
     for device in devices:
         data = render_data(device, settings.get(device.name))
-        write_atomic(directory / data_file_name(device.name), data.encode(), mode=DATA_MODE)
+        # Lives for one boot, like the CDI spec that mounts it.
+        write_atomic(directory / data_file_name(device.name), data.encode(), mode=DATA_MODE, sync=False)
 
 
 def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:

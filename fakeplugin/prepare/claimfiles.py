@@ -1,0 +1,88 @@
+"""What a prepared claim leaves on the host: its CDI spec and its GPUs' nvidia-smi data files.
+
+Written in that order's reverse (the spec mounts the data files, so they exist before it does) and removed
+in that order (the spec first). Errors are ClaimErrors naming the file, worded as the real driver words them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
+from fakeplugin.prepare import cdi, smi
+from fakeplugin.prepare.claims import ClaimError
+from fakeplugin.publish.mig import created_for_claim
+
+
+def prepare_error(ref: ClaimRef, message: str) -> str:
+    return f"error preparing devices for claim {ref}: {message}"
+
+
+def unprepare_error(ref: ClaimRef, message: str) -> str:
+    return f"error unpreparing devices for claim {ref}: {message}"
+
+
+class ClaimFiles:
+    """The files of claims prepared by `driver_name` in `cdi_root` and `plugin_dir` (the layout under the
+    plugin dir: fakeplugin.prepare.smi); `device_nodes` adds fake /dev/nvidia* nodes to the specs."""
+
+    def __init__(self, *, driver_name: str, cdi_root: Path, plugin_dir: Path, device_nodes: bool) -> None:
+        self._driver_name = driver_name
+        self._cdi_root = cdi_root
+        self._plugin_dir = plugin_dir
+        self._device_nodes = device_nodes
+
+    def spec_path(self, uid: str) -> Path:
+        return cdi.spec_path(self._cdi_root, uid, driver_name=self._driver_name)
+
+    def present(self, ref: ClaimRef, devices: Sequence[PreparedDevice]) -> bool:
+        names = [d.device_name for d in devices]
+        return self.spec_path(ref.uid).exists() and smi.claim_data_present(self._plugin_dir, ref.uid, names)
+
+    def write(
+        self,
+        ref: ClaimRef,
+        prepared: Sequence[PreparedDevice],
+        pool: Mapping[str, GpuDevice],
+        settings: Mapping[str, DeviceSettings],
+    ) -> None:
+        """Write the claim's nvidia-smi data, then its CDI spec (DynamicMIG partitions are created here)."""
+        missing = [d.device_name for d in prepared if d.device_name not in pool]
+        if missing:
+            message = f"device {missing[0]} is no longer in pool {next(iter(prepared)).pool_name}"
+            raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
+        gpus = [created_for_claim(pool[d.device_name], ref.uid) for d in prepared]
+        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+        try:
+            smi.write_claim_data(self._plugin_dir, ref.uid, gpus, settings)  # compute mode per settings
+        except (OSError, ValueError) as e:
+            message = f"prepare devices failed: write nvidia-smi data {data_dir}: {e}"
+            raise ClaimError(prepare_error(ref, message)) from e
+        spec = cdi.claim_spec(
+            ref.uid,
+            gpus,
+            driver_name=self._driver_name,
+            device_nodes=self._device_nodes,
+            plugin_dir=self._plugin_dir,
+            settings=settings,
+        )
+        path = self.spec_path(ref.uid)
+        try:
+            cdi.write_spec(path, spec)
+        except (OSError, ValueError) as e:
+            raise ClaimError(prepare_error(ref, f"prepare devices failed: write CDI spec {path}: {e}")) from e
+
+    def remove(self, ref: ClaimRef, wrap: Callable[[ClaimRef, str], str] = unprepare_error) -> None:
+        """Remove the claim's CDI spec, then its nvidia-smi data; nothing there is fine. `wrap` words errors
+        (an unprepare's, or a prepare's when it rolls back an attempt that died midway)."""
+        path = self.spec_path(ref.uid)
+        try:
+            cdi.remove_spec(path)
+        except OSError as e:
+            raise ClaimError(wrap(ref, f"remove CDI spec {path}: {e}")) from e
+        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+        try:
+            smi.remove_claim_data(self._plugin_dir, ref.uid)
+        except OSError as e:
+            raise ClaimError(wrap(ref, f"remove nvidia-smi data {data_dir}: {e}")) from e
