@@ -1,0 +1,102 @@
+"""`fakeplugin serve` on the kubelet nodes of a local cluster: started like NVIDIA's chart runs the
+driver (DeviceClasses first), restarted, and waited for until its slices are published and the kubelet
+has registered it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import fakeplugin
+from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin.cluster import components
+from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.state import ClusterNode, StateStore
+from fakeplugin.cluster.supervisor import Supervisor
+from fakeplugin.publish.deviceclasses import device_classes
+from fakeplugin.publish.inventory import Inventory
+from fakeplugin.server.registration import REGISTERED_LOG
+
+log = logging.getLogger("fakeplugin.cluster")
+
+
+class Plugins:
+    """The plugin processes `plugin/<node>`, one per kubelet node."""
+
+    def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
+        self._store = store
+        self._processes = processes
+        self._kubectl = kubectl
+
+    def install_device_classes(self) -> None:
+        self._kubectl.send("apply", device_classes(DEFAULT_DRIVER_NAME))
+        log.info("DeviceClasses of %s created (as NVIDIA's chart does)", DEFAULT_DRIVER_NAME)
+
+    def start(self, node: ClusterNode) -> None:
+        """Start the node's plugin with the state's extra flags; returns at once (see wait_published)."""
+        state = self._store.require()
+        argv = components.plugin_argv(
+            sys.executable,
+            Path(state.inventory),
+            self._store.layout,
+            self._store.dirs(node),
+            state.plugin_args,
+        )
+        # The package may be used from a source tree, not installed: let the child import it the same way.
+        source = str(Path(fakeplugin.__file__).resolve().parents[1])
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "FEATURE_GATES"},  # gates come from our state only
+            "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
+        }
+        self._processes.launch(f"plugin/{node.name}", [argv], env=env)
+
+    def restart(self, node: ClusterNode, args: Sequence[str] | None) -> None:
+        """Stop and start the node's plugin (with `args` as every plugin's extra flags from now on, when
+        given); returns once the kubelet has registered it again."""
+        if args is not None:
+            self._store.require().plugin_args = list(args)
+            self._store.save()
+        before = self._registrations(node.name)
+        self._processes.stop(self._processes.record(f"plugin/{node.name}"))
+        self.start(node)
+        self._wait_registered(node.name, before)
+
+    def wait_published(self, inventory: Inventory, kubelet_nodes: list[ClusterNode]) -> None:
+        """Each kubelet node whose inventory entry has GPUs: wait for its plugin's ResourceSlices; then
+        each kubelet node: wait until its kubelet registered the plugin."""
+        expected = {
+            n.name for n in kubelet_nodes if (e := inventory.node_entry(n.name, n.labels)) and e.gpu_count
+        }
+        watch = self._processes.records("plugin/", "kubelet/")
+
+        def published() -> bool:
+            slices = self._kubectl.items("resourceslices")
+            if slices is None:
+                return False
+            return expected <= {
+                s["spec"].get("nodeName") for s in slices if s["spec"]["driver"] == DEFAULT_DRIVER_NAME
+            }
+
+        if expected:
+            self._processes.wait(
+                f"the plugins' ResourceSlices of {', '.join(sorted(expected))}", published, watch
+            )
+        # Slices alone are not enough: a pod the scheduler places before the kubelet registered the plugin
+        # fails with "DRA driver ... is not registered" and is retried only at the next pod sync.
+        for node in kubelet_nodes:
+            self._wait_registered(node.name, before=0)
+
+    def _registrations(self, node: str) -> int:
+        path = self._store.layout.log(f"plugin/{node}")
+        return path.read_text(errors="replace").count(REGISTERED_LOG) if path.exists() else 0
+
+    def _wait_registered(self, node: str, before: int) -> None:
+        """Wait until the node's plugin log shows a kubelet registration beyond the `before` earlier ones."""
+        self._processes.wait(
+            f"the kubelet of {node} to register its plugin",
+            lambda: self._registrations(node) > before,
+            [self._processes.record(f"plugin/{node}"), self._processes.record(f"kubelet/{node}")],
+        )
