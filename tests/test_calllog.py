@@ -1,8 +1,9 @@
 """The call log: what a real server over real unix sockets writes for each kubelet call, its rotation
-bound, torn lines, the reader's filters."""
+bound, torn lines, the reader's filters, and `fakeplugin calls --file`."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
+from fakeplugin.cli import main
 from fakeplugin.model import PrepareResult
 from fakeplugin.server import ServerSettings
 from fakeplugin.server.calllog import read_calls, rotated
@@ -198,3 +200,22 @@ def test_a_health_watch_is_logged_when_it_ends(serve: Any, short_dir: Path) -> N
     )
     assert record["responses"] >= 2
 
+
+def test_calls_command_reads_a_file_as_table_and_json(
+    serve: Any, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = serve(CannedDriver({"uid-b": PrepareResult(error="no GPU left")}))
+    prepare(running, v1, wire_claim(v1, "uid-a", "team", "a"))
+    prepare(running, v1, wire_claim(v1, "uid-b", "team", "b"))
+    path = calls_file(short_dir)
+
+    assert main(["calls", "--file", str(path), "--claim", "team/b"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["TIME", "METHOD", "CLAIMS", "RESULT", "DURATION"]
+    assert row.split()[1:4] == ["NodePrepareResources", "team/b", "error"]
+    assert re.fullmatch(r"\d+\.\dms", row.split()[4])
+    assert row.endswith("  uid-b: no GPU left")
+
+    assert main(["calls", "--file", str(path), "--method", "NodePrepareResources", "--json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["claims"] for line in lines] == [["team/a:uid-a"], ["team/b:uid-b"]]

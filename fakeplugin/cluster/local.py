@@ -26,7 +26,14 @@ from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.nodes import KubeletNodes, register_api_nodes
 from fakeplugin.cluster.plugins import Plugins
 from fakeplugin.cluster.processes import is_running
-from fakeplugin.cluster.state import ClusterError, State, StateStore, cluster_nodes, remove_runtime_state
+from fakeplugin.cluster.state import (
+    ClusterError,
+    ClusterNode,
+    State,
+    StateStore,
+    cluster_nodes,
+    remove_runtime_state,
+)
 from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor
 from fakeplugin.publish.inventory import load_inventory
 
@@ -161,6 +168,10 @@ class Cluster:
     def kubeconfig(self) -> Path:
         return self.layout.kubeconfig
 
+    def nodes(self) -> list[ClusterNode]:
+        """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the workers."""
+        return list(self._store.require().nodes)
+
     def status(self) -> list[ProcessStatus]:
         return self._processes.statuses()
 
@@ -196,3 +207,12 @@ class Cluster:
 
         args, when given, become the plugins' extra `fakeplugin serve` flags from now on."""
         self._plugins.restart(self._store.kubelet_node(node), args)
+
+    def call_log(self, node: str) -> Path:
+        """The call log of a kubelet node's plugin: every gRPC call it answered (see server.calllog)."""
+        return self._plugins.call_log(self._store.kubelet_node(node))
+
+    def calls(self, node: str, claim: str | None = None, method: str | None = None) -> list[dict[str, Any]]:
+        """The records of a node's call log, oldest first; claim: "namespace/name" or a UID, method: a
+        short name such as "NodePrepareResources"."""
+        return self._plugins.calls(self._store.kubelet_node(node), claim=claim, method=method)

@@ -1,6 +1,6 @@
 """`fakeplugin serve` on the kubelet nodes of a local cluster: started like NVIDIA's chart runs the
 driver (DeviceClasses first), restarted, and waited for until its slices are published and the kubelet
-has registered it."""
+has registered it (a NotifyRegistrationStatus with registered=true in the node's call log)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import fakeplugin
 from fakeplugin import DEFAULT_DRIVER_NAME
@@ -18,7 +19,7 @@ from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import Inventory
-from fakeplugin.server.registration import REGISTERED_LOG
+from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
 
 log = logging.getLogger("fakeplugin.cluster")
 
@@ -59,10 +60,10 @@ class Plugins:
         if args is not None:
             self._store.require().plugin_args = list(args)
             self._store.save()
-        before = self._registrations(node.name)
+        before = self._registrations(node)
         self._processes.stop(self._processes.record(f"plugin/{node.name}"))
         self.start(node)
-        self._wait_registered(node.name, before)
+        self._wait_registered(node, before)
 
     def wait_published(self, inventory: Inventory, kubelet_nodes: list[ClusterNode]) -> None:
         """Each kubelet node whose inventory entry has GPUs: wait for its plugin's ResourceSlices; then
@@ -87,16 +88,27 @@ class Plugins:
         # Slices alone are not enough: a pod the scheduler places before the kubelet registered the plugin
         # fails with "DRA driver ... is not registered" and is retried only at the next pod sync.
         for node in kubelet_nodes:
-            self._wait_registered(node.name, before=0)
+            self._wait_registered(node, before=[])
 
-    def _registrations(self, node: str) -> int:
-        path = self._store.layout.log(f"plugin/{node}")
-        return path.read_text(errors="replace").count(REGISTERED_LOG) if path.exists() else 0
+    def call_log(self, node: ClusterNode) -> Path:
+        """The node's plugin's call log (fakeplugin.server.calllog), beside its checkpoint."""
+        return self._store.dirs(node).plugins_dir / DEFAULT_DRIVER_NAME / CALL_LOG_NAME
 
-    def _wait_registered(self, node: str, before: int) -> None:
-        """Wait until the node's plugin log shows a kubelet registration beyond the `before` earlier ones."""
+    def calls(
+        self, node: ClusterNode, *, claim: str | None = None, method: str | None = None
+    ) -> list[dict[str, Any]]:
+        return read_calls(self.call_log(node), claim=claim, method=method)
+
+    def _registrations(self, node: ClusterNode) -> list[dict[str, Any]]:
+        records = self.calls(node, method="NotifyRegistrationStatus")
+        return [r for r in records if r.get("registered") and r.get("result") == "ok"]
+
+    def _wait_registered(self, node: ClusterNode, before: list[dict[str, Any]]) -> None:
+        """Wait until the node's call log shows a kubelet registration that is not one of `before`.
+
+        (Not a count: a rotation of the call log may drop old records, never add them.)"""
         self._processes.wait(
-            f"the kubelet of {node} to register its plugin",
-            lambda: self._registrations(node) > before,
-            [self._processes.record(f"plugin/{node}"), self._processes.record(f"kubelet/{node}")],
+            f"the kubelet of {node.name} to register its plugin",
+            lambda: any(r not in before for r in self._registrations(node)),
+            [self._processes.record(f"plugin/{node.name}"), self._processes.record(f"kubelet/{node.name}")],
         )
