@@ -24,6 +24,7 @@ examples:
   fakeplugin render --config examples/seed-lab.yaml     print slices and DeviceClasses, no cluster
   NODE_NAME=node1 fakeplugin serve --config inv.yaml    run as a kubelet plugin on a node
   fakeplugin cluster up --config examples/seed-lab.yaml a real local cluster, no Docker
+  fakeplugin calls --node NODE --claim NS/NAME          what the kubelet asked a plugin, and its answers
   fakeplugin demo                                       the seed lab end to end, then clean up
 """
 

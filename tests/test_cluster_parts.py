@@ -11,8 +11,8 @@ import pytest
 
 from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.layout import StateLayout, too_long_sockets
-from fakeplugin.cluster.local import ClusterError, cluster_nodes
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
+from fakeplugin.cluster.state import ClusterError, cluster_nodes
 from fakeplugin.publish.inventory import parse_inventory
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,9 @@ cluster.down()
 from fakeplugin.cluster.binaries import BinaryNotFound
 from fakeplugin.cluster.components import DEFAULT_FEATURE_GATES, parse_feature_gates
 from fakeplugin.cluster.layout import NodeDirs
-from fakeplugin.cluster.local import DEFAULT_STATE_DIR, Cluster, ClusterError, ClusterNode, ProcessStatus
+from fakeplugin.cluster.local import DEFAULT_STATE_DIR, Cluster
+from fakeplugin.cluster.state import ClusterError, ClusterNode
+from fakeplugin.cluster.supervisor import ProcessStatus
 
 __all__ = [
     "DEFAULT_FEATURE_GATES",

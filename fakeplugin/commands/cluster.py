@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="inventory YAML (nodes, their labels, `kubelet`, GPUs)",
     )
-    _state_dir(up)
+    state_dir_flag(up)
     flag(
         up,
         "--feature-gates",
@@ -92,14 +92,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.set_defaults(func=run_up)
 
     down = actions.add_parser("down", help="stop the cluster started in the state dir, remove its state")
-    _state_dir(down)
+    state_dir_flag(down)
     flag(down, "--purge", env="FAKEPLUGIN_PURGE", action="store_true", help="also remove the logs")
     down.set_defaults(func=run_down)
 
     status = actions.add_parser(
         "status", help="processes, memory and nodes of the cluster; exit 1 unless running"
     )
-    _state_dir(status)
+    state_dir_flag(status)
     status.set_defaults(func=run_status)
 
     build = actions.add_parser("build", help="build the Kubernetes binaries, etcd, helm and the fake CRI")
@@ -114,7 +114,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     build.set_defaults(func=run_build)
 
 
-def _state_dir(p: argparse.ArgumentParser) -> None:
+def state_dir_flag(p: argparse.ArgumentParser) -> None:
+    """--state-dir, for every command that works on a local cluster."""
     from fakeplugin.cluster import DEFAULT_STATE_DIR
 
     flag(

@@ -3,7 +3,8 @@
 Modules: `driver` (the Driver protocol the core implements), `sockets` (socket path rules), `registration`
 (pluginregistration.Registration), `claims` (the version-neutral request flow), `dra_v1` / `dra_v1beta1`
 (one adapter per wire version), `device_health` (v1alpha1.DRAResourceHealth), `liveness`
-(grpc.health.v1.Health over TCP), `trace` (request logging), `app` (ServerSettings, Server, run).
+(grpc.health.v1.Health over TCP), `trace` (request logging), `calllog` (every kubelet call as a JSON
+line, and its reader), `app` (ServerSettings, Server, run).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from fakeplugin._proto.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
 from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as device_health_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from fakeplugin.logs import GRPC_TRACE_LEVEL
+from fakeplugin.server.calllog import CALL_LOG_NAME, DEFAULT_MAX_BYTES, CallLog, CallLogInterceptor
 from fakeplugin.server.device_health import DeviceHealthServicer
 from fakeplugin.server.dra_v1 import DRAPluginV1
 from fakeplugin.server.dra_v1beta1 import DRAPluginV1beta1
@@ -51,6 +52,7 @@ class ServerSettings:
     device_health_devices: Collection[str] = ()  # may be live (the node inventory): read for every report
     device_health_interval_s: float = 10.0
     verbosity: int = 0  # >= fakeplugin.logs.GRPC_TRACE_LEVEL logs every request and response
+    call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
 
     def __post_init__(self) -> None:
         if self.device_health and not self.device_health_pool:
@@ -66,6 +68,8 @@ class Server:
         self.cfg = cfg
         self.paths = socket_paths(cfg.driver_name, cfg.registrar_dir, cfg.plugins_dir, cfg.pod_uid)
         self.registration = RegistrationServicer(cfg.driver_name, self.paths.dra, cfg.device_health)
+        # Beside the checkpoint, in <plugins-dir>/<driver>/; see fakeplugin.server.calllog.
+        self.call_log = CallLog(self.paths.dra.parent / CALL_LOG_NAME, cfg.call_log_max_bytes)
         self.health_port: int | None = None  # the bound liveness port once started, None when disabled
         self._driver = driver
         self._device_health = (
@@ -87,6 +91,7 @@ class Server:
         check_length(self.paths.dra)
         check_length(self.paths.registration)
         try:
+            self.call_log.open()
             # The DRA services first: once the registration socket appears the kubelet may call them.
             await self._serve_unix(self._dra_server(), self.paths.dra)
             registration = self._new_server()
@@ -115,10 +120,15 @@ class Server:
             await self._servers.pop().stop(STOP_GRACE_S)
         remove_socket(self.paths.registration)
         remove_socket(self.paths.dra)
+        self.call_log.close()  # after the servers: calls still finishing in the grace period are logged
 
     def _new_server(self) -> grpc.aio.Server:
+        """A server for kubelet-facing services: every call logged, traced too at high verbosity."""
         trace = self.cfg.verbosity >= GRPC_TRACE_LEVEL
-        return grpc.aio.server(interceptors=[TraceInterceptor()] if trace else None)
+        interceptors: list[grpc.aio.ServerInterceptor] = [CallLogInterceptor(self.call_log)]
+        if trace:
+            interceptors.append(TraceInterceptor())
+        return grpc.aio.server(interceptors=interceptors)
 
     def _dra_server(self) -> grpc.aio.Server:
         server = self._new_server()

@@ -10,8 +10,6 @@ import grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
-# Logged once the kubelet confirms a registration; the local test cluster waits for it.
-REGISTERED_LOG = "kubelet registered"
 
 PLUGIN_TYPE = "DRAPlugin"
 # The kubelet uses the first entry it knows, so v1 comes first; it skips entries it does not know.
@@ -48,5 +46,5 @@ class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
         if not request.plugin_registered:
             log.error("kubelet rejected the registration of %s: %s", self._info.name, request.error)
             await context.abort(grpc.StatusCode.UNKNOWN, f"failed registration process: {request.error}")
-        log.info("%s %s (endpoint %s)", REGISTERED_LOG, self._info.name, self._info.endpoint)
+        log.info("kubelet registered %s (endpoint %s)", self._info.name, self._info.endpoint)
         return api_pb2.RegistrationStatusResponse()

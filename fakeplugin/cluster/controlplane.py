@@ -1,0 +1,37 @@
+"""The control plane of a local cluster: etcd, kube-apiserver, kube-scheduler, kube-controller-manager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakeplugin.cluster import components
+from fakeplugin.cluster.components import LOOPBACK, Ports
+from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.layout import StateLayout
+from fakeplugin.cluster.supervisor import Supervisor
+
+
+def start_control_plane(
+    processes: Supervisor,
+    kubectl: Kubectl,
+    layout: StateLayout,
+    bins: dict[str, Path],
+    ports: Ports,
+    gates: dict[str, bool],
+) -> None:
+    """Start the four components in dependency order; returns once each one is healthy."""
+    processes.launch("etcd", [components.etcd_argv(bins["etcd"], layout, ports)])
+    processes.wait_http("etcd", f"http://{LOOPBACK}:{ports.etcd_client}/health")
+    processes.launch(
+        "kube-apiserver", [components.apiserver_argv(bins["kube-apiserver"], layout, ports, gates)]
+    )
+    processes.wait("kube-apiserver", lambda: kubectl("get", "--raw", "/readyz", check=False).returncode == 0)
+    processes.launch(
+        "kube-scheduler", [components.scheduler_argv(bins["kube-scheduler"], layout, ports, gates)]
+    )
+    processes.launch(
+        "kube-controller-manager",
+        [components.controller_manager_argv(bins["kube-controller-manager"], layout, ports, gates)],
+    )
+    processes.wait_http("kube-scheduler", f"https://{LOOPBACK}:{ports.scheduler}/healthz")
+    processes.wait_http("kube-controller-manager", f"https://{LOOPBACK}:{ports.controller_manager}/healthz")

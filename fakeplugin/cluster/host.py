@@ -1,0 +1,81 @@
+"""What this machine must have and lends a local cluster: tools, root, binaries, free loopback ports."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from fakeplugin.cluster import binaries, components
+from fakeplugin.cluster.components import Ports
+from fakeplugin.cluster.layout import NodeDirs, too_long_sockets
+from fakeplugin.cluster.state import ClusterError
+
+log = logging.getLogger("fakeplugin.cluster")
+
+
+def check_host(root: Path, kubelet_dirs: list[NodeDirs]) -> None:
+    """Refuse, saying what to change, when this machine cannot run the cluster in state dir `root`."""
+    if not shutil.which("openssl"):
+        raise ClusterError("openssl not found in PATH (it makes the service-account key pair)")
+    if not kubelet_dirs:
+        return
+    if os.geteuid() != 0:
+        raise ClusterError(
+            "kubelet nodes need root (private mount namespaces, bind mounts); "
+            "run as root or mark the nodes `kubelet: false` in the inventory"
+        )
+    for tool in ("unshare", "mount"):
+        if not shutil.which(tool):
+            raise ClusterError(f"{tool} not found in PATH (needed for kubelet nodes)")
+    for hidden in (Path("/var/lib"), Path("/var/log")):
+        if root.is_relative_to(hidden):
+            raise ClusterError(
+                f"state dir {root} is under {hidden}, which the kubelet sees "
+                "replaced by a per-node dir; choose another --state-dir"
+            )
+    long = too_long_sockets(kubelet_dirs)
+    if long:
+        raise ClusterError(
+            "unix socket paths would exceed 107 bytes; use a shorter --state-dir:\n  " + "\n  ".join(long)
+        )
+
+
+def find_binaries(build: bool) -> dict[str, Path]:
+    """The cluster's binaries; with `build`, missing ones are built first (hack/build-k8s.sh)."""
+    try:
+        found = binaries.find_all()
+    except binaries.BinaryNotFound:
+        if not build:
+            raise
+        log.info("building missing binaries with %s", binaries.BUILD_SCRIPT)
+        if binaries.build(list(binaries.CLUSTER_BINARIES)) != 0:
+            raise ClusterError(f"{binaries.BUILD_SCRIPT} failed (its output is above)") from None
+        found = binaries.find_all()
+    for name, path in found.items():
+        log.info("using %s: %s", name, path)
+    return found
+
+
+def allocate_ports(kubelet_nodes: list[str]) -> tuple[Ports, dict[str, dict[str, int]]]:
+    """The control plane's ports, and each kubelet node's {"kubelet", "healthz"} ports."""
+    ports = free_ports(5 + 2 * len(kubelet_nodes))
+    kubelets = {
+        name: {"kubelet": ports[5 + 2 * i], "healthz": ports[6 + 2 * i]}
+        for i, name in enumerate(kubelet_nodes)
+    }
+    return Ports(*ports[:5]), kubelets
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (all bound at once, then released for the components to take)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind((components.LOOPBACK, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()

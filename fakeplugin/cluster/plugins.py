@@ -1,0 +1,114 @@
+"""`fakeplugin serve` on the kubelet nodes of a local cluster: started like NVIDIA's chart runs the
+driver (DeviceClasses first), restarted, and waited for until its slices are published and the kubelet
+has registered it (a NotifyRegistrationStatus with registered=true in the node's call log)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import fakeplugin
+from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin.cluster import components
+from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.state import ClusterNode, StateStore
+from fakeplugin.cluster.supervisor import Supervisor
+from fakeplugin.publish.deviceclasses import device_classes
+from fakeplugin.publish.inventory import Inventory
+from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
+
+log = logging.getLogger("fakeplugin.cluster")
+
+
+class Plugins:
+    """The plugin processes `plugin/<node>`, one per kubelet node."""
+
+    def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
+        self._store = store
+        self._processes = processes
+        self._kubectl = kubectl
+
+    def install_device_classes(self) -> None:
+        self._kubectl.send("apply", device_classes(DEFAULT_DRIVER_NAME))
+        log.info("DeviceClasses of %s created (as NVIDIA's chart does)", DEFAULT_DRIVER_NAME)
+
+    def start(self, node: ClusterNode) -> None:
+        """Start the node's plugin with the state's extra flags; returns at once (see wait_published)."""
+        state = self._store.require()
+        argv = components.plugin_argv(
+            sys.executable,
+            Path(state.inventory),
+            self._store.layout,
+            self._store.dirs(node),
+            state.plugin_args,
+        )
+        # The package may be used from a source tree, not installed: let the child import it the same way.
+        source = str(Path(fakeplugin.__file__).resolve().parents[1])
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "FEATURE_GATES"},  # gates come from our state only
+            "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
+        }
+        self._processes.launch(f"plugin/{node.name}", [argv], env=env)
+
+    def restart(self, node: ClusterNode, args: Sequence[str] | None) -> None:
+        """Stop and start the node's plugin (with `args` as every plugin's extra flags from now on, when
+        given); returns once the kubelet has registered it again."""
+        if args is not None:
+            self._store.require().plugin_args = list(args)
+            self._store.save()
+        before = self._registrations(node)
+        self._processes.stop(self._processes.record(f"plugin/{node.name}"))
+        self.start(node)
+        self._wait_registered(node, before)
+
+    def wait_published(self, inventory: Inventory, kubelet_nodes: list[ClusterNode]) -> None:
+        """Each kubelet node whose inventory entry has GPUs: wait for its plugin's ResourceSlices; then
+        each kubelet node: wait until its kubelet registered the plugin."""
+        expected = {
+            n.name for n in kubelet_nodes if (e := inventory.node_entry(n.name, n.labels)) and e.gpu_count
+        }
+        watch = self._processes.records("plugin/", "kubelet/")
+
+        def published() -> bool:
+            slices = self._kubectl.items("resourceslices")
+            if slices is None:
+                return False
+            return expected <= {
+                s["spec"].get("nodeName") for s in slices if s["spec"]["driver"] == DEFAULT_DRIVER_NAME
+            }
+
+        if expected:
+            self._processes.wait(
+                f"the plugins' ResourceSlices of {', '.join(sorted(expected))}", published, watch
+            )
+        # Slices alone are not enough: a pod the scheduler places before the kubelet registered the plugin
+        # fails with "DRA driver ... is not registered" and is retried only at the next pod sync.
+        for node in kubelet_nodes:
+            self._wait_registered(node, before=[])
+
+    def call_log(self, node: ClusterNode) -> Path:
+        """The node's plugin's call log (fakeplugin.server.calllog), beside its checkpoint."""
+        return self._store.dirs(node).plugins_dir / DEFAULT_DRIVER_NAME / CALL_LOG_NAME
+
+    def calls(
+        self, node: ClusterNode, *, claim: str | None = None, method: str | None = None
+    ) -> list[dict[str, Any]]:
+        return read_calls(self.call_log(node), claim=claim, method=method)
+
+    def _registrations(self, node: ClusterNode) -> list[dict[str, Any]]:
+        records = self.calls(node, method="NotifyRegistrationStatus")
+        return [r for r in records if r.get("registered") and r.get("result") == "ok"]
+
+    def _wait_registered(self, node: ClusterNode, before: list[dict[str, Any]]) -> None:
+        """Wait until the node's call log shows a kubelet registration that is not one of `before`.
+
+        (Not a count: a rotation of the call log may drop old records, never add them.)"""
+        self._processes.wait(
+            f"the kubelet of {node.name} to register its plugin",
+            lambda: any(r not in before for r in self._registrations(node)),
+            [self._processes.record(f"plugin/{node.name}"), self._processes.record(f"kubelet/{node.name}")],
+        )

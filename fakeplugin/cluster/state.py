@@ -1,0 +1,198 @@
+"""What a local cluster remembers (cluster.json), who may change it (the state-dir lock), and removing it.
+
+Invariant: cluster.json is rewritten (atomically) after every change to the state, so `down`, `status`
+and restarts from another process always see every process started so far.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fakeplugin.atomicfile import write_atomic
+from fakeplugin.cluster.components import KubeletPorts
+from fakeplugin.cluster.layout import NodeDirs, StateLayout
+from fakeplugin.cluster.processes import ProcessRecord, processes_of
+from fakeplugin.publish.inventory import Inventory
+
+
+class ClusterError(RuntimeError):
+    """A local cluster cannot be started, changed or stopped; the message says why and where."""
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """A node of the local cluster: a real kubelet (index = its kubelet dir) or an API-only Node."""
+
+    name: str
+    kubelet: bool
+    labels: dict[str, str]
+    gpus: int
+    index: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kubelet": self.kubelet,
+            "labels": self.labels,
+            "gpus": self.gpus,
+            "index": self.index,
+        }
+
+
+def cluster_nodes(inventory: Inventory, workers: int) -> list[ClusterNode]:
+    """The inventory's named nodes, then `workers` plain API-only workers (worker-1...).
+
+    Selector entries name no node: they only decide what the plugin publishes on matching nodes.
+    """
+    named = [e for e in inventory.nodes if e.name]
+    nodes: list[ClusterNode] = []
+    kubelets = 0
+    for entry in named:
+        assert entry.name is not None
+        nodes.append(
+            ClusterNode(
+                entry.name,
+                entry.kubelet,
+                dict(entry.labels),
+                entry.gpu_count,
+                kubelets if entry.kubelet else -1,
+            )
+        )
+        kubelets += entry.kubelet
+    taken = {n.name for n in nodes}
+    for i in range(1, workers + 1):
+        name = f"worker-{i}"
+        if name in taken:
+            raise ClusterError(
+                f"{inventory.source}: node {name} clashes with the extra worker of the same name"
+            )
+        nodes.append(ClusterNode(name, False, {}, 0))
+    if not nodes:
+        raise ClusterError(
+            f"{inventory.source}: no named nodes and no --workers: the cluster would have no nodes"
+        )
+    return nodes
+
+
+@dataclass
+class State:
+    """cluster.json: everything `down`, `status` and restarts need."""
+
+    inventory: str
+    server: str
+    feature_gates: dict[str, bool]
+    plugin: bool
+    ports: dict[str, int]
+    nodes: list[ClusterNode]
+    kubelet_ports: dict[str, dict[str, int]] = field(default_factory=dict)
+    processes: list[ProcessRecord] = field(default_factory=list)
+    plugin_args: list[str] = field(default_factory=list)  # extra `fakeplugin serve` flags, e.g. feature gates
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inventory": self.inventory,
+            "server": self.server,
+            "featureGates": self.feature_gates,
+            "plugin": self.plugin,
+            "ports": self.ports,
+            "kubeletPorts": self.kubelet_ports,
+            "nodes": [n.to_json() for n in self.nodes],
+            "processes": [p.to_json() for p in self.processes],
+            "pluginArgs": self.plugin_args,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> State:
+        return cls(
+            inventory=data["inventory"],
+            server=data["server"],
+            feature_gates=data["featureGates"],
+            plugin=data["plugin"],
+            ports=data["ports"],
+            kubelet_ports=data["kubeletPorts"],
+            nodes=[ClusterNode(**n) for n in data["nodes"]],
+            processes=[ProcessRecord.from_json(p) for p in data["processes"]],
+            plugin_args=list(data.get("pluginArgs", [])),
+        )
+
+
+class StateStore:
+    """The state dir's cluster.json, read once on attach; `save()` after every change to `state`."""
+
+    def __init__(self, layout: StateLayout) -> None:
+        self.layout = layout
+        self.state: State | None = None
+        if layout.cluster_file.exists():
+            self.state = State.from_json(json.loads(layout.cluster_file.read_text()))
+
+    def require(self) -> State:
+        if self.state is None:
+            raise ClusterError(f"no cluster in {self.layout.root} (start one with `fakeplugin cluster up`)")
+        return self.state
+
+    def save(self) -> None:
+        write_atomic(
+            self.layout.cluster_file, json.dumps(self.require().to_json(), indent=2).encode(), mode=0o644
+        )
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Held by `up` and `down`: one of them at a time works on a state dir."""
+        with self.layout.lock_file.open("a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ClusterError(f"another `cluster up/down` is working on {self.layout.root}") from None
+            yield
+
+    def kubelet_node(self, name: str) -> ClusterNode:
+        """The kubelet node `name`; raises for unknown and API-only nodes."""
+        for n in self.require().nodes:
+            if n.name == name:
+                if not n.kubelet:
+                    raise ClusterError(f"node {name} is API-only: it has no kubelet and no node dirs")
+                return n
+        raise ClusterError(f"no node {name} in this cluster")
+
+    def kubelet_nodes(self) -> list[ClusterNode]:
+        return [n for n in self.require().nodes if n.kubelet]
+
+    def dirs(self, node: ClusterNode) -> NodeDirs:
+        return self.layout.node(node.name, node.index)
+
+    def kubelet_ports(self, node: str) -> KubeletPorts:
+        ports = self.require().kubelet_ports[node]
+        return KubeletPorts(kubelet=ports["kubelet"], healthz=ports["healthz"])
+
+
+def remove_runtime_state(layout: StateLayout, purge: bool) -> None:
+    """Remove what a cluster left in its state dir (logs too when `purge`), refusing while anything of it
+    is mounted or still runs."""
+    mounts = _mounts_under(layout.root)
+    if mounts:  # never recurse through a mount (a kubelet namespace leaking would show here)
+        raise ClusterError(f"not removing {layout.root}: mounts below it: {', '.join(mounts)}")
+    users = processes_of(layout.root)
+    if users:  # started for this state dir but not recognised as recorded: never signalled, so refuse
+        raise ClusterError(
+            f"not removing {layout.root}: processes started for it but not (or no longer) recorded "
+            "in cluster.json still run; stop them yourself:\n  "
+            + "\n  ".join(f"pid {pid}: {cmd}" for pid, cmd in users)
+        )
+    for path in layout.runtime_entries() + ([layout.logs] if purge else []):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _mounts_under(root: Path) -> list[str]:
+    prefix = str(root.resolve())
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
