@@ -443,3 +443,62 @@ def test_two_plugins_preparing_at_once_keep_a_consistent_checkpoint(node: Node) 
     assert set(state.claims) == {c.uid for c in claims}
     assert all(e.state is cp.ClaimState.PREPARE_COMPLETED for e in state.claims.values())
     assert {p.name for p in node.cdi_root.iterdir()} == {node.spec_path(c).name for c in claims}
+
+
+def wait_until_fetched(node: Node, count: int) -> None:
+    """Until `count` claims were read from the API: their callers then queue for the lock at once."""
+    for _ in range(1000):
+        if len(node.fetched) >= count:
+            threading.Event().wait(0.3)
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"only {len(node.fetched)} of {count} claims were read")
+
+
+def test_claims_queued_behind_the_lock_share_two_checkpoint_writes(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    devices = {d.name: d for d in map(gpu, range(8))}
+    claims = [node.add(ref(n), result(f"gpu-{n}")) for n in range(8)]
+    preparer = node.preparer(devices=devices)
+    writes: list[int] = []
+    real_save = cp.save
+    monkeypatch.setattr(cp, "save", lambda path, c: (writes.append(len(c.claims)), real_save(path, c)))
+    holder = hold_lock(node.plugin_dir / "pu.lock")
+    results: dict[str, PrepareResult] = {}
+    threads = [threading.Thread(target=lambda c=c: results.update(preparer.prepare([c]))) for c in claims]
+    try:
+        for t in threads:
+            t.start()
+        wait_until_fetched(node, 8)
+    finally:
+        holder.communicate("")
+    for t in threads:
+        t.join(10)
+
+    assert {uid: r.error for uid, r in results.items()} == {c.uid: "" for c in claims}
+    # PrepareStarted and PrepareCompleted of the batch the first caller leads, then of the rest (one claim
+    # at a time: sixteen writes).
+    assert len(writes) <= 4 and writes[-1] == 8
+    assert set(node.checkpoint().claims) == {c.uid for c in claims}
+
+
+def test_one_claim_prepared_by_two_calls_at_once_is_prepared_once(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    preparer = node.preparer()
+    holder = hold_lock(node.plugin_dir / "pu.lock")
+    results: list[PrepareResult] = []
+    threads = [threading.Thread(target=lambda: results.append(preparer.prepare([claim])[claim.uid]))]
+    threads.append(threading.Thread(target=lambda: results.append(preparer.prepare([claim])[claim.uid])))
+    try:
+        for t in threads:
+            t.start()
+        wait_until_fetched(node, 2)
+    finally:
+        holder.communicate("")
+    for t in threads:
+        t.join(10)
+
+    expected = PrepareResult(devices=prepared(claim, ("gpu-0", ("gpus",))))
+    assert results == [expected, expected]
+    assert list(node.checkpoint().claims) == [claim.uid]
