@@ -35,6 +35,7 @@ NS = f"fakeplugin-bench-{os.getpid()}"
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    """kubectl's stdout; a failure raises CalledProcessError."""
     return subprocess.run(
         [str(find_binary("kubectl")), "--kubeconfig", kubeconfig, *args],
         input=stdin,
@@ -45,11 +46,13 @@ def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
 
 
 def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank p-th percentile."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def rss_kib(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of `pid` in KiB: resident now, and the peak since the process started."""
     fields = dict(
         line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
     )
@@ -111,7 +114,7 @@ def main() -> int:
             if plugin.poll() is not None:
                 raise SystemExit(f"plugin exited: {(tmp / 'plugin.log').read_text()}")
             time.sleep(0.1)
-        claims = create_claims(kc, args.claims)
+        claims = create_claims(kc, [f"gpu-{i}" for i in range(args.claims)])
         rss_idle = rss_kib(plugin.pid)[0]
         stub = api_pb2_grpc.DRAPluginStub(grpc.insecure_channel(f"unix:{sock}"))
         report = {"claims": args.claims, "rss_idle_kib": rss_idle}
@@ -127,32 +130,35 @@ def main() -> int:
     return 0
 
 
-def create_claims(kc: str, n: int) -> list[api_pb2.Claim]:
+def create_claims(
+    kc: str,
+    devices: list[str],
+    *,
+    namespace: str = NS,
+    driver: str = "gpu.nvidia.com",
+    pool: str = NODE,
+    prefix: str = "bench",
+) -> list[api_pb2.Claim]:
+    """One ResourceClaim per device (`<prefix>-<i>`), allocated to it by writing status.allocation."""
     objs = [
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
-            "metadata": {"name": f"bench-{i}", "namespace": NS},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
-            },
+            "metadata": {"name": f"{prefix}-{i}", "namespace": namespace},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}},
         }
-        for i in range(n)
+        for i in range(len(devices))
     ]
     kubectl(kc, "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
     by_name = {
         o["metadata"]["name"]: o
-        for o in json.loads(kubectl(kc, "get", "resourceclaims", "-n", NS, "-o", "json"))["items"]
+        for o in json.loads(kubectl(kc, "get", "resourceclaims", "-n", namespace, "-o", "json"))["items"]
     }
-    items = [by_name[f"bench-{i}"] for i in range(n)]
-    for i, obj in enumerate(items):
+    items = [by_name[f"{prefix}-{i}"] for i in range(len(devices))]
+    for obj, device in zip(items, devices, strict=True):
         obj["status"] = {
             "allocation": {
-                "devices": {
-                    "results": [
-                        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": f"gpu-{i}"}
-                    ]
-                }
+                "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]}
             }
         }
     kubectl(
@@ -163,32 +169,47 @@ def create_claims(kc: str, n: int) -> list[api_pb2.Claim]:
         "-",
         stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
     )
-    return [api_pb2.Claim(namespace=NS, name=o["metadata"]["name"], uid=o["metadata"]["uid"]) for o in items]
+    return [
+        api_pb2.Claim(namespace=namespace, name=o["metadata"]["name"], uid=o["metadata"]["uid"])
+        for o in items
+    ]
 
 
-def run_round(stub: api_pb2_grpc.DRAPluginStub, claims: list[api_pb2.Claim], workers: int) -> dict:
-    results: dict[str, list[float]] = {"prepare": [], "unprepare": []}
+def timed_calls(
+    stub: api_pb2_grpc.DRAPluginStub, claims: list[api_pb2.Claim], kind: str, workers: int
+) -> tuple[list[float], float]:
+    """Call `kind` ("prepare" or "unprepare") once per claim from `workers` threads, one claim per call.
+
+    Returns every call's latency and the wall time of the whole batch, in seconds; a claim's error raises.
+    """
+    latencies: list[float] = []
     lock = threading.Lock()
 
-    def call(kind: str, claim: api_pb2.Claim) -> None:
+    def call(claim: api_pb2.Claim) -> None:
         t0 = time.perf_counter()
         if kind == "prepare":
-            resp = stub.NodePrepareResources(api_pb2.NodePrepareResourcesRequest(claims=[claim]))
+            resp = stub.NodePrepareResources(api_pb2.NodePrepareResourcesRequest(claims=[claim]), timeout=60)
         else:
-            resp = stub.NodeUnprepareResources(api_pb2.NodeUnprepareResourcesRequest(claims=[claim]))
+            resp = stub.NodeUnprepareResources(
+                api_pb2.NodeUnprepareResourcesRequest(claims=[claim]), timeout=60
+            )
         elapsed = time.perf_counter() - t0
         if resp.claims[claim.uid].error:
             raise RuntimeError(f"{kind} {claim.name}: {resp.claims[claim.uid].error}")
         with lock:
-            results[kind].append(elapsed)
+            latencies.append(elapsed)
 
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(call, claims))
+    return latencies, time.perf_counter() - t0
+
+
+def run_round(stub: api_pb2_grpc.DRAPluginStub, claims: list[api_pb2.Claim], workers: int) -> dict:
     out = {}
     for kind in ("prepare", "unprepare"):
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda c, k=kind: call(k, c), claims))
-        wall = time.perf_counter() - t0
-        ms = [v * 1000 for v in results[kind]]
+        latencies, wall = timed_calls(stub, claims, kind, workers)
+        ms = [v * 1000 for v in latencies]
         out[kind] = {
             "p50_ms": round(statistics.median(ms), 2),
             "p99_ms": round(percentile(ms, 99), 2),

@@ -1,29 +1,43 @@
 """The Kubernetes API edge: building a client, reading nodes and claims, writing ResourceSlices.
 
-Objects are plain dicts in API shape, read and written through the official client's generic calls,
-so no field is ever lost in a model class.
+Objects are plain dicts in API shape, so no field is ever lost in a model class. Requests go through
+the official client's `ApiClient` (kubeconfig and in-cluster auth, token refresh, TLS, its urllib3
+connection pool) at the REST level: the generated API classes are not used. Importing
+`kubernetes.client.api.core_v1_api` alone costs about 21 MiB of RSS and most of a second, and every
+generated method validates its arguments with pydantic; for the six calls the plugin makes, a path
+and a json.loads are all that is needed (bench/import_cost.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import urllib3
-from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes import config
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 log = logging.getLogger(__name__)
 
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
+SLICES = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/resourceslices"
 # Every call carries a deadline: a hung API server must never hang Prepare or the publisher.
 REQUEST_TIMEOUT = 15.0
+# The auth schemes the generated API classes pass for every call (a bearer token, when there is one;
+# client certificates live in the connection pool).
+AUTH_SETTINGS = ["BearerToken"]
 
 
-def new_api_client(kubeconfig: str | None) -> client.ApiClient:
+def new_api_client(kubeconfig: str | None) -> ApiClient:
     """A client from `kubeconfig`, else the in-cluster service account, else ~/.kube/config."""
     if kubeconfig:
         try:
@@ -33,7 +47,7 @@ def new_api_client(kubeconfig: str | None) -> client.ApiClient:
     else:
         try:
             config.load_incluster_config()
-            api = client.ApiClient()
+            api = ApiClient()
         except config.ConfigException:
             api = config.new_client_from_config()
     if not api.configuration.verify_ssl:
@@ -51,97 +65,135 @@ class NodeInfo:
 
 
 class Kube:
-    """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC)."""
+    """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC).
 
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self._core = client.CoreV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
+    Failures raise the client's `ApiException` (status, reason, body), as the generated API classes do.
+    """
+
+    def __init__(self, api_client: ApiClient) -> None:
+        self._api = api_client
 
     def get_node(self, name: str) -> NodeInfo:
-        node = self._core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
-        return NodeInfo(name=name, uid=node.metadata.uid, labels=dict(node.metadata.labels or {}))
+        meta = self._json("GET", f"/api/v1/nodes/{_segment(name)}")["metadata"]
+        return NodeInfo(name=name, uid=meta["uid"], labels=dict(meta.get("labels") or {}))
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        return self._custom.get_namespaced_custom_object(
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            namespace,
-            "resourceclaims",
-            name,
-            _request_timeout=REQUEST_TIMEOUT,
+        return self._json(
+            "GET",
+            f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{_segment(namespace)}"
+            f"/resourceclaims/{_segment(name)}",
         )
 
     def list_slices(self, *, driver: str, node_name: str) -> tuple[list[dict[str, Any]], str]:
         """This node's slices of this driver, and the list's resourceVersion (to watch from)."""
-        result = self._custom.list_cluster_custom_object(
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            "resourceslices",
-            field_selector=f"spec.driver={driver},spec.nodeName={node_name}",
-            _request_timeout=REQUEST_TIMEOUT,
-        )
-        return list(result.get("items", [])), result["metadata"]["resourceVersion"]
+        result = self._json("GET", SLICES, query=[("fieldSelector", _slice_selector(driver, node_name))])
+        return list(result.get("items") or []), result["metadata"]["resourceVersion"]
 
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._custom.create_cluster_custom_object(
-            RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", body, _request_timeout=REQUEST_TIMEOUT
-        )
+        return self._json("POST", SLICES, body=body)
 
     def replace_slice(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._custom.replace_cluster_custom_object(
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            "resourceslices",
-            body["metadata"]["name"],
-            body,
-            _request_timeout=REQUEST_TIMEOUT,
-        )
+        return self._json("PUT", f"{SLICES}/{_segment(body['metadata']['name'])}", body=body)
 
     def delete_slice(self, existing: dict[str, Any]) -> None:
         meta = existing["metadata"]
         # Preconditions: never delete a slice someone replaced since we read it.
-        options = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(uid=meta["uid"], resource_version=meta["resourceVersion"])
-        )
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+        }
         try:
-            self._custom.delete_cluster_custom_object(
-                RESOURCE_GROUP,
-                RESOURCE_VERSION,
-                "resourceslices",
-                meta["name"],
-                body=options,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
+            self._json("DELETE", f"{SLICES}/{_segment(meta['name'])}", body=options)
         except ApiException as exc:
             if exc.status != 404:  # already gone is what we wanted
                 raise
 
-    def watch_slices(self, *, driver: str, node_name: str, resource_version: str, timeout_seconds: int):
-        """Yield watch events (dicts with type/object) until the server closes the watch."""
-        from kubernetes import watch
+    def watch_slices(
+        self, *, driver: str, node_name: str, resource_version: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        """Yield watch events (dicts with type/object) until the server closes the watch.
 
-        w = watch.Watch()
-        yield from w.stream(
-            self._custom.list_cluster_custom_object,
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            "resourceslices",
-            field_selector=f"spec.driver={driver},spec.nodeName={node_name}",
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            _request_timeout=timeout_seconds + REQUEST_TIMEOUT,
+        An ERROR event (e.g. 410 Gone: the resourceVersion is too old) raises ApiException with its code.
+        """
+        query = [
+            ("fieldSelector", _slice_selector(driver, node_name)),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+            ("watch", "true"),
+        ]
+        response = self._request("GET", SLICES, query=query, timeout=timeout_seconds + REQUEST_TIMEOUT)
+        try:
+            for line in iter_resp_lines(response):
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise ApiException(
+                        status=status.get("code"), reason=f"{status.get('reason')}: {status.get('message')}"
+                    )
+                yield event
+        finally:
+            # Closed before it goes back to the pool: the server may still be sending on it.
+            response.close()
+            response.release_conn()
+
+    # -- the REST level ---------------------------------------------------------------------------------
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One request with a JSON answer, decoded."""
+        response = self._request(method, path, query=query, body=body)
+        return json.loads(response.data)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: dict[str, Any] | None = None,
+        timeout: float = REQUEST_TIMEOUT,
+    ) -> urllib3.BaseHTTPResponse:
+        """Send a request (auth, default headers and TLS as the client is configured); a non-2xx answer
+        raises ApiException. The response is unread: `.data` reads it whole, `.stream()` in chunks."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        method, url, headers, body, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=AUTH_SETTINGS,
         )
+        response = self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
+
+
+def _segment(value: str) -> str:
+    """A path segment, percent-encoded (names are validated elsewhere; this keeps a bad one harmless)."""
+    return quote(value, safe="")
+
+
+def _slice_selector(driver: str, node_name: str) -> str:
+    return f"spec.driver={driver},spec.nodeName={node_name}"
 
 
 def describe_api_error(exc: Exception) -> str:
     """One readable line for an API failure (status + reason, or the connection problem)."""
     if isinstance(exc, ApiException):
         reason = exc.reason or ""
-        try:
-            import json
-
+        with contextlib.suppress(ValueError):  # not a Status object: keep the HTTP reason
             reason = json.loads(exc.body or "{}").get("message", reason)
-        except ValueError:
-            pass
         return f"{exc.status} {reason}".strip()
     return f"{type(exc).__name__}: {exc}"

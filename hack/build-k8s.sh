@@ -6,6 +6,9 @@
 #   hack/build-k8s.sh [--only NAME[,NAME...]]
 #
 # NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm
+# Optional NAMEs, built only when named in --only (never by default, so CI does not pay for them):
+#   dra-test-driver  Kubernetes' own Go DRA test driver (upstream kubeletplugin helper), the
+#                    anchor bench/prepare_vs_anchor.py measures us against
 # Prints progress on stderr and the binary directory on stdout.
 #
 # Environment:
@@ -26,6 +29,7 @@ BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm)
+OPTIONAL_NAMES=(dra-test-driver)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -33,12 +37,13 @@ die() { say "error: $*"; exit 1; }
 ONLY=""
 case "${1:-}" in
   "") ;;
-  --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]}"; ONLY=",$2," ;;
-  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]}"; ONLY=",$2," ;;
+  -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
 esac
 for n in ${ONLY//,/ }; do
-  [[ " ${ALL_NAMES[*]} " == *" $n "* ]] || die "--only: unknown binary $n (known: ${ALL_NAMES[*]})"
+  [[ " ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]} " == *" $n "* ]] ||
+    die "--only: unknown binary $n (known: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]})"
 done
 
 command -v go >/dev/null || die "go not found in PATH; install Go >= 1.25 (https://go.dev/dl/)"
@@ -49,6 +54,7 @@ export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$BIN" "$WORK"
 
 want() { [[ -z "$ONLY" || "$ONLY" == *",$1,"* ]]; }
+named() { [[ "$ONLY" == *",$1,"* ]]; }  # optional binaries: only when --only names them
 have() { [[ -x "$BIN/$1" ]]; }
 fakecri_sum() { sha256sum "$REPO/hack/fakecri/main.go" | cut -d' ' -f1; }
 fakecri_fresh() { have fakecri && [[ "$(cat "$BIN/fakecri.sha256" 2>/dev/null)" == "$(fakecri_sum)" ]]; }
@@ -111,11 +117,27 @@ build_kube() {
   # No `go mod tidy`: nothing in this module imports the cmd packages, tidy would drop them.
   for n in "${KUBE_NAMES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n@$K8S_VERSION"); done
   quiet_go get "${pkgs[@]}"
-  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
-  ld+=" -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
   for n in "${names[@]}"; do
-    build "$n" "k8s.io/kubernetes/cmd/$n" "$ld"
+    build "$n" "k8s.io/kubernetes/cmd/$n" "$(kube_ldflags)"
   done
+}
+
+kube_ldflags() {
+  printf '%s' "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+  printf '%s' " -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
+}
+
+# The Go DRA test driver: a main package inside k8s.io/kubernetes itself, so it builds from a wrapper
+# module like the components (a module of its own: its test-only dependencies such as ginkgo and
+# gomega never enter the components' go.mod).
+build_dra_test_driver() {
+  named dra-test-driver || return 0
+  have dra-test-driver && { say "dra-test-driver: cached"; return; }
+  wrapper_module "$WORK/dra-test-driver"
+  cd "$WORK/dra-test-driver"
+  say "dra-test-driver: resolving k8s.io/kubernetes/test/e2e/dra/test-driver@$K8S_VERSION"
+  quiet_go get "k8s.io/kubernetes/test/e2e/dra/test-driver@$K8S_VERSION"
+  build dra-test-driver k8s.io/kubernetes/test/e2e/dra/test-driver "$(kube_ldflags)"
 }
 
 # fakecri has a module of its own: the CDI library needs newer dependencies (runtime-spec) than
@@ -158,5 +180,6 @@ build_etcd
 build_kube
 build_fakecri
 build_helm
+build_dra_test_driver
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

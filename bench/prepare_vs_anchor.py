@@ -1,0 +1,605 @@
+"""Prepare/Unprepare latency, throughput, memory, startup: fakeplugin next to Kubernetes' Go DRA test driver.
+
+    hack/build-k8s.sh --only dra-test-driver        # once: the anchor, cached next to the other binaries
+    python bench/prepare_vs_anchor.py --state-dir /tmp/fpanchor          # brings up an API-only cluster
+    python bench/prepare_vs_anchor.py --kubeconfig K [--claims 64] [--rounds 3] [--json out.json]
+
+The anchor is `k8s.io/kubernetes/test/e2e/dra/test-driver` (built from the same k8s.io/kubernetes
+version as our cluster): a Go kubelet plugin on the upstream `kubeletplugin` helper, as most Go DRA
+drivers are. Both plugins run as standalone kubelet plugins for API-only Nodes of one real API server
+(no kubelet: this script is the kubelet on their sockets):
+
+  fakeplugin   `python -m fakeplugin serve`, --claims T4 GPUs (gpu-0...), driver gpu.nvidia.com
+  go-driver    `dra-test-driver kubelet-plugin --num-devices N`, driver test-driver.cdi.k8s.io,
+               client QPS/burst 5000/10000 (its default 50/100 would measure its rate limiter)
+
+For each, N one-device ResourceClaims are created with status.allocation written directly (the
+plugins GET them from the API server on Prepare, as in production). Then, in --rounds interleaved
+rounds (the order alternates each round), for each plugin: every claim prepared one after the other,
+then unprepared one after the other (latency p50/p99 over all rounds), then prepared and unprepared
+from --concurrency threads (throughput: median of the rounds). Same Python gRPC client for both, one
+claim per call, as the kubelet sends them.
+
+Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, and VmHWM
+(the process's peak) at the end. Our plugin also starts once more for a node with 128 devices (32 T4
++ 32 A100-40GB with three 2g.10gb MIG devices each: 64 GPUs, the inventory's likely bound) for the idle
+RSS at 128 devices. Startup: Popen to the first GetInfo answered on the registration socket.
+
+--py-spy DIR records our plugin (py-spy, `pip install py-spy`) during its sequential phases only and
+prints where Prepare and Unprepare spend their wall time; it slows the plugin, so take latencies from a
+run without it. Everything created is deleted at the end (the cluster too, when this script made it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import linecache
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import yaml
+from prepare_latency import create_claims, kubectl, percentile, rss_kib, timed_calls
+
+from fakeplugin._proto.dra.v1 import api_pb2, api_pb2_grpc
+from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg_pb2
+from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from fakeplugin.cluster import BinaryNotFound, Cluster
+from fakeplugin.cluster.binaries import find as find_binary
+
+OURS, GO = "fakeplugin", "go-driver"
+GO_DRIVER = "test-driver.cdi.k8s.io"
+STARTUP_TIMEOUT = 60.0
+# Our 128-device node: 64 GPUs (the inventory's likely per-node bound), half of them as 3 MIG devices each.
+INVENTORY_128 = [
+    {"profile": "t4", "count": 32},
+    {"profile": "a100-40gb", "count": 32, "mig": [{"profile": "2g.10gb", "count": 3}]},
+]
+
+
+def say(message: str) -> None:
+    """Progress on stderr (stdout carries the results)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Plugin:
+    """One kubelet plugin process for one API-only node, driven through its sockets."""
+
+    label: str
+    driver: str
+    node: str
+    root: Path
+    argv: list[str]
+    devices: int
+    proc: subprocess.Popen[bytes] | None = None
+    startup_s: float = 0.0
+
+    @property
+    def dra_sock(self) -> Path:
+        return self.root / "plugins" / self.driver / "dra.sock"
+
+    @property
+    def reg_sock(self) -> Path:
+        return self.root / "reg" / f"{self.driver}-reg.sock"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "plugin.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> None:
+        """Start the process; returns once GetInfo answers (startup_s: Popen to that answer)."""
+        (self.root / "plugins" / self.driver).mkdir(parents=True, exist_ok=True)
+        (self.root / "reg").mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(
+                    f"{self.label} exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}"
+                )
+            if time.perf_counter() - t0 > STARTUP_TIMEOUT:
+                raise SystemExit(
+                    f"{self.label}: no GetInfo answer after {STARTUP_TIMEOUT:.0f} s; log {self.log}"
+                )
+            if self.reg_sock.exists() and _get_info(self.reg_sock):
+                self.startup_s = time.perf_counter() - t0
+                return
+            time.sleep(0.002)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _get_info(sock: Path) -> bool:
+    with grpc.insecure_channel(f"unix:{sock}") as channel:
+        try:
+            reg_grpc.RegistrationStub(channel).GetInfo(reg_pb2.InfoRequest(), timeout=0.5)
+        except grpc.RpcError:
+            return False
+    return True
+
+
+@dataclass
+class Samples:
+    """Raw measurements of one plugin over all rounds."""
+
+    sequential: dict[str, list[float]] = field(default_factory=lambda: {"prepare": [], "unprepare": []})
+    concurrent: dict[str, list[float]] = field(default_factory=lambda: {"prepare": [], "unprepare": []})
+    concurrent_latency: list[float] = field(default_factory=list)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--kubeconfig", help="attach to the cluster of this kubeconfig (nothing else is needed)"
+    )
+    where.add_argument(
+        "--state-dir",
+        type=Path,
+        help="bring up an API-only local cluster here (fakeplugin.cluster; no root needed) and tear it down",
+    )
+    ap.add_argument("--claims", type=int, default=64, help="claims (and devices) per plugin (default 64)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument(
+        "--concurrency", type=int, default=16, help="callers in the concurrent phase (default 16)"
+    )
+    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
+    ap.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="profile our plugin's sequential phases with py-spy into DIR and print time shares",
+    )
+    args = ap.parse_args()
+    if not 1 <= args.claims <= 64:
+        ap.error("--claims must be 1..64 (our node has at most 64 GPUs)")
+    try:
+        go_binary = find_binary("dra-test-driver")
+        find_binary("kubectl")
+    except BinaryNotFound as exc:
+        raise SystemExit(
+            f"{exc}\nthe anchor is built with: hack/build-k8s.sh --only dra-test-driver"
+        ) from None
+    if args.py_spy and not shutil.which("py-spy"):
+        raise SystemExit("--py-spy needs py-spy in PATH: pip install py-spy")
+
+    with cluster_kubeconfig(args.kubeconfig, args.state_dir) as kc:
+        results = run(kc, go_binary, args)
+    print(render(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        say(f"results written to {args.json}")
+    return 0
+
+
+@contextmanager
+def cluster_kubeconfig(kubeconfig: str | None, state_dir: Path | None) -> Iterator[str]:
+    """The given kubeconfig, or that of an API-only cluster started (and stopped) here."""
+    if kubeconfig:
+        yield kubeconfig
+        return
+    assert state_dir is not None
+    state_dir.mkdir(parents=True, exist_ok=True)
+    inventory = state_dir / "bench-inventory.yaml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "driverVersion": "580.126.20",
+                "cudaDriverVersion": "13.0",
+                "nodes": [{"name": "bench-worker", "kubelet": False}],
+            }
+        )
+    )
+    say(f"bringing up an API-only cluster in {state_dir} (etcd, apiserver, scheduler, KCM)")
+    cluster = Cluster.up(inventory, state_dir, plugin=False)
+    try:
+        yield str(cluster.kubeconfig)
+    finally:
+        say("stopping the cluster")
+        cluster.down(purge=True)
+
+
+def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
+    tag = f"{os.getpid()}"
+    namespace = f"fakeplugin-anchor-{tag}"
+    tmp = Path(tempfile.mkdtemp(prefix="fpanchor-", dir="/tmp"))  # short: unix socket paths
+    ours = our_plugin(kc, tmp / "ours", f"bench-fp-{tag}", [{"profile": "t4", "count": args.claims}])
+    go = go_plugin(kc, go_binary, tmp / "go", f"bench-go-{tag}", args.claims)
+    big = our_plugin(kc, tmp / "ours128", f"bench-fp128-{tag}", INVENTORY_128)
+    plugins = (ours, go)
+    nodes = [p.node for p in (*plugins, big)]
+    kubectl(kc, "create", "namespace", namespace)
+    kubectl(
+        kc,
+        "create",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}} for n in nodes],
+            }
+        ),
+    )
+    results: dict = {
+        "machine": machine(),
+        "claims": args.claims,
+        "rounds": args.rounds,
+        "concurrency": args.concurrency,
+    }
+    try:
+        say(f"fakeplugin for {big.node}: 128 devices (idle RSS, startup)")
+        big.start()
+        wait_published(kc, big)
+        results["fakeplugin_128"] = {
+            "startup_ms": round(big.startup_s * 1000, 1),
+            "rss_idle_kib": settle_rss(big),
+        }
+        big.stop()
+        for p in plugins:
+            say(f"{p.label} for {p.node}: {p.devices} devices")
+            p.start()
+            wait_published(kc, p)
+            results.setdefault(p.label, {})["startup_ms"] = round(p.startup_s * 1000, 1)
+            results[p.label]["rss_idle_kib"] = settle_rss(p)
+        claims = {
+            OURS: create_claims(
+                kc,
+                [f"gpu-{i}" for i in range(args.claims)],
+                namespace=namespace,
+                driver=ours.driver,
+                pool=ours.node,
+                prefix="fp",
+            ),
+            GO: create_claims(
+                kc,
+                [f"device-{i:02d}" for i in range(args.claims)],
+                namespace=namespace,
+                driver=GO_DRIVER,
+                pool=go.node,
+                prefix="go",
+            ),
+        }
+        say(f"{2 * args.claims} claims created and allocated in {namespace}")
+        samples = {p.label: Samples() for p in plugins}
+        channels = {p.label: grpc.insecure_channel(f"unix:{p.dra_sock}") for p in plugins}
+        for channel in channels.values():
+            grpc.channel_ready_future(channel).result(timeout=10)
+        for r in range(args.rounds):
+            for p in plugins if r % 2 == 0 else reversed(plugins):
+                say(f"round {r + 1}/{args.rounds}: {p.label}")
+                stub = api_pb2_grpc.DRAPluginStub(channels[p.label])
+                profile = args.py_spy / f"round{r + 1}.txt" if args.py_spy and p is ours else None
+                one_round(stub, claims[p.label], args.concurrency, samples[p.label], p.pid, profile)
+        for p in plugins:
+            results[p.label] |= summary(samples[p.label], p)
+        if args.py_spy:
+            results["profile"] = profile_shares(sorted(args.py_spy.glob("round*.txt")), samples[OURS])
+    finally:
+        for p in (*plugins, big):
+            p.stop()
+        kubectl(kc, "delete", "namespace", namespace, "--wait=false")
+        kubectl(kc, "delete", "node", *nodes, "--wait=false")
+        say(f"plugin logs and dirs left in {tmp}")
+    return results
+
+
+def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
+    """`fakeplugin serve` for `node` with an inventory of these GPU entries."""
+    root.mkdir(parents=True)
+    inventory = root / "inventory.yaml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "driverVersion": "580.126.20",
+                "cudaDriverVersion": "13.0",
+                "nodes": [{"name": node, "gpus": gpus}],
+            }
+        )
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "fakeplugin",
+        "serve",
+        "--config",
+        str(inventory),
+        "--node-name",
+        node,
+        "--kubeconfig",
+        kc,
+        "--kubelet-registrar-directory-path",
+        str(root / "reg"),
+        "--kubelet-plugins-directory-path",
+        str(root / "plugins"),
+        "--cdi-root",
+        str(root / "cdi"),
+    ]
+    devices = sum(g["count"] * sum(m["count"] for m in g.get("mig", [{"count": 1}])) for g in gpus)
+    return Plugin(OURS, "gpu.nvidia.com", node, root, argv, devices)
+
+
+def go_plugin(kc: str, binary: Path, root: Path, node: str, devices: int) -> Plugin:
+    """The Go test driver as a standalone kubelet plugin for `node` (as perf-anchor.md runs it)."""
+    argv = [
+        str(binary),
+        "--kubeconfig",
+        kc,
+        "--kube-api-qps",
+        "5000",
+        "--kube-api-burst",
+        "10000",
+        "kubelet-plugin",
+        "--node-name",
+        node,
+        "--num-devices",
+        str(devices),
+        "--datadir",
+        str(root / "plugins"),
+        "--plugin-registration-path",
+        str(root / "reg"),
+        "--cdi-dir",
+        str(root / "cdi"),
+    ]
+    return Plugin(GO, GO_DRIVER, node, root, argv, devices)
+
+
+def wait_published(kc: str, p: Plugin, timeout: float = 60.0) -> None:
+    """Until the node's ResourceSlices of the plugin's driver hold all its devices."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        slices = json.loads(
+            kubectl(kc, "get", "resourceslices", f"--field-selector=spec.nodeName={p.node}", "-o", "json")
+        )["items"]
+        if (
+            sum(len(s["spec"].get("devices", [])) for s in slices if s["spec"]["driver"] == p.driver)
+            == p.devices
+        ):
+            return
+        time.sleep(0.2)
+    raise SystemExit(
+        f"{p.label}: {p.devices} devices not published for {p.node} after {timeout:.0f} s; log {p.log}"
+    )
+
+
+def settle_rss(p: Plugin, seconds: float = 2.0) -> int:
+    """VmRSS (KiB) once the process had `seconds` to finish what publishing started."""
+    time.sleep(seconds)
+    return rss_kib(p.pid)[0]
+
+
+def one_round(
+    stub: api_pb2_grpc.DRAPluginStub,
+    claims: list[api_pb2.Claim],
+    concurrency: int,
+    into: Samples,
+    pid: int,
+    profile: Path | None,
+) -> None:
+    """Sequential Prepare, sequential Unprepare, then both from `concurrency` threads."""
+    with py_spy(pid, profile):
+        for kind in ("prepare", "unprepare"):
+            into.sequential[kind] += timed_calls(stub, claims, kind, 1)[0]
+    for kind in ("prepare", "unprepare"):
+        latencies, wall = timed_calls(stub, claims, kind, concurrency)
+        into.concurrent[kind].append(len(claims) / wall)
+        if kind == "prepare":
+            into.concurrent_latency += latencies
+
+
+@contextmanager
+def py_spy(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy recording `pid` into `out` (collapsed stacks, idle time included) while the block runs.
+
+    --nonblocking: the process is not paused per sample (pausing it at this rate doubles its latency).
+    """
+    if out is None:
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "py-spy",
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        str(PY_SPY_RATE),
+        "--full-filenames",
+        "--nonblocking",
+        "--idle",
+        "--format",
+        "raw",
+        "-o",
+        str(out),
+    ]
+    t0 = time.perf_counter()
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # attached and sampling
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        out.with_suffix(".seconds").write_text(f"{time.perf_counter() - t0:.3f}\n")
+        _, err = spy.communicate(timeout=30)
+        if not out.exists():
+            raise SystemExit(f"py-spy wrote nothing: {err.decode()[-2000:]}")
+
+
+def summary(s: Samples, p: Plugin) -> dict:
+    """p50/p99 in ms, throughputs per second, RSS peak (KiB)."""
+
+    def ms(values: list[float], q: float) -> float:
+        return round(percentile([v * 1000 for v in values], q), 2)
+
+    return {
+        "prepare_p50_ms": ms(s.sequential["prepare"], 50),
+        "prepare_p99_ms": ms(s.sequential["prepare"], 99),
+        "unprepare_p50_ms": ms(s.sequential["unprepare"], 50),
+        "unprepare_p99_ms": ms(s.sequential["unprepare"], 99),
+        "concurrent_prepare_per_s": round(statistics.median(s.concurrent["prepare"]), 1),
+        "concurrent_unprepare_per_s": round(statistics.median(s.concurrent["unprepare"]), 1),
+        "concurrent_prepare_p50_ms": ms(s.concurrent_latency, 50),
+        "concurrent_prepare_p99_ms": ms(s.concurrent_latency, 99),
+        "rss_peak_kib": rss_kib(p.pid)[1],
+    }
+
+
+# A sampled stack of a Prepare/Unprepare worker thread is charged to "<area>: <kind>". Area: the
+# innermost frame of ours that names one (else "preparer"); kind: what the innermost frame does (an
+# fsync call on its source line, else the first rule matching it or a frame further out). Frames look
+# like `Class.function (/full/path.py:12)` (py-spy --full-filenames).
+AREAS: list[tuple[str, Callable[[str], bool]]] = [
+    ("claim GET", lambda f: "fakeplugin/kube.py:" in f),
+    ("checkpoint", lambda f: "fakeplugin/prepare/checkpoint.py:" in f),
+    ("CDI spec", lambda f: "fakeplugin/prepare/cdi.py:" in f),
+    ("nvidia-smi data", lambda f: "fakeplugin/prepare/smi.py:" in f),
+    ("node lock", lambda f: _function(f) in ("_locked", "_claim_lock")),
+    ("logging", lambda f: "/logging/" in f),
+]
+KINDS: list[tuple[str, Callable[[str], bool]]] = [
+    ("socket I/O (waiting for the API server)", lambda f: "/socket.py:" in f or "/ssl.py:" in f),
+    ("urllib3/http.client", lambda f: "/urllib3/" in f or "/http/client.py:" in f),
+    ("json", lambda f: "/json/" in f),
+    ("yaml", lambda f: "/yaml/" in f),
+    ("pydantic", lambda f: "/pydantic" in f),
+    ("kubernetes client", lambda f: "/kubernetes/" in f),
+    ("file ops (temp file, write, rename)", lambda f: "atomicfile.py:" in f or "/tempfile.py:" in f),
+]
+PY_SPY_RATE = 250
+
+
+def profile_shares(files: list[Path], ours: Samples) -> dict:
+    """Per operation: where the worker thread's time goes, in ms per call and as a share of Preparer time.
+
+    A sample stands for (recording duration / samples of the main thread) seconds: py-spy does not always
+    keep its nominal rate. Each profile file has a `.seconds` file with its recording duration.
+    """
+    out: dict = {}
+    for op, entry in (("prepare", "_prepare_one"), ("unprepare", "_unprepare_one")):
+        ms: Counter[str] = Counter()
+        for path in files:
+            stacks = [_parse(line) for line in path.read_text().splitlines() if line.strip()]
+            main_samples = sum(n for frames, n in stacks if _function(frames[0]) == "_run_module_as_main")
+            period_ms = float(path.with_suffix(".seconds").read_text()) * 1000 / max(main_samples, 1)
+            for frames, n in stacks:
+                if any(_function(f) == entry for f in frames):
+                    ms[_category(frames)] += n * period_ms
+        calls = len(ours.sequential[op])
+        in_core = sum(ms.values()) / calls
+        client_ms = statistics.mean(ours.sequential[op]) * 1000
+        out[op] = {
+            "client_mean_ms": round(client_ms, 3),
+            "in_preparer_ms": round(in_core, 3),
+            "preparer_ms_by_category": {k: round(v / calls, 3) for k, v in ms.most_common()},
+        }
+    return out
+
+
+def _parse(line: str) -> tuple[list[str], int]:
+    stack, _, n = line.rpartition(" ")
+    return stack.split(";"), int(n)
+
+
+def _function(frame: str) -> str:
+    """`Class.method (/path.py:1)` -> `method`."""
+    return frame.partition(" (")[0].rpartition(".")[2]
+
+
+def _category(frames: list[str]) -> str:
+    area = next((a for f in reversed(frames) for a, match in AREAS if match(f)), "preparer")
+    _, _, where = frames[-1].rstrip(")").partition(" (")
+    path, _, line = where.rpartition(":")
+    if line.isdigit() and "fsync(" in linecache.getline(path, int(line)):
+        return f"{area}: fsync"
+    kind = next((k for f in reversed(frames) for k, match in KINDS if match(f)), "python")
+    return f"{area}: {kind}"
+
+
+def machine() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in line
+        ),
+        platform.machine(),
+    )
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
+
+
+def render(r: dict) -> str:
+    """The results as a markdown table (ratio: ours / anchor, > 1 means we are slower or bigger)."""
+    a, b = r[OURS], r[GO]
+
+    def row(name: str, key: str, unit: str, scale: float = 1.0, digits: int = 2) -> str:
+        x, y = a[key] * scale, b[key] * scale
+        return f"| {name} | {x:.{digits}f} {unit} | {y:.{digits}f} {unit} | {x / y:.2f}\u00d7 |"
+
+    mib = 1 / 1024
+    n, c = r["claims"], r["concurrency"]
+    lines = [
+        f"{n} one-device claims per plugin, {r['rounds']} interleaved rounds; {r['machine']}",
+        "",
+        "| | fakeplugin | Go test driver | ratio |",
+        "| --- | --- | --- | --- |",
+        row("Prepare sequential p50", "prepare_p50_ms", "ms"),
+        row("Prepare sequential p99", "prepare_p99_ms", "ms"),
+        row("Unprepare sequential p50", "unprepare_p50_ms", "ms"),
+        row("Unprepare sequential p99", "unprepare_p99_ms", "ms"),
+        row(f"Prepare, {c} concurrent callers: throughput", "concurrent_prepare_per_s", "/s", digits=0),
+        row(f"Prepare, {c} concurrent callers: p50", "concurrent_prepare_p50_ms", "ms"),
+        row(f"Unprepare, {c} concurrent callers: throughput", "concurrent_unprepare_per_s", "/s", digits=0),
+        row(f"RSS idle, {n} devices published", "rss_idle_kib", "MiB", mib, 1),
+        f"| RSS idle, 128 devices published | {r['fakeplugin_128']['rss_idle_kib'] * mib:.1f} MiB | | |",
+        row("RSS peak (VmHWM, whole run)", "rss_peak_kib", "MiB", mib, 1),
+        row(f"startup to first GetInfo ({n} devices)", "startup_ms", "ms", digits=0),
+        f"| startup to first GetInfo (128 devices) | {r['fakeplugin_128']['startup_ms']:.0f} ms | | |",
+    ]
+    if "profile" in r:
+        for op, prof in r["profile"].items():
+            core = prof["in_preparer_ms"]
+            lines += [
+                "",
+                f"{op} under py-spy: {prof['client_mean_ms']:.2f} ms per call at the client, "
+                f"{core:.2f} ms of it in the Preparer's worker thread "
+                "(the rest: gRPC, asyncio, thread hand-offs, the client):",
+                "",
+                "| Preparer thread: area: kind | ms per call | share of Preparer time |",
+                "| --- | --- | --- |",
+            ]
+            for label, v in prof["preparer_ms_by_category"].items():
+                lines.append(f"| {label} | {v:.3f} | {100 * v / core:.0f} % |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())
