@@ -487,3 +487,16 @@ def test_metrics_count_requests_and_failed_claims_under_nvidias_names(serve: Any
     assert delta(f"nvidia_dra_request_duration_seconds_count{{{labels}}}") == 1
     assert after[f"nvidia_dra_requests_inflight{{{labels}}}"] == 0
     assert delta(f"nvidia_dra_node_prepare_errors_total{{{errors}}}") == 1
+
+
+def test_prometheus_client_is_loaded_only_when_metrics_are_served() -> None:
+    code = (
+        "import sys\n"
+        "import fakeplugin.commands.serve, fakeplugin.server.app, fakeplugin.prepare.preparer\n"
+        "print('prometheus_client' in sys.modules)\n"
+        "from fakeplugin.server import metrics\n"
+        "metrics.serve('127.0.0.1:0')\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -104,7 +104,7 @@ class DRAPluginAdapter:
         with metrics.request(self._driver_name, "NodePrepareResources"):
             results = await prepare(self._driver, request.claims)
         failed = sum(1 for result in results.values() if result.error)
-        metrics.PREPARE_ERRORS.labels(self._driver_name, "prepare_devices").inc(failed)
+        metrics.prepare_errors(self._driver_name, failed)
         return self.pb.NodePrepareResourcesResponse(
             claims={uid: self._prepare_response(result) for uid, result in results.items()}
         )
@@ -113,7 +113,7 @@ class DRAPluginAdapter:
         with metrics.request(self._driver_name, "NodeUnprepareResources"):
             errors = await unprepare(self._driver, request.claims)
         failed = sum(1 for error in errors.values() if error)
-        metrics.UNPREPARE_ERRORS.labels(self._driver_name, "unprepare_devices").inc(failed)
+        metrics.unprepare_errors(self._driver_name, failed)
         return self.pb.NodeUnprepareResourcesResponse(
             claims={uid: self.pb.NodeUnprepareResourceResponse(error=error) for uid, error in errors.items()}
         )
