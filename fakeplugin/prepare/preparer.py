@@ -32,7 +32,7 @@ from typing import Any
 
 from fakeplugin import featuregates
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice, PrepareResult
-from fakeplugin.prepare import cdi, opaqueconfig, smi
+from fakeplugin.prepare import cdi, opaqueconfig, smi, stale
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.claims import ClaimError, allocated_devices, validate_claim_ref
 from fakeplugin.publish.mig import created_for_claim
@@ -87,8 +87,9 @@ class Preparer:
         self._boot_id = cp.read_boot_id(boot_id_file)
         cdi_root.mkdir(parents=True, exist_ok=True)
         plugin_dir.mkdir(parents=True, exist_ok=True)
-        smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
         with self._locked():
+            stale.remove_stale_files(cdi_root, plugin_dir, driver_name=driver_name)  # no writer is midway
+            smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
             if self._checkpoint_path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 cp.save(self._checkpoint_path, cp.load(self._checkpoint_path, boot_id=self._boot_id))
