@@ -166,8 +166,11 @@ def parse_yaml(text: str, source: str, error: type[SchemaError], limits: Limits 
 
 
 def shorten(text: str) -> str:
-    """`text` for a message: at most SHOWN_CHARS characters, saying how long it really is when cut."""
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+    """`text` for a one-line message: at most SHOWN_CHARS characters (saying how long it really is when cut),
+    line breaks and other unprintable characters escaped (`\\n`, `\\x1b`)."""
+    shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS]
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in shown)
+    return shown if len(text) <= SHOWN_CHARS else f"{shown}... ({len(text)} characters)"
 
 
 def _describe(value: Any) -> str:

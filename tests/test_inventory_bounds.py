@@ -136,3 +136,9 @@ def test_billion_laughs_is_refused_while_composing(tmp_path: Path) -> None:
 def test_aliases_within_the_bounds_still_work(tmp_path: Path) -> None:
     text = HEAD + "nodes:\n- name: a\n  gpus: &g [{profile: t4, count: 2}]\n- name: b\n  gpus: *g\n"
     assert [n.gpu_count for n in load_inventory(write(tmp_path, text)).nodes] == [2, 2]
+
+
+def test_values_in_messages_stay_on_one_line(tmp_path: Path) -> None:
+    assert problems(tmp_path, doc({"name": "bad\nname\x1b"})) == [
+        'nodes[0].name: "bad\\nname\\x1b" is not a valid node name (lower-case DNS subdomain)'
+    ]
