@@ -35,19 +35,19 @@ def doc(*nodes: dict[str, Any]) -> str:
 
 def test_count_beyond_a_node_is_refused_before_devices_exist(tmp_path: Path) -> None:
     assert problems(tmp_path, doc({"name": "n", "gpus": [{"profile": "h200", "count": 100_000_000}]})) == [
-        "nodes[0].gpus[0].count: must be at most 64 (GPUs per node), got 100000000"
+        "nodes[0].gpus[0].count: must be at most 128 (GPUs per node), got 100000000"
     ]
-    at_bound = load_inventory(write(tmp_path, doc({"name": "n", "gpus": [{"profile": "h200", "count": 64}]})))
-    assert at_bound.nodes[0].gpu_count == 64
+    at_bound = load_inventory(write(tmp_path, doc({"name": "n", "gpus": [{"profile": "t4", "count": 128}]})))
+    assert at_bound.nodes[0].gpu_count == 128
 
 
 def test_gpus_of_a_node_are_bounded_across_entries(tmp_path: Path) -> None:
-    gpus = [{"profile": "t4", "count": 40}, {"profile": "t4", "count": 40}]
+    gpus = [{"profile": "t4", "count": 100}, {"profile": "t4", "count": 100}]
     assert problems(tmp_path, doc({"name": "n", "gpus": gpus})) == [
-        "nodes[0].gpus: 80 GPUs in all; a node has at most 64"
+        "nodes[0].gpus: 200 GPUs in all; a node has at most 128"
     ]
-    assert problems(tmp_path, doc({"name": "n", "gpus": [{"profile": "t4"}] * 65})) == [
-        "nodes[0].gpus: 65 entries; a node has at most 64 GPUs"
+    assert problems(tmp_path, doc({"name": "n", "gpus": [{"profile": "t4"}] * 129})) == [
+        "nodes[0].gpus: 129 entries; a node has at most 128 GPUs"
     ]
 
 
@@ -56,9 +56,9 @@ def test_nodes_and_gpus_per_file_are_bounded(tmp_path: Path) -> None:
     assert problems(tmp_path, doc(*many)) == [
         "nodes: 5001 entries; at most 5000 (Kubernetes' largest cluster)"
     ]
-    big = [{"name": f"n{i}", "gpus": [{"profile": "t4", "count": 64}]} for i in range(1251)]
+    big = [{"name": f"n{i}", "gpus": [{"profile": "t4", "count": 128}]} for i in range(626)]
     assert problems(tmp_path, doc(*big)) == [
-        "nodes: 80064 GPUs in all; at most 80000 (5000 nodes of 16 GPUs)"
+        "nodes: 80128 GPUs in all; at most 80000 (5000 nodes of 16 GPUs)"
     ]
 
 
