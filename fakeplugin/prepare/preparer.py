@@ -29,7 +29,7 @@ from typing import Any
 
 from fakeplugin import featuregates
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
-from fakeplugin.prepare import cdi, opaqueconfig, smi
+from fakeplugin.prepare import cdi, opaqueconfig, smi, stale
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.prepare.claims import ClaimError, allocated_devices, validate_claim_ref
@@ -89,8 +89,9 @@ class Preparer:
         self._unprepares = GroupCommit(self._unprepare_batch)
         cdi_root.mkdir(parents=True, exist_ok=True)
         plugin_dir.mkdir(parents=True, exist_ok=True)
-        smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
         with self._lock:
+            stale.remove_stale_files(cdi_root, plugin_dir, driver_name=driver_name)  # no writer is midway
+            smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 self._checkpoint.save(self._checkpoint.load())

@@ -52,6 +52,12 @@ Fields:
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
+
+Every size has an upper bound that real hardware justifies (the `MAX_*` constants below; README.md has
+the table), checked while reading: the file's size before it is parsed, YAML depth and node count while
+PyYAML composes it (aliases counted as what they repeat), list lengths before their items are read, counts
+before anything is made of them. So no inventory makes the plugin or `validate` build more than a bounded
+number of devices, however large the numbers in it.
 """
 
 from __future__ import annotations
@@ -64,10 +70,19 @@ from typing import Any
 from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
 from fakeplugin.publish.mig import place
-from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
+from fakeplugin.yamlschema import (
+    Limits,
+    Problems,
+    SchemaError,
+    join,
+    parse_yaml,
+    path_key,
+    read_document,
+    shorten,
+)
 
-_DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
-_CUDA_VERSION = re.compile(r"^\d+\.\d+$")
+_DRIVER_VERSION = re.compile(r"^\d{1,5}\.\d{1,5}(\.\d{1,5})?$")
+_CUDA_VERSION = re.compile(r"^\d{1,5}\.\d{1,5}$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
@@ -75,6 +90,17 @@ _PCI = re.compile(r"^(?:0000)?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7]
 _QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti)?$")
 _BINARY = {None: 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}
 MAX_ATTRIBUTE_STRING = 64  # ResourceSlice attribute string values are at most 64 characters
+
+# Upper bounds (README.md, "Inventory bounds", says why each); all checked before devices are built.
+MAX_FILE_BYTES = 1 << 20  # a ConfigMap holds at most 1 MiB, and the inventory usually is one
+MAX_YAML_DEPTH = 16  # the schema nests 7 deep (nodes[].gpus[].mig[]); twice that and more is not an inventory
+MAX_YAML_NODES = 100_000  # 20 per node entry for MAX_NODES entries; PyYAML needs ~70 MB to hold them
+MAX_NODES = 5000  # Kubernetes' largest supported cluster
+MAX_GPUS_PER_NODE = 128  # one full ResourceSlice; 8x the largest real node (16 GPUs: HGX-2, DGX-2)
+MAX_GPUS = MAX_NODES * 16  # every node of the largest cluster as large as the largest real node
+MAX_LABELS = 64  # per labels/matchLabels map; a selector needs a few, a GPU node carries ~50 with GFD
+MAX_GPU_MEMORY = 1 << 40  # 1 TiB; the largest GPU memory today is 288 GB (B300)
+LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)
 
 
 class InventoryError(SchemaError):
@@ -141,11 +167,8 @@ class Inventory:
 def load_inventory(path: str | Path) -> Inventory:
     """Read and validate an inventory file; InventoryError lists every problem."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InventoryError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
-    return parse_inventory(parse_yaml(text, source, InventoryError), source=source)
+    text = read_document(path, source, InventoryError, LIMITS)
+    return parse_inventory(parse_yaml(text, source, InventoryError, LIMITS), source=source)
 
 
 def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
@@ -165,7 +188,13 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     raw_nodes = p.sequence(top, "nodes", "")
     if raw_nodes == []:
         p.add("nodes", "must list at least one node")
+    if raw_nodes is not None and len(raw_nodes) > MAX_NODES:
+        p.add("nodes", f"{len(raw_nodes)} entries; at most {MAX_NODES} (Kubernetes' largest cluster)")
+        raise InventoryError(p.lines)
     nodes = [_node(p, raw, f"nodes[{i}]") for i, raw in enumerate(raw_nodes or [])]
+    gpus = sum(n.gpu_count for n in nodes if n is not None)
+    if gpus > MAX_GPUS:
+        p.add("nodes", f"{gpus} GPUs in all; at most {MAX_GPUS} ({MAX_NODES} nodes of 16 GPUs)")
     _check_unique(p, [n for n in nodes if n is not None])
     if not p.ok:
         raise InventoryError(p.lines)
@@ -183,19 +212,23 @@ def parse_quantity(value: str) -> int:
 def _version(p: Problems, m: dict[str, Any], key: str, pattern: re.Pattern[str], example: str) -> str | None:
     value = p.string(m, key, "")
     if value is not None and not pattern.match(value):
-        p.add(key, f'must be a version like {example}, got "{value}"')
+        p.add(key, f'must be a version like {example}, got "{shorten(value)}"')
         return None
     return value
 
 
 def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, str] | None:
+    value = m.get(key)
+    if isinstance(value, dict) and len(value) > MAX_LABELS:
+        p.add(join(path, key), f"{len(value)} labels; at most {MAX_LABELS}")
+        return None
     labels = p.string_map(m, key, path)
     for k, v in (labels or {}).items():
         prefix, _, name = k.rpartition("/")
         if (prefix and not is_dns_subdomain(prefix)) or len(name) > 63 or not _LABEL_NAME.match(name):
-            p.add(join(join(path, key), k), "is not a valid label key")
+            p.add(join(join(path, key), path_key(k)), "is not a valid label key")
         elif len(v) > 63 or not _LABEL_VALUE.match(v):
-            p.add(join(join(path, key), k), f'"{v}" is not a valid label value')
+            p.add(join(join(path, key), path_key(k)), f'"{shorten(v)}" is not a valid label value')
     return labels
 
 
@@ -205,7 +238,7 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         return None
     name = p.string(m, "name", path)
     if name is not None and not is_dns_subdomain(name):
-        p.add(join(path, "name"), f'"{name}" is not a valid node name (lower-case DNS subdomain)')
+        p.add(join(path, "name"), f'"{shorten(name)}" is not a valid node name (lower-case DNS subdomain)')
     match_labels = None
     if "selector" in m:
         sel = p.mapping(m["selector"], join(path, "selector"), required=("matchLabels",))
@@ -216,9 +249,17 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
     labels = _labels(p, m, "labels", path) if "labels" in m else {}
     # `gpus:` with nothing after it is YAML null: a plain worker, like an absent list.
     raw_gpus = p.sequence(m, "gpus", path) if m.get("gpus") is not None else []
+    if raw_gpus is not None and len(raw_gpus) > MAX_GPUS_PER_NODE:  # every entry is at least one GPU
+        p.add(join(path, "gpus"), f"{len(raw_gpus)} entries; a node has at most {MAX_GPUS_PER_NODE} GPUs")
+        raw_gpus = None
     gpus = [_gpu(p, g, f"{path}.gpus[{i}]") for i, g in enumerate(raw_gpus or [])]
     kubelet = p.boolean(m, "kubelet", path)
     entries = tuple(g for g in gpus if g is not None)
+    if sum(g.count for g in entries) > MAX_GPUS_PER_NODE:
+        p.add(
+            join(path, "gpus"),
+            f"{sum(g.count for g in entries)} GPUs in all; a node has at most {MAX_GPUS_PER_NODE}",
+        )
     return NodeEntry(
         name=name,
         match_labels=match_labels,
@@ -244,8 +285,15 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
         try:
             profile = load_profile(name)
         except UnknownProfileError:
-            p.add(join(path, "profile"), f'unknown profile "{name}" (known: {", ".join(profile_names())})')
-    count = p.integer(m, "count", path, minimum=1) if "count" in m else 1
+            p.add(
+                join(path, "profile"),
+                f'unknown profile "{shorten(name)}" (known: {", ".join(profile_names())})',
+            )
+    count = (
+        p.integer(m, "count", path, minimum=1, maximum=MAX_GPUS_PER_NODE, why="GPUs per node")
+        if "count" in m
+        else 1
+    )
     ecc = p.boolean(m, "ecc", path)
     memory = _memory(p, m, path)
     product = p.string(m, "productName", path)
@@ -300,6 +348,10 @@ def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[M
             f"({', '.join(unknown_memory)}), so its MIG devices cannot be published",
         )
         return None
+    most = max(mp.instances for mp in profile.mig.profiles)  # 7 on A100, H100, H200
+    if len(raw) > most:  # every item is at least one MIG device
+        p.add(where, f"{len(raw)} entries; a {profile.name} has at most {most} MIG devices")
+        return None
     by_name = {mp.name: mp for mp in profile.mig.profiles}
     fixed: list[tuple[MigProfile, int, str]] = []  # (profile, start, item path)
     free: list[MigProfile] = []  # placed automatically
@@ -314,8 +366,9 @@ def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[M
         if name is not None and mig_profile is None:
             p.add(
                 join(item_path, "profile"),
-                f'unknown MIG profile "{name}" of {profile.name} (known: {", ".join(by_name)})',
+                f'unknown MIG profile "{shorten(name)}" of {profile.name} (known: {", ".join(by_name)})',
             )
+        # No maximum here: the profile's instance limit below refuses a large count before it is used.
         count = p.integer(im, "count", item_path, minimum=1) if "count" in im else 1
         start = p.integer(im, "placement", item_path, minimum=0) if "placement" in im else None
         if "placement" in im and count is not None and count > 1:
@@ -372,10 +425,17 @@ def _memory(p: Problems, m: dict[str, Any], path: str) -> int | None:
         memory = parse_quantity(value) if isinstance(value, str) else value
     except ValueError:
         memory = None
-    if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0:
-        return memory
-    p.add(join(path, "memory"), f"must be a positive quantity like 23028Mi or 15Gi, got {value!r}")
-    return None
+    if isinstance(value, str):
+        shown = repr(shorten(value))
+    else:  # as YAML gave it: an integer, or whatever else was written (shortened)
+        shown = path_key(value) if isinstance(value, int) else shorten(repr(value))
+    if not isinstance(memory, int) or isinstance(memory, bool) or memory <= 0:
+        p.add(join(path, "memory"), f"must be a positive quantity like 23028Mi or 15Gi, got {shown}")
+        return None
+    if memory > MAX_GPU_MEMORY:
+        p.add(join(path, "memory"), f"must be at most 1Ti (the largest GPU has 288 GB), got {shown}")
+        return None
+    return memory
 
 
 def _pattern(
@@ -383,7 +443,7 @@ def _pattern(
 ) -> str | None:
     value = p.string(m, key, path)
     if value is not None and not pattern.match(value):
-        p.add(join(path, key), f'must look like {form}, got "{value}"')
+        p.add(join(path, key), f'must look like {form}, got "{shorten(value)}"')
         return None
     return value
 
