@@ -26,7 +26,7 @@ from typing import Any
 
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
+from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
 from fakeplugin.publish.slices import resource_slices
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,8 @@ class NodeDevices(Mapping[str, GpuDevice]):
     def reload_if_changed(self) -> bool:
         """Re-read the file when its content changed; True when a new inventory took effect (the devices
         are then already recomputed). The first load raises InventoryError; later broken edits are logged."""
-        data = self._path.read_bytes()
+        with open(self._path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused by load_inventory; never held whole
         digest = hashlib.sha256(data).hexdigest()
         if digest == self._digest:
             return False
