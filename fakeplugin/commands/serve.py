@@ -190,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
     devices = NodeDevices(
         Path(args.config), args.node_name, driver=args.driver_name, dynamic_mig=gates["DynamicMIG"]
     )
-    kube = Kube(new_api_client(args.kubeconfig or None))
+    workers = ServerSettings.workers
+    # A connection per worker thread, plus the publisher's watch and its writes.
+    kube = Kube(new_api_client(args.kubeconfig or None, connections=workers + 2))
     plugin_dir = Path(args.kubelet_plugins_directory_path) / args.driver_name
 
     def desired_slices() -> list[dict]:
@@ -223,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         port = metrics.serve(args.http_endpoint)
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
     settings = ServerSettings(
+        workers=workers,
         driver_name=args.driver_name,
         registrar_dir=Path(args.kubelet_registrar_directory_path),
         plugins_dir=Path(args.kubelet_plugins_directory_path),

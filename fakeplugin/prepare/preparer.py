@@ -181,6 +181,7 @@ class Preparer:
         return results
 
     def _prepare_locked(self, requests: list[_Request], results: dict[str, PrepareResult]) -> None:
+        log.debug("prepare batch of %d claims", len(requests))
         try:
             checkpoint = self._checkpoint.load()
         except cp.CheckpointError as e:

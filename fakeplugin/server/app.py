@@ -10,6 +10,7 @@ import logging
 import signal
 import threading
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,9 @@ class ServerSettings:
     device_health_interval_s: float = 10.0
     verbosity: int = 0  # >= fakeplugin.logs.GRPC_TRACE_LEVEL logs every request and response
     call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
+    # Threads running Prepare/Unprepare calls at once (their claim GETs overlap; the rest is batched under
+    # the node lock). The kubelet calls once per pod being started, so a burst of pods is a burst of calls.
+    workers: int = 16
 
     def __post_init__(self) -> None:
         if self.device_health and not self.device_health_pool:
@@ -172,6 +176,7 @@ async def run(driver: Driver, cfg: ServerSettings, stop: asyncio.Event | None = 
     signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="claims"))
     server = Server(driver, cfg)
     try:
         await server.start()
