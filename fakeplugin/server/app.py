@@ -56,7 +56,7 @@ class ServerSettings:
     call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
     # Threads running Prepare/Unprepare calls at once (their claim GETs overlap; the rest is batched under
     # the node lock). The kubelet calls once per pod being started, so a burst of pods is a burst of calls.
-    workers: int = 16
+    workers: int = 8
 
     def __post_init__(self) -> None:
         if self.device_health and not self.device_health_pool:
