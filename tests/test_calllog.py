@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,41 +13,11 @@ import pytest
 
 from fakeplugin.cli import main
 from fakeplugin.model import PrepareResult
-from fakeplugin.server import ServerSettings
 from fakeplugin.server.calllog import read_calls, rotated
 from tests.test_server import DRIVER, GPU0, RPC_TIMEOUT_S, CannedDriver, Running, reg, v1, v1beta1
 from tests.test_server import claim as wire_claim
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # Not tmp_path: its long names eat into the 107 bytes a unix socket path may have.
-    path = Path(tempfile.mkdtemp(prefix="fpcl-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def serve(short_dir: Path) -> Iterator[Any]:
-    started: list[Running] = []
-
-    def start(driver: CannedDriver | None = None, **overrides: Any) -> Running:
-        cfg = ServerSettings(
-            driver_name=DRIVER,
-            registrar_dir=short_dir / "reg",
-            plugins_dir=short_dir / "plugins",
-            **overrides,
-        )
-        running = Running(driver or CannedDriver(), cfg)
-        started.append(running)
-        running.call(running.server.start())
-        return running
-
-    yield start
-    for running in started:
-        running.close()
 
 
 def calls_file(short_dir: Path) -> Path:

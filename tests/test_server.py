@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import urllib.request
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,35 +116,6 @@ class Running:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # Not tmp_path: its long names eat into the 107 bytes a unix socket path may have.
-    path = Path(tempfile.mkdtemp(prefix="fpsrv-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def serve(short_dir: Path) -> Iterator[Any]:
-    started: list[Running] = []
-
-    def start(driver: CannedDriver | None = None, **overrides: Any) -> Running:
-        settings = {
-            "registrar_dir": short_dir / "registry",
-            "plugins_dir": short_dir / "plugins",
-            **overrides,
-        }
-        cfg = ServerSettings(driver_name=DRIVER, **settings)
-        running = Running(driver or CannedDriver(), cfg)
-        started.append(running)
-        running.call(running.server.start())
-        return running
-
-    yield start
-    for running in started:
-        running.close()
 
 
 def claim(api: Any, uid: str, namespace: str = "default", name: str | None = None) -> Any:

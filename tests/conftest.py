@@ -1,0 +1,43 @@
+"""Fixtures shared by the unit and contract tests (the e2e ones have tests/e2e/conftest.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakeplugin.server import ServerSettings
+from tests.test_server import DRIVER, CannedDriver, Running
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # Not tmp_path: its long names eat into the 107 bytes a unix socket path may have.
+    path = Path(tempfile.mkdtemp(prefix="fpsrv-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def serve(short_dir: Path) -> Iterator[Any]:
+    started: list[Running] = []
+
+    def start(driver: CannedDriver | None = None, **overrides: Any) -> Running:
+        settings = {
+            "registrar_dir": short_dir / "registry",
+            "plugins_dir": short_dir / "plugins",
+            **overrides,
+        }
+        cfg = ServerSettings(driver_name=DRIVER, **settings)
+        running = Running(driver or CannedDriver(), cfg)
+        started.append(running)
+        running.call(running.server.start())
+        return running
+
+    yield start
+    for running in started:
+        running.close()
