@@ -50,6 +50,7 @@ class Faults:
         self.annotate("node", node, None, {DEVICE_FAULTS: faults})
 
     def clear_node(self, node: str) -> None:
+        """Remove the node's device faults annotation."""
         self.annotate("node", node, None, {DEVICE_FAULTS: None})
 
     def claim_faults(self, namespace: str, claim: str) -> dict[str, str]:
@@ -57,9 +58,11 @@ class Faults:
         return self._ours("resourceclaim", claim, namespace)
 
     def node_faults(self, node: str) -> dict[str, str]:
+        """The node's fault annotations now set."""
         return self._ours("node", node, None)
 
     def annotate_claim(self, namespace: str, claim: str, values: Mapping[str, str | None]) -> None:
+        """Set (or, for None values, remove) annotations of a claim."""
         self.annotate("resourceclaim", claim, namespace, values)
 
     def annotate(self, kind: str, name: str, namespace: str | None, values: Mapping[str, str | None]) -> None:

@@ -143,6 +143,7 @@ class FakepluginCluster:
         return name
 
     def delete_namespace(self, name: str) -> None:
+        """Delete a namespace and all in it, without waiting."""
         self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
 
     def wait_for_pod(
@@ -230,20 +231,26 @@ class FakepluginCluster:
         return self.local.layout
 
     def node_dirs(self, node: str) -> NodeDirs:
+        """A kubelet node's files (CDI dir, kubelet root, fake CRI records, ...)."""
         return self.local.node_dirs(node)
 
     def container_record(self, namespace: str, pod: str, container: str) -> dict[str, Any]:
+        """The fake CRI's raw record of a container (`container()` is its parsed view)."""
         return self.local.container_record(namespace, pod, container)
 
     def run_in_container_view(
         self, namespace: str, pod: str, container: str, script: str, *args: str
     ) -> subprocess.CompletedProcess[str]:
+        """Run a script mounted into the container (a container path) in the container's view."""
         return self.local.run_in_container_view(namespace, pod, container, script, *args)
 
     def restart_kubelet(self, node: str) -> None:
+        """Stop and start a node's kubelet; returns once it is healthy."""
         self.local.restart_kubelet(node)
 
     def restart_plugin(self, node: str, *, args: Sequence[str] | None = None) -> None:
+        """Stop and start a node's plugin (`args`: every plugin's extra flags from now on); returns once
+        the kubelet registered it again."""
         self.local.restart_plugin(node, args=args)
 
     def _require_local(self, what: str) -> Cluster:
