@@ -168,6 +168,11 @@ class Cluster:
     def kubeconfig(self) -> Path:
         return self.layout.kubeconfig
 
+    @property
+    def inventory(self) -> Path:
+        """The inventory file the cluster was started with; its plugins re-read it when it changes."""
+        return Path(self._store.require().inventory)
+
     def nodes(self) -> list[ClusterNode]:
         """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the workers."""
         return list(self._store.require().nodes)

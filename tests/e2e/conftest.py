@@ -1,8 +1,10 @@
-"""Fixtures for tests on a real local cluster (fakeplugin.cluster).
+"""Fixtures for tests on a real local cluster, built on our own pytest plugin (fakeplugin.testing).
 
-`cluster` (session): the seed lab of examples/seed-lab.yaml as the reference lab runs it: its two GPU
-nodes (real kubelets, fake CRI, our plugin) labelled `nvidia.com/dra-kubelet-plugin=true`, plus three
-plain API-only workers. `namespace` (per test): a fresh namespace, deleted afterwards.
+`cluster` (session): the plugin's `fakeplugin_cluster` (a fakeplugin.testing.FakepluginCluster) started
+with the seed lab of examples/seed-lab.yaml as the reference lab runs it: its two GPU nodes (real
+kubelets, fake CRI, our plugin) labelled `nvidia.com/dra-kubelet-plugin=true`, plus three plain API-only
+workers (our override of the plugin's `fakeplugin_config`). `namespace` (per test): the plugin's
+`fakeplugin_namespace`, a fresh namespace deleted afterwards.
 
 Missing binaries (hack/build-k8s.sh) or no root: skipped on a developer's machine, failed when CI=true.
 """
@@ -10,15 +12,15 @@ Missing binaries (hack/build-k8s.sh) or no root: skipped on a developer's machin
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components
+from fakeplugin.cluster import BinaryNotFound, binaries, components
+from fakeplugin.testing import FakepluginCluster
+from fakeplugin.testing.pytest_plugin import option
 from tests.e2e.kube import EXAMPLES
 from tests.tooling import unavailable
 
@@ -71,19 +73,17 @@ def host_before() -> HostBefore:
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory, host_before: HostBefore) -> Iterator[Cluster]:
-    require_cluster_host()
-    root = tmp_path_factory.mktemp("cluster")
-    c = Cluster.up(seed_lab_cluster_inventory(root / "seed-lab-cluster.yaml"), root / "state")
-    try:
-        yield c
-    finally:
-        c.down()
+def fakeplugin_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return seed_lab_cluster_inventory(tmp_path_factory.mktemp("inventory") / "seed-lab-cluster.yaml")
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest, host_before: HostBefore) -> FakepluginCluster:
+    if not option(request.config, "kubeconfig"):  # a cluster is started here: this host must run it
+        require_cluster_host()
+    return request.getfixturevalue("fakeplugin_cluster")
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
+def namespace(cluster: FakepluginCluster, fakeplugin_namespace: str) -> str:
+    return fakeplugin_namespace

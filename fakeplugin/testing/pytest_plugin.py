@@ -1,0 +1,93 @@
+"""pytest plugin (entry point `pytest11: fakeplugin`): a cluster with our plugin for a test session.
+
+Fixtures: `fakeplugin_cluster` (session; a fakeplugin.testing.FakepluginCluster), `fakeplugin_namespace`
+(a fresh namespace per test, deleted after it), `fakeplugin_config` (session; the inventory a started
+cluster gets: override it in a conftest to generate one). Nothing starts unless a test asks for
+`fakeplugin_cluster`; this module imports nothing heavy before that.
+
+Options (command line, or the ini key without `--` and with `_`):
+  --fakeplugin-config FILE       inventory of the local cluster to start (default: the seed lab)
+  --fakeplugin-kubeconfig FILE   attach to this running cluster instead; nothing is started or stopped
+  --fakeplugin-state-dir DIR     where to start the local cluster (default: a session temp dir); with
+                                 --fakeplugin-kubeconfig: a running local cluster's, for its records
+  --fakeplugin-workers N         plain API-only workers besides the inventory's nodes (default 0)
+  --fakeplugin-plugin-args ARGS  extra `fakeplugin serve` flags for every node (e.g. --device-health)
+  --fakeplugin-feature-gates G   A=true,B=false over the local cluster's default gates
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from fakeplugin.testing.session import FakepluginCluster
+
+OPTIONS = {
+    "config": "inventory of the local cluster to start (default: the seed lab shipped in the package)",
+    "kubeconfig": "attach to the running cluster of this kubeconfig instead of starting one",
+    "state-dir": "state dir of the local cluster to start (default: a temp dir); when attaching: a local "
+    "cluster's state dir, for container records and call logs",
+    "workers": "plain API-only worker nodes besides the inventory's (default 0)",
+    "plugin-args": "extra `fakeplugin serve` flags for every node's plugin, shell-quoted",
+    "feature-gates": "feature gates A=true,B=false over the local cluster's defaults",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fakeplugin", "fakeplugin: a cluster with the fake gpu.nvidia.com DRA driver")
+    for name, help_text in OPTIONS.items():
+        group.addoption(f"--fakeplugin-{name}", dest=f"fakeplugin_{name.replace('-', '_')}", help=help_text)
+        parser.addini(f"fakeplugin_{name.replace('-', '_')}", help_text)
+
+
+def option(config: pytest.Config, name: str) -> str:
+    """A fakeplugin option: the command line's, else the ini file's, else ""."""
+    key = f"fakeplugin_{name.replace('-', '_')}"
+    return config.getoption(key) or str(config.getini(key) or "")
+
+
+@pytest.fixture(scope="session")
+def fakeplugin_config(pytestconfig: pytest.Config) -> Path:
+    """The inventory a started local cluster gets."""
+    from fakeplugin.testing.session import seed_lab_inventory
+
+    value = option(pytestconfig, "config")
+    return Path(value) if value else seed_lab_inventory()
+
+
+@pytest.fixture(scope="session")
+def fakeplugin_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FakepluginCluster]:
+    """The session's cluster: attached to (--fakeplugin-kubeconfig), else started (and stopped after)."""
+    from fakeplugin.cluster import parse_feature_gates
+    from fakeplugin.testing.session import FakepluginCluster
+
+    config = request.config
+    state_dir = option(config, "state-dir")
+    kubeconfig = option(config, "kubeconfig")
+    if kubeconfig:
+        yield FakepluginCluster.attach(Path(kubeconfig), state_dir=Path(state_dir) if state_dir else None)
+        return
+    cluster = FakepluginCluster.start(
+        request.getfixturevalue("fakeplugin_config"),
+        Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
+        workers=int(option(config, "workers") or 0),
+        plugin_args=shlex.split(option(config, "plugin-args")),
+        feature_gates=parse_feature_gates(option(config, "feature-gates")),
+    )
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def fakeplugin_namespace(fakeplugin_cluster: FakepluginCluster) -> Iterator[str]:
+    """A fresh namespace for one test; deleted after it (without waiting)."""
+    name = fakeplugin_cluster.create_namespace()
+    yield name
+    fakeplugin_cluster.delete_namespace(name)

@@ -1,0 +1,77 @@
+"""fakeplugin.testing without a cluster: the pure helpers, and the pytest plugin's promise to users who
+do not use its fixtures (nothing started, nothing heavy imported)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakeplugin.testing import Allocated, seed_lab_inventory
+from fakeplugin.testing.objects import allocated, as_objects, object_ref
+
+pytest_plugins = ["pytester"]
+
+
+def test_objects_from_yaml_documents_dicts_and_lists() -> None:
+    text = "kind: Namespace\nmetadata: {name: a}\n---\n---\nkind: List\n"
+    text += "items:\n- {kind: Pod, metadata: {name: p}}\n"
+    assert [o["kind"] for o in as_objects(text)] == ["Namespace", "Pod"]
+    assert as_objects({"kind": "Pod", "metadata": {"name": "p"}}) == [
+        {"kind": "Pod", "metadata": {"name": "p"}}
+    ]
+    with pytest.raises(ValueError, match="no kind"):
+        as_objects([{"metadata": {}}])
+
+
+def test_allocated_devices_name_their_node_from_the_slices() -> None:
+    claim = {"status": {"allocation": {"devices": {"results": [
+        {"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-1", "request": "gpu"},
+        {"driver": "net.example.com", "pool": "fabric", "device": "nic-0", "request": "nic"},
+    ]}}}}  # fmt: skip
+    slices = [{"spec": {"driver": "gpu.nvidia.com", "pool": {"name": "n1"}, "nodeName": "node-1"}}]
+    assert allocated(claim, slices) == [
+        Allocated("node-1", "n1", "gpu-1", "gpu"),
+        Allocated("fabric", "fabric", "nic-0", "nic"),  # no slice names a node: the pool stands in
+    ]
+    assert allocated({"status": {}}, slices) == []
+
+
+def test_object_refs() -> None:
+    assert object_ref("pod/x") == ("pod", "x")
+    assert object_ref({"kind": "ResourceClaim", "metadata": {"name": "c"}}) == ("ResourceClaim", "c")
+    with pytest.raises(ValueError, match="want kind/name"):
+        object_ref("x")
+
+
+def test_the_shipped_seed_lab_is_the_default_inventory() -> None:
+    assert "capi-dralabs-md-gput10-gzl84-f2m2d" in seed_lab_inventory().read_text()
+
+
+def test_a_session_without_its_fixtures_starts_and_imports_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_plain(pytestconfig):
+            assert pytestconfig.pluginmanager.has_plugin("fakeplugin")  # loaded by the entry point
+            assert "fakeplugin.cluster" not in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("--fakeplugin-workers=2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_options_come_from_the_command_line_or_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfakeplugin_config = lab.yaml\nfakeplugin_workers = 3\n")
+    pytester.makepyfile(
+        """
+        from pathlib import Path
+        from fakeplugin.testing.pytest_plugin import option
+
+        def test_options(pytestconfig, fakeplugin_config):
+            assert fakeplugin_config == Path("lab.yaml")
+            assert option(pytestconfig, "workers") == "3"
+            assert option(pytestconfig, "kubeconfig") == "/k"
+        """
+    )
+    assert "--fakeplugin-kubeconfig" in pytester.runpytest_subprocess("--help").stdout.str()
+    pytester.runpytest_subprocess("--fakeplugin-kubeconfig=/k").assert_outcomes(passed=1)
