@@ -1,8 +1,9 @@
 """Faults on demand through the Kubernetes API (fakeplugin.dev annotations), as a user sees them with the
 real kubelet and scheduler: pod events and phases, the call log, ResourceSlice taints, pod health.
 
-The kubelet retries a failed pod sync after 10-15 s (pkg/kubelet/kubelet.go backOffPeriod = 10s, jitter
-0.5 in pod_workers.go); tests wait for those retries, with bounds of a few retries.
+A pod whose Prepare failed was not prepared again within 40 s by the 1.35 kubelet in this cluster (its pod
+sync backoff, pkg/kubelet/kubelet.go backOffPeriod = 10s, did not bring a new NodePrepareResources), so
+the Prepare tests delete and recreate the pod to get the next attempt, as a user's controller would.
 """
 
 from __future__ import annotations
@@ -41,9 +42,15 @@ def fault(cluster: Any, *args: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 
-def prepare_events(cluster: Any, namespace: str, pod: str) -> list[str]:
-    events = items(cluster, "events", "-n", namespace, "--field-selector", f"involvedObject.name={pod}")
+def prepare_events(cluster: Any, namespace: str, pod_uid: str) -> list[str]:
+    events = items(cluster, "events", "-n", namespace, "--field-selector", f"involvedObject.uid={pod_uid}")
     return [e["message"] for e in events if e["reason"] == "FailedPrepareDynamicResources"]
+
+
+def start_pod(cluster: Any, namespace: str) -> str:
+    """Pod `p` using claim `c`; its UID."""
+    apply(cluster, namespace, claim_pod("p", {"resourceClaimName": "c"}))
+    return get(cluster, "pod", "p", "-n", namespace)["metadata"]["uid"]
 
 
 def delete_pod(cluster: Any, namespace: str, pod: str) -> None:
@@ -52,21 +59,29 @@ def delete_pod(cluster: Any, namespace: str, pod: str) -> None:
 
 def test_prepare_error_until_the_annotation_is_removed(cluster: Any, namespace: str) -> None:
     apply(cluster, namespace, t10_claim("c", {"fakeplugin.dev/prepare-error": "injected: GPU is busy"}))
-    apply(cluster, namespace, claim_pod("p", {"resourceClaimName": "c"}))
+    uid = start_pod(cluster, namespace)
 
-    messages = wait_for(lambda: prepare_events(cluster, namespace, "p"), what="FailedPrepareDynamicResources")
+    messages = wait_for(lambda: prepare_events(cluster, namespace, uid), what="FailedPrepareDynamicResources")
     assert "injected: GPU is busy" in messages[0]
     assert pod_phase(cluster, namespace, "p") == "Pending"
 
     assert "removed" in fault(cluster, "claim", f"{namespace}/c", "--clear")
+    delete_pod(cluster, namespace, "p")
+    start_pod(cluster, namespace)
     wait_for(lambda: pod_phase(cluster, namespace, "p") == "Running", what="pod Running", timeout=RETRY)
     delete_pod(cluster, namespace, "p")
 
 
 def test_prepare_fail_count_fails_twice_then_succeeds(cluster: Any, namespace: str) -> None:
     apply(cluster, namespace, t10_claim("c", {"fakeplugin.dev/prepare-fail-count": "2"}))
-    apply(cluster, namespace, claim_pod("p", {"resourceClaimName": "c"}))
-    wait_for(lambda: pod_phase(cluster, namespace, "p") == "Running", what="pod Running", timeout=2 * RETRY)
+    for _ in range(2):
+        uid = start_pod(cluster, namespace)
+        wait_for(
+            lambda uid=uid: prepare_events(cluster, namespace, uid), what="FailedPrepareDynamicResources"
+        )
+        delete_pod(cluster, namespace, "p")
+    start_pod(cluster, namespace)
+    wait_for(lambda: pod_phase(cluster, namespace, "p") == "Running", what="pod Running", timeout=RETRY)
 
     node = get(cluster, "pod", "p", "-n", namespace)["spec"]["nodeName"]
     calls = cluster.calls(node, claim=f"{namespace}/c", method="NodePrepareResources")
