@@ -4,8 +4,9 @@ Objects are plain dicts in API shape, so no field is ever lost in a model class.
 the official client's `ApiClient` (kubeconfig and in-cluster auth, token refresh, TLS, its urllib3
 connection pool) at the REST level: the generated API classes are not used. Importing
 `kubernetes.client.api.core_v1_api` alone costs about 21 MiB of RSS and most of a second, and every
-generated method validates its arguments with pydantic; for the six calls the plugin makes, a path
-and a json.loads are all that is needed (bench/import_cost.py, docs/benchmarks.md).
+generated method validates its arguments with pydantic; for the few calls the plugin (and
+`fakeplugin fault`) makes, a path and a json.loads are all that is needed (bench/import_cost.py,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -70,10 +71,13 @@ class NodeInfo:
     name: str
     uid: str
     labels: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str = ""
 
 
 class Kube:
-    """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC).
+    """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC); `annotate` is
+    for `fakeplugin fault`, run by a user, never by the plugin.
 
     Failures raise the client's `ApiException` (status, reason, body), as the generated API classes do.
     """
@@ -82,8 +86,24 @@ class Kube:
         self._api = api_client
 
     def get_node(self, name: str) -> NodeInfo:
-        meta = self._json("GET", f"/api/v1/nodes/{_segment(name)}")["metadata"]
-        return NodeInfo(name=name, uid=meta["uid"], labels=dict(meta.get("labels") or {}))
+        return _node_info(self._json("GET", f"/api/v1/nodes/{_segment(name)}"))
+
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeInfo]:
+        """The node each time it changes, until the server ends the watch (a field selector on its name:
+        RBAC `watch` on nodes, no `list`). An ERROR event (e.g. 410 Gone) raises ApiException."""
+        query = [("fieldSelector", f"metadata.name={name}")]
+        for event in self._watch("/api/v1/nodes", query, resource_version, timeout_seconds):
+            if event.get("type") in ("ADDED", "MODIFIED"):
+                yield _node_info(event["object"])
+
+    def annotate(self, path: str, annotations: dict[str, str | None]) -> dict[str, Any]:
+        """Merge-patch an object's annotations (`path`: its API path); None removes one."""
+        return self._json(
+            "PATCH",
+            path,
+            body={"metadata": {"annotations": annotations}},
+            content_type="application/merge-patch+json",
+        )
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         return self._json(
@@ -124,13 +144,21 @@ class Kube:
 
         An ERROR event (e.g. 410 Gone: the resourceVersion is too old) raises ApiException with its code.
         """
+        query = [("fieldSelector", _slice_selector(driver, node_name))]
+        yield from self._watch(SLICES, query, resource_version, timeout_seconds)
+
+    # -- the REST level ---------------------------------------------------------------------------------
+
+    def _watch(
+        self, path: str, query: list[tuple[str, str]], resource_version: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
         query = [
-            ("fieldSelector", _slice_selector(driver, node_name)),
+            *query,
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
             ("watch", "true"),
         ]
-        response = self._request("GET", SLICES, query=query, timeout=timeout_seconds + REQUEST_TIMEOUT)
+        response = self._request("GET", path, query=query, timeout=timeout_seconds + REQUEST_TIMEOUT)
         try:
             for line in iter_resp_lines(response):
                 event = json.loads(line)
@@ -145,8 +173,6 @@ class Kube:
             response.close()
             response.release_conn()
 
-    # -- the REST level ---------------------------------------------------------------------------------
-
     def _json(
         self,
         method: str,
@@ -154,9 +180,10 @@ class Kube:
         *,
         query: Sequence[tuple[str, str]] = (),
         body: dict[str, Any] | None = None,
+        content_type: str = "application/json",
     ) -> dict[str, Any]:
         """One request with a JSON answer, decoded."""
-        response = self._request(method, path, query=query, body=body)
+        response = self._request(method, path, query=query, body=body, content_type=content_type)
         return json.loads(response.data)
 
     def _request(
@@ -167,12 +194,13 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: dict[str, Any] | None = None,
         timeout: float = REQUEST_TIMEOUT,
+        content_type: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         """Send a request (auth, default headers and TLS as the client is configured); a non-2xx answer
         raises ApiException. The response is unread: `.data` reads it whole, `.stream()` in chunks."""
         headers = {"Accept": "application/json"}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         method, url, headers, body, _ = self._api.param_serialize(
             method,
             path,
@@ -186,6 +214,17 @@ class Kube:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response.response
+
+
+def _node_info(node: dict[str, Any]) -> NodeInfo:
+    meta = node["metadata"]
+    return NodeInfo(
+        name=meta["name"],
+        uid=meta["uid"],
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        resource_version=meta.get("resourceVersion", ""),
+    )
 
 
 def _segment(value: str) -> str:

@@ -352,7 +352,7 @@ def test_rbac_is_exactly_the_plugins_calls(helm: Path) -> None:
     objs = objects(render(helm))
     sa = only(objs, "ServiceAccount")["metadata"]
     assert only(objs, "ClusterRole")["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch"]},
         {
             "apiGroups": ["resource.k8s.io"],
             "resources": ["resourceslices"],

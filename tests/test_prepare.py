@@ -335,7 +335,7 @@ def test_hostile_claim_references_never_reach_the_api_or_the_disk(
 
 def test_unprepare_of_an_unknown_claim_succeeds(node: Node) -> None:
     assert node.preparer().unprepare([ref(1)]) == {uid(1): ""}
-    assert node.fetched == []
+    assert node.fetched == [("ns", "claim-1")]  # its fault annotations only; not found: no fault
 
 
 def test_unprepare_removes_spec_and_entry(node: Node) -> None:
@@ -350,7 +350,7 @@ def test_unprepare_removes_spec_and_entry(node: Node) -> None:
     assert not node.spec_path(removed).exists()
     assert node.spec_path(kept).exists()
     assert set(node.checkpoint().claims) == {kept.uid}
-    assert node.fetched == []  # no API calls
+    assert node.fetched == [("ns", removed.name)] * 2  # one GET per Unprepare: its fault annotations
 
 
 def test_unprepare_of_a_prepare_started_claim_cleans_up(node: Node) -> None:

@@ -14,12 +14,16 @@ from fakeplugin.commands import flag
 from fakeplugin.server import metrics
 
 if TYPE_CHECKING:
+    from fakeplugin.kube import Kube
     from fakeplugin.publish.node import NodeDevices
     from fakeplugin.publish.publisher import Publisher
 
 log = logging.getLogger("fakeplugin.serve")
 
 INVENTORY_POLL_SECONDS = 5.0
+# The node watch: the API server ends it after this long and it starts again from a fresh GET.
+NODE_WATCH_SECONDS = 300
+MAX_BACKOFF_SECONDS = 60.0
 
 EPILOG = """\
 what it does:
@@ -27,7 +31,8 @@ what it does:
   2. serves the kubelet's DRA gRPC API (v1 and v1beta1) on <plugins-dir>/<driver>/dra.sock and
      registers through <registrar-dir>/<driver>-reg.sock
   3. publishes this node's ResourceSlices and keeps them in place (re-created if deleted,
-     updated in place when the inventory file changes)
+     updated in place when the inventory file or the node's labels change); watches its Node for
+     the fakeplugin.dev/device-faults annotation (`fakeplugin fault node`): taints, health
   4. answers NodePrepareResources with CDI specs in --cdi-root, checkpointed in the plugins dir
 
 examples:
@@ -152,7 +157,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         env="DEVICE_HEALTH",
         action="store_true",
         help="also serve the kubelet's DRA health API (v1alpha1.DRAResourceHealth), reporting every device "
-        "Healthy; pods then show it in allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
+        "Healthy unless the node's fakeplugin.dev/device-faults says otherwise; pods then show it in "
+        "allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
     )
     flag(
         p,
@@ -191,13 +197,13 @@ def run(args: argparse.Namespace) -> int:
         Path(args.config), args.node_name, driver=args.driver_name, dynamic_mig=gates["DynamicMIG"]
     )
     workers = ServerSettings.workers
-    # A connection per worker thread, plus the publisher's watch and its writes.
-    kube = Kube(new_api_client(args.kubeconfig or None, connections=workers + 2))
+    # A connection per worker thread, plus the publisher's watch and its writes, plus the node watch.
+    kube = Kube(new_api_client(args.kubeconfig or None, connections=workers + 3))
     plugin_dir = Path(args.kubelet_plugins_directory_path) / args.driver_name
 
     def desired_slices() -> list[dict]:
         node = kube.get_node(args.node_name)
-        devices.set_node(node.labels, node.uid)
+        devices.set_node(node.labels, node.uid, node.annotations)
         return devices.desired_slices()
 
     preparer = Preparer(
@@ -218,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         threading.Thread(
             target=_watch_inventory, args=(devices, publisher, stop), name="inventory", daemon=True
         ),
+        threading.Thread(target=_watch_node, args=(kube, devices, publisher, stop), name="node", daemon=True),
     ]
     for t in threads:
         t.start()
@@ -236,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
         device_health=args.device_health,
         device_health_pool=args.node_name,
         device_health_devices=devices,
+        device_health_of=lambda name: (f.healthy, f.message) if (f := devices.fault(name)) else None,
     )
     try:
         asyncio.run(run_server(preparer, settings))
@@ -252,3 +260,25 @@ def _watch_inventory(devices: NodeDevices, publisher: Publisher, stop: threading
                 publisher.wake.set()
         except OSError as exc:  # e.g. a ConfigMap symlink swap in progress: try again next time
             log.warning("reading inventory failed: %s", exc)
+
+
+def _watch_node(kube: Kube, devices: NodeDevices, publisher: Publisher, stop: threading.Event) -> None:
+    """Follow this node's labels and device-faults annotation: a watch on this one Node (field selector
+    on its name; RBAC `watch` on nodes) wakes the publisher within seconds of an annotation change, and
+    costs the API server one idle watch per node instead of a GET per node every few seconds."""
+    backoff = 1.0
+    while not stop.is_set():
+        try:
+            node = kube.get_node(devices.node_name)
+            if devices.set_node(node.labels, node.uid, node.annotations):
+                publisher.wake.set()
+            for changed in kube.watch_node(
+                devices.node_name, resource_version=node.resource_version, timeout_seconds=NODE_WATCH_SECONDS
+            ):
+                if devices.set_node(changed.labels, changed.uid, changed.annotations):
+                    publisher.wake.set()
+            backoff = 1.0
+        except Exception as exc:  # never fatal: the publisher still reads the node on every sync
+            log.warning("watching node %s failed: %s; retrying in %.0f s", devices.node_name, exc, backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)

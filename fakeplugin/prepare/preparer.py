@@ -2,7 +2,8 @@
 
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
-    validate ref ─▶ GET claim ─▶ our allocated devices          (in the caller's thread, outside the lock)
+    validate ref ─▶ GET claim ─▶ our allocated devices ─▶ injected faults (prepare.faults: delay, error,
+    fail count)                                                 (in the caller's thread, outside the lock)
     ─▶ [node lock, with every claim queued meanwhile: prepare.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
@@ -10,8 +11,10 @@ Prepare, per claim (one claim's failure never touches the others; its message go
     (prepare.opaqueconfig: typed settings) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted
     (the batch's claims that got that far, at once)
 
-Unprepare, per claim (no API call): [node lock, batched likewise] unknown ⇒ success; otherwise remove the
-CDI spec and the claim's nvidia-smi data, drop the entry; one checkpoint write per batch.
+Unprepare, per claim: GET claim for its unprepare-error annotation (outside the lock; not found or
+unreachable ⇒ no fault: Unprepare never waits for the API server to work) ─▶ [node lock, batched likewise]
+unknown ⇒ success; otherwise remove the CDI spec and the claim's nvidia-smi data, drop the entry; one
+checkpoint write per batch.
 
 Invariants: a CDI spec exists only for a claim the checkpoint holds (at least PrepareStarted), and
 PrepareCompleted is written only once the spec is on disk. Prepare is idempotent: a completed claim is
@@ -21,6 +24,7 @@ answered from the checkpoint with the same devices and CDI IDs.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +33,7 @@ from typing import Any
 
 from fakeplugin import featuregates
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
-from fakeplugin.prepare import cdi, opaqueconfig, smi, stale
+from fakeplugin.prepare import cdi, faults, opaqueconfig, smi, stale
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.prepare.claims import ClaimError, allocated_devices, validate_claim_ref
@@ -74,12 +78,14 @@ class Preparer:
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._driver_name = driver_name
         self._node_name = node_name
         self._devices = devices  # may be live (the inventory): read afresh for every claim
         self._get_claim = get_claim
         self._feature_gates = dict(feature_gates)
+        self._faults = faults.Injector(get_claim, sleep)
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
         self._files = ClaimFiles(
@@ -120,18 +126,22 @@ class Preparer:
         return results
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        """Claim UID → error ("" = success). Unknown claims succeed; no API calls."""
+        """Claim UID → error ("" = success). Unknown claims succeed; one claim GET each (its faults)."""
         results: dict[str, str] = {}
         refs: list[ClaimRef] = []
         for ref in claims:
             try:
                 validate_claim_ref(ref)
-                refs.append(ref)
             except ClaimError as e:
                 # Such a claim can never have been prepared (prepare rejects it too): nothing to undo.
                 # Failing would leave its pod Terminating forever.
                 log.warning("unprepare %s: nothing to do: %s", ref, e)
                 results[ref.uid] = ""
+                continue
+            if failure := self._faults.unprepare_failure(ref):
+                results[ref.uid] = _unprepare_failed(ref, ClaimError(unprepare_error(ref, failure)))
+            else:
+                refs.append(ref)
         if refs:
             batch = self._unprepares.submit(refs)
             results |= {ref.uid: batch[ref.uid] for ref in refs}
@@ -149,6 +159,8 @@ class Preparer:
         wanted = allocated_devices(claim, ref, driver_name=self._driver_name, pool_name=self._node_name)
         if not wanted:
             return None  # nothing of ours on this node: no checkpoint entry, no CDI spec
+        if failure := self._faults.prepare_failure(ref, claim):  # waits any delay first
+            raise ClaimError(prepare_error(ref, failure))
         pool = dict(self._devices)
         unknown = [name for name in wanted if name not in pool]
         if unknown:

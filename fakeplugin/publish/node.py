@@ -4,14 +4,15 @@
 
 `node_devices` and `node_slices` are the pure steps; `render`, `validate` and the cluster use them directly.
 `NodeDevices` is the live form `serve` runs: it follows the inventory file (usually a ConfigMap mounted into
-the plugin's pod, so it changes under a running plugin) and the node's labels and UID from the API server.
+the plugin's pod, so it changes under a running plugin) and the node's labels, UID and device-faults
+annotation (publish.devicefaults: taints in the slices, health for the kubelet) from the API server.
 
 Invariants:
 - devices are recomputed as soon as the file changes, so Prepare sees an edit before the publisher has
   reached the API server (labels and UID are the last ones the API server gave; a node named in the
   inventory needs neither to know its devices);
 - a broken edit is logged and the last good inventory stays in force: a typo must never make a node's
-  GPUs vanish.
+  GPUs vanish; likewise a broken device-faults annotation keeps the last good faults.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.model import GpuDevice
+from fakeplugin.publish import devicefaults
+from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
 from fakeplugin.publish.slices import resource_slices
@@ -76,6 +79,8 @@ class NodeDevices(Mapping[str, GpuDevice]):
         self._labels: dict[str, str] | None = None  # None until the API server told us
         self._uid = ""
         self._devices: dict[str, GpuDevice] = {}
+        self._faults_text: str | None = None  # the annotation as last seen
+        self._faults: dict[str, DeviceFault] = {}
         self.reload_if_changed()
 
     @property
@@ -109,23 +114,65 @@ class NodeDevices(Mapping[str, GpuDevice]):
         self._install(devices)
         return True
 
-    def set_node(self, labels: Mapping[str, str], uid: str) -> None:
-        """The node as the API server shows it; its labels may pick another selector entry.
+    def set_node(
+        self, labels: Mapping[str, str], uid: str, annotations: Mapping[str, str] = MappingProxyType({})
+    ) -> bool:
+        """The node as the API server shows it; its labels may pick another selector entry, its
+        device-faults annotation taints devices. True when the desired slices or health may have changed.
         ValueError names the inventory entry whose devices cannot be made."""
+        faults_changed = self._set_faults(annotations.get(devicefaults.ANNOTATION))
         with self._lock:
             changed = self._labels != dict(labels)
+            uid_changed = self._uid != uid
             self._labels, self._uid = dict(labels), uid
             inventory = self._inventory
         if changed:
             assert inventory is not None
             self._install(self._compute(inventory, dict(labels)))
+        return changed or uid_changed or faults_changed
+
+    def fault(self, name: str) -> DeviceFault | None:
+        """The device's injected fault, if any (for the health service)."""
+        with self._lock:
+            return self._faults.get(name)
 
     def desired_slices(self) -> list[dict[str, Any]]:
         """The ResourceSlices of this node's pool, once `set_node` gave the node's UID."""
         with self._lock:
             assert self._uid, "set_node() first: slices are owned by the Node object"
             devices, uid = list(self._devices.values()), self._uid
-        return resource_slices(devices, driver=self._driver, node_name=self._node, node_uid=uid)
+            taints = {name: f.taints(self._driver) for name, f in self._faults.items()}
+        return resource_slices(
+            devices, driver=self._driver, node_name=self._node, node_uid=uid, taints=taints
+        )
+
+    def _set_faults(self, text: str | None) -> bool:
+        """Take the node's device-faults annotation; a bad one is logged and the last good one stays."""
+        with self._lock:
+            if text == self._faults_text:
+                return False
+            self._faults_text = text
+            names = set(self._devices)
+        try:
+            faults = devicefaults.parse_device_faults(text)
+        except DeviceFaultError as exc:
+            log.error("node %s: %s; keeping the device faults in force before", self._node, exc)
+            return False
+        unknown = sorted(set(faults) - names)
+        if unknown:
+            log.error(
+                "node %s: annotation %s=%r names devices this node does not have: %s (has: %s)",
+                self._node,
+                devicefaults.ANNOTATION,
+                text,
+                ", ".join(unknown),
+                ", ".join(sorted(names)) or "none",
+            )
+        with self._lock:
+            self._faults = faults
+        shown = "; ".join(f"{name}: {fault.message}" for name, fault in faults.items())
+        log.info("node %s: device faults %s", self._node, shown or "cleared")
+        return True
 
     def _compute(self, inventory: Inventory, labels: dict[str, str] | None) -> list[GpuDevice] | None:
         """None: selected by labels we do not know yet (nothing to publish or prepare until we do)."""

@@ -13,7 +13,8 @@ Rules (nvidia-driver-shape.md §2, §4; wire-protocol.md §7.2, §7.3):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.model import GpuDevice, MigResources
@@ -119,6 +120,13 @@ def shared_counters(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
     return list(sets.values())
 
 
+def _api(dev: GpuDevice, taints: Mapping[str, Sequence[dict[str, Any]]]) -> dict[str, Any]:
+    device = device_to_api(dev)
+    if taints.get(dev.name):
+        device["taints"] = [dict(t) for t in taints[dev.name]]
+    return device
+
+
 def _restricted(device: dict[str, Any]) -> bool:
     return bool(device.get("taints") or device.get("consumesCounters"))
 
@@ -141,7 +149,9 @@ def split_devices(devices: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
     return chunks
 
 
-def partitionable_layout(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
+def partitionable_layout(
+    devices: Sequence[GpuDevice], taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({})
+) -> list[dict[str, Any]]:
     """DynamicMIG slice contents (`{"sharedCounters": ...}` or `{"devices": ...}`), 1.35 rule: counter
     sets first, 8 a slice; then per GPU (sorted by PCI bus ID) its devices sorted by name, 64 a slice
     (the driver's generateSplitResourceSlices, which never has to split for up to 8 GPUs of 26 devices)."""
@@ -154,7 +164,7 @@ def partitionable_layout(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
         {"sharedCounters": sets[i : i + MAX_COUNTER_SETS]} for i in range(0, len(sets), MAX_COUNTER_SETS)
     ]
     for gpu in gpus:
-        contents += [{"devices": chunk} for chunk in split_devices([device_to_api(d) for d in gpu])]
+        contents += [{"devices": chunk} for chunk in split_devices([_api(d, taints) for d in gpu])]
     return contents
 
 
@@ -165,19 +175,22 @@ def resource_slices(
     node_name: str,
     node_uid: str,
     generation: int = 1,
+    taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, as the API server receives them on create.
 
     `devices` are GpuDevices (rendered with `device_to_api`) or already API-shaped device dicts,
     e.g. with taints or consumesCounters. Once a GpuDevice consumes counters (DynamicMIG), the pool
-    takes `partitionable_layout`, which needs GpuDevices only.
+    takes `partitionable_layout`, which needs GpuDevices only. `taints`: device name → the taints of
+    that GpuDevice (publish.devicefaults), set before the pool is split (a tainted device's slice
+    holds at most 64).
     """
     if any(isinstance(d, GpuDevice) and d.counter_set is not None for d in devices):
         if not all(isinstance(d, GpuDevice) for d in devices):
             raise ValueError("a DynamicMIG pool is laid out from GpuDevices only, not API-shaped dicts")
-        contents = partitionable_layout([d for d in devices if isinstance(d, GpuDevice)])
+        contents = partitionable_layout([d for d in devices if isinstance(d, GpuDevice)], taints)
     else:
-        chunks = split_devices([device_to_api(d) if isinstance(d, GpuDevice) else d for d in devices])
+        chunks = split_devices([_api(d, taints) if isinstance(d, GpuDevice) else d for d in devices])
         contents = [{"devices": chunk} for chunk in chunks]
     return [
         {

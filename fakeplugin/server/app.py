@@ -23,7 +23,7 @@ from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as device_health_
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from fakeplugin.logs import GRPC_TRACE_LEVEL
 from fakeplugin.server.calllog import CALL_LOG_NAME, DEFAULT_MAX_BYTES, CallLog, CallLogInterceptor
-from fakeplugin.server.device_health import DeviceHealthServicer
+from fakeplugin.server.device_health import DeviceHealthServicer, HealthOf
 from fakeplugin.server.dra_v1 import DRAPluginV1
 from fakeplugin.server.dra_v1beta1 import DRAPluginV1beta1
 from fakeplugin.server.driver import Driver
@@ -52,6 +52,7 @@ class ServerSettings:
     device_health_pool: str = ""
     device_health_devices: Collection[str] = ()  # may be live (the node inventory): read for every report
     device_health_interval_s: float = 10.0
+    device_health_of: HealthOf | None = None  # injected faults (device name → (healthy, message) or None)
     verbosity: int = 0  # >= fakeplugin.logs.GRPC_TRACE_LEVEL logs every request and response
     call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
     # Threads running Prepare/Unprepare calls at once (their claim GETs overlap; the rest is batched under
@@ -78,7 +79,10 @@ class Server:
         self._driver = driver
         self._device_health = (
             DeviceHealthServicer(
-                cfg.device_health_pool, cfg.device_health_devices, cfg.device_health_interval_s
+                cfg.device_health_pool,
+                cfg.device_health_devices,
+                cfg.device_health_interval_s,
+                *([cfg.device_health_of] if cfg.device_health_of else []),
             )
             if cfg.device_health
             else None

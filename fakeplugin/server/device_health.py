@@ -1,4 +1,5 @@
-"""v1alpha1.DRAResourceHealth: every device of the pool reported HEALTHY, the complete list each time."""
+"""v1alpha1.DRAResourceHealth: every device of the pool, the complete list each time; HEALTHY unless an
+injected fault (a Node's fakeplugin.dev/device-faults, fakeplugin.publish.devicefaults) says otherwise."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 
 import grpc
 
@@ -17,25 +18,39 @@ log = logging.getLogger(__name__)
 # How long the kubelet keeps a reported status before it turns Unknown (the kubelet's own default).
 HEALTH_CHECK_TIMEOUT_S = 30
 
+# Device name → (healthy, message) when a fault was injected, else None (healthy, no message).
+HealthOf = Callable[[str], "tuple[bool, str] | None"]
 
-def all_healthy(pool: str, devices: Iterable[str], now: int) -> api_pb2.NodeWatchResourcesResponse:
-    return api_pb2.NodeWatchResourcesResponse(
-        devices=[
+
+def _no_fault(name: str) -> tuple[bool, str] | None:
+    return None
+
+
+def report(
+    pool: str, devices: Iterable[str], now: int, health_of: HealthOf = _no_fault
+) -> api_pb2.NodeWatchResourcesResponse:
+    response = api_pb2.NodeWatchResourcesResponse()
+    for name in devices:
+        healthy, message = health_of(name) or (True, "")
+        response.devices.append(
             api_pb2.DeviceHealth(
                 device=api_pb2.DeviceIdentifier(pool_name=pool, device_name=name),
-                health=api_pb2.HEALTHY,
+                health=api_pb2.HEALTHY if healthy else api_pb2.UNHEALTHY,
                 last_updated_time=now,
                 health_check_timeout_seconds=HEALTH_CHECK_TIMEOUT_S,
+                message=message,
             )
-            for name in devices
-        ]
-    )
+        )
+    return response
 
 
 class DeviceHealthServicer(api_pb2_grpc.DRAResourceHealthServicer):
-    def __init__(self, pool: str, devices: Collection[str], interval_s: float) -> None:
+    def __init__(
+        self, pool: str, devices: Collection[str], interval_s: float, health_of: HealthOf = _no_fault
+    ) -> None:
         self._pool = pool
         self._devices = devices  # may be live: every report lists the devices as they are then
+        self._health_of = health_of  # live too: a fault shows in the next report
         self._interval_s = interval_s
         self._closed = asyncio.Event()
 
@@ -48,6 +63,6 @@ class DeviceHealthServicer(api_pb2_grpc.DRAResourceHealthServicer):
     ) -> AsyncIterator[api_pb2.NodeWatchResourcesResponse]:
         log.debug("health watch opened by %s", context.peer())
         while not self._closed.is_set():
-            yield all_healthy(self._pool, list(self._devices), int(time.time()))
+            yield report(self._pool, list(self._devices), int(time.time()), self._health_of)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), self._interval_s)

@@ -286,6 +286,7 @@ def allowed(
 
 NEEDED = [
     ("get", "nodes", "", "", "node-a"),
+    ("watch", "nodes", "", "", "node-a"),
     *[
         (verb, "resourceslices", "resource.k8s.io", "", "")
         for verb in ("get", "list", "watch", "create", "update", "delete")

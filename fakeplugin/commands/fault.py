@@ -1,0 +1,172 @@
+"""`fakeplugin fault`: inject or clear faults through the Kubernetes API (fakeplugin.dev annotations)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from urllib.parse import quote
+
+from fakeplugin.commands import flag
+from fakeplugin.prepare import faults as claim_faults
+from fakeplugin.publish import devicefaults
+
+DESCRIPTION = """\
+Make a claim's Prepare or Unprepare fail, wait or fail a few times, or make a node's devices fail as
+NVIDIA's driver sees XID errors and lost GPUs: by setting fakeplugin.dev annotations that every
+fakeplugin reads from the API server. Values are checked here first; the plugin checks them again.
+"""
+
+EPILOG = """\
+claim faults (annotations on the ResourceClaim; each option sets one, the others stay):
+  fakeplugin fault claim team-a/my-gpu --prepare-error "GPU is busy"    every Prepare fails with it
+  fakeplugin fault claim team-a/my-gpu --prepare-fail-count 2           the first 2 Prepares fail
+  fakeplugin fault claim team-a/my-gpu --prepare-delay 1m30s            Prepare waits first (<= 10m)
+  fakeplugin fault claim team-a/my-gpu --unprepare-error "stuck"        the pod stays Terminating
+  fakeplugin fault claim team-a/my-gpu --clear                          remove every claim fault
+  (claims made from a ResourceClaimTemplate: put the annotations in the template's spec.metadata,
+   the controller copies them into every claim it makes)
+
+node faults (the fakeplugin.dev/device-faults annotation; sets exactly the faults given):
+  fakeplugin fault node gpu-node-1 --xid gpu-1=79 --gpu-lost gpu-0
+      gpu-1 gets taint gpu.nvidia.com/xid=79:NoSchedule, gpu-0 gpu.nvidia.com/gpu-lost:NoSchedule;
+      both Unhealthy for the kubelet (serve --device-health)
+  fakeplugin fault node gpu-node-1 --xid gpu-0=13     an XID the driver ignores: effect None, Healthy
+  fakeplugin fault node gpu-node-1 --clear            heal every device of the node
+
+the local cluster (`fakeplugin cluster up`):
+  fakeplugin fault --state-dir ~/.cache/fakeplugin/cluster node big --xid gpu-3=48
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fault",
+        help="inject or clear faults on a claim or a node (fakeplugin.dev annotations)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    flag(
+        p,
+        "--kubeconfig",
+        env="KUBECONFIG",
+        default="",
+        metavar="FILE",
+        help="kubeconfig; empty: ~/.kube/config",
+    )
+    flag(
+        p,
+        "--state-dir",
+        env="FAKEPLUGIN_CLUSTER_DIR",
+        default="",
+        metavar="DIR",
+        help="a local cluster's state dir (`fakeplugin cluster up`): use its admin kubeconfig",
+    )
+    targets = p.add_subparsers(dest="target", required=True, metavar="{claim,node}")
+
+    claim = targets.add_parser("claim", help="faults of one ResourceClaim's Prepare and Unprepare")
+    claim.add_argument("claim", metavar="NS/NAME", help="the ResourceClaim, namespace/name")
+    claim.add_argument("--prepare-error", metavar="MESSAGE", help="every Prepare fails with MESSAGE")
+    claim.add_argument("--prepare-fail-count", metavar="N", help="the first N Prepare attempts fail")
+    claim.add_argument(
+        "--prepare-delay", metavar="DURATION", help="Prepare waits first (Go duration, <= 10m)"
+    )
+    claim.add_argument("--unprepare-error", metavar="MESSAGE", help="every Unprepare fails with MESSAGE")
+    claim.add_argument("--clear", action="store_true", help="remove all of the claim's fault annotations")
+    claim.set_defaults(func=run_claim)
+
+    node = targets.add_parser("node", help="device faults of one node (taints, health)")
+    node.add_argument("node", metavar="NODE", help="the node's name")
+    node.add_argument(
+        "--xid", action="append", default=[], metavar="DEVICE=N", help="an XID error on DEVICE (repeatable)"
+    )
+    node.add_argument(
+        "--gpu-lost", action="append", default=[], metavar="DEVICE", help="DEVICE is lost (repeatable)"
+    )
+    node.add_argument("--clear", action="store_true", help="remove the node's device faults")
+    node.set_defaults(func=run_node)
+
+
+def claim_annotations(args: argparse.Namespace) -> dict[str, str | None]:
+    """The annotation patch the claim options ask for (None removes one); ValueError when it is bad."""
+    values = {
+        claim_faults.PREPARE_ERROR: args.prepare_error,
+        claim_faults.PREPARE_FAIL_COUNT: args.prepare_fail_count,
+        claim_faults.PREPARE_DELAY: args.prepare_delay,
+        claim_faults.UNPREPARE_ERROR: args.unprepare_error,
+    }
+    chosen = {key: value for key, value in values.items() if value is not None}
+    if args.clear == bool(chosen):
+        raise ValueError("fault claim: give --clear or at least one fault option (see --help)")
+    if args.clear:
+        return dict.fromkeys(claim_faults.CLAIM_ANNOTATIONS)
+    claim_faults.claim_faults(chosen)  # ClaimFaultError (a ValueError) names the annotation and value
+    return dict(chosen)
+
+
+def node_annotation(args: argparse.Namespace) -> str | None:
+    """The device-faults annotation the node options ask for (None removes it); ValueError when bad."""
+    if args.clear == bool(args.xid or args.gpu_lost):
+        raise ValueError("fault node: give --clear or at least one of --xid, --gpu-lost (see --help)")
+    if args.clear:
+        return None
+    entries = []
+    for xid in args.xid:
+        device, sep, number = xid.partition("=")
+        if not sep:
+            raise ValueError(f"--xid {xid!r}: expected DEVICE=N, e.g. gpu-1=79")
+        entries.append(f"{device}=xid:{number}")
+    entries += [f"{device}=gpu-lost" for device in args.gpu_lost]
+    value = ",".join(entries)
+    devicefaults.parse_device_faults(value)  # DeviceFaultError (a ValueError) names the bad entry
+    return value
+
+
+def run_claim(args: argparse.Namespace) -> int:
+    namespace, sep, name = args.claim.partition("/")
+    if not sep or not namespace or not name:
+        raise ValueError(f"fault claim: {args.claim!r}: expected NAMESPACE/NAME")
+    patch = claim_annotations(args)
+    from fakeplugin.kube import RESOURCE_GROUP, RESOURCE_VERSION
+
+    ns, n = quote(namespace, safe=""), quote(name, safe="")
+    path = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{ns}/resourceclaims/{n}"
+    _annotate(args, path, patch, f"resourceclaim {namespace}/{name}")
+    return 0
+
+
+def run_node(args: argparse.Namespace) -> int:
+    value = node_annotation(args)
+    _annotate(
+        args,
+        f"/api/v1/nodes/{quote(args.node, safe='')}",
+        {devicefaults.ANNOTATION: value},
+        f"node {args.node}",
+    )
+    return 0
+
+
+def _annotate(args: argparse.Namespace, path: str, patch: dict[str, str | None], what: str) -> None:
+    from fakeplugin.kube import Kube, describe_api_error, new_api_client
+
+    kubeconfig = _kubeconfig(args)
+    kube = Kube(new_api_client(kubeconfig, connections=1))
+    try:
+        kube.annotate(path, patch)
+    except Exception as exc:  # the API's answer, or no answer: one readable line
+        raise RuntimeError(f"annotating {what}: {describe_api_error(exc)}") from exc
+    for key, value in patch.items():
+        print(f"{what}: {key}={value!r}" if value is not None else f"{what}: {key} removed")
+
+
+def _kubeconfig(args: argparse.Namespace) -> str:
+    if args.state_dir and args.kubeconfig:
+        raise ValueError("--state-dir and --kubeconfig: give one")
+    if args.state_dir:
+        from fakeplugin.cluster.layout import StateLayout
+
+        path = StateLayout(Path(args.state_dir)).kubeconfig
+        if not path.is_file():
+            raise ValueError(f"--state-dir {args.state_dir}: no cluster there (no {path.name})")
+        return str(path)
+    return args.kubeconfig or str(Path.home() / ".kube" / "config")

@@ -1,0 +1,250 @@
+"""Fault annotations: parsing and checks (claim and node), their effect on Prepare/Unprepare, slices and
+health, and the `fakeplugin fault` command's checks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakeplugin.commands import fault
+from fakeplugin.model import ClaimRef
+from fakeplugin.prepare.faults import ClaimFaultError, ClaimFaults, FailCounts, claim_faults, parse_duration
+from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
+from fakeplugin.server.device_health import api_pb2, report
+from tests.test_prepare import BOOT, DRIVER, Node, claim_object, result
+
+# ---- claim annotations -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0", 0.0),
+        ("250ms", 0.25),
+        ("3s", 3.0),
+        ("1m30s", 90.0),
+        ("1.5h", 5400.0),
+        ("10m", 600.0),
+        ("2us", 2e-6),
+    ],
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "3", "-3s", "3 s", "3d", "s", "1m30", "+1s"])
+def test_bad_go_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="Go duration"):
+        parse_duration(text)
+
+
+def test_claim_faults_from_annotations() -> None:
+    assert claim_faults(None) == ClaimFaults()
+    assert claim_faults(
+        {
+            "fakeplugin.dev/prepare-error": "boom",
+            "fakeplugin.dev/prepare-fail-count": "2",
+            "fakeplugin.dev/prepare-delay": "250ms",
+            "fakeplugin.dev/unprepare-error": "stuck",
+            "other.io/x": "ignored",
+        }
+    ) == ClaimFaults("boom", 2, 0.25, "stuck")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        (
+            "prepare-fail-count",
+            "two",
+            "annotation fakeplugin.dev/prepare-fail-count: 'two': expected a whole",
+        ),
+        ("prepare-fail-count", "-1", "'-1'"),
+        ("prepare-fail-count", "1001", "from 0 to 1000"),
+        ("prepare-delay", "soon", "annotation fakeplugin.dev/prepare-delay: not a Go duration"),
+        ("prepare-delay", "11m", "annotation fakeplugin.dev/prepare-delay: '11m': at most 10m"),
+        ("prepare-error", " ", "annotation fakeplugin.dev/prepare-error: ' ': the message must not be empty"),
+        ("unprepare-error", "x" * 2000, "annotation fakeplugin.dev/unprepare-error: message of 2000"),
+    ],
+)
+def test_bad_claim_annotations_name_annotation_and_value(key: str, value: str, expected: str) -> None:
+    with pytest.raises(ClaimFaultError) as info:
+        claim_faults({f"fakeplugin.dev/{key}": value})
+    assert expected in str(info.value)
+
+
+def test_fail_counts_count_failing_attempts_per_claim() -> None:
+    counts = FailCounts(max_claims=2)
+    assert [counts.attempt("a", 2) for _ in range(4)] == [1, 2, 0, 0]
+    assert counts.attempt("b", 1) == 1
+    assert counts.attempt("c", 1) == 1  # "a" is forgotten: the oldest
+    assert counts.attempt("a", 1) == 1
+
+
+# ---- Prepare / Unprepare ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    """A node as tests/test_prepare.py's: claims served from memory, files under tmp_path."""
+    n = Node(tmp_path)
+    n.boot_id_file.write_text(BOOT + "\n")
+    return n
+
+
+def annotated(node: Node, n: int, annotations: dict[str, str]) -> ClaimRef:
+    ref = ClaimRef(namespace="ns", name=f"claim-{n}", uid=f"0000000{n}-aaaa-4bbb-8ccc-dddddddddddd")
+    node.add(ref, result(f"gpu-{n}"))
+    node.claims[("ns", ref.name)]["metadata"]["annotations"] = annotations
+    return ref
+
+
+def test_prepare_error_fails_only_that_claim(node: Node) -> None:
+    broken = annotated(node, 1, {"fakeplugin.dev/prepare-error": "injected: GPU busy"})
+    fine = annotated(node, 2, {})
+    results = node.preparer().prepare([broken, fine])
+    assert results[broken.uid].error == f"error preparing devices for claim {broken}: injected: GPU busy"
+    assert results[fine.uid].error == ""
+    assert set(node.checkpoint().claims) == {fine.uid}
+
+
+def test_prepare_fail_count_then_success(node: Node) -> None:
+    ref = annotated(node, 1, {"fakeplugin.dev/prepare-fail-count": "2"})
+    preparer = node.preparer()
+    errors = [preparer.prepare([ref])[ref.uid].error for _ in range(3)]
+    assert "prepare-fail-count: attempt 1 of 2 fails" in errors[0]
+    assert "prepare-fail-count: attempt 2 of 2 fails" in errors[1]
+    assert errors[2] == ""
+
+
+def test_prepare_delay_sleeps_in_the_callers_thread(node: Node) -> None:
+    slept: list[float] = []
+    ref = annotated(node, 1, {"fakeplugin.dev/prepare-delay": "1m30s"})
+    assert node.preparer(sleep=slept.append).prepare([ref])[ref.uid].error == ""
+    assert slept == [90.0]
+
+
+def test_bad_claim_annotation_fails_the_claim_with_a_clear_message(node: Node) -> None:
+    ref = annotated(node, 1, {"fakeplugin.dev/prepare-delay": "forever"})
+    error = node.preparer().prepare([ref])[ref.uid].error
+    assert "annotation fakeplugin.dev/prepare-delay: not a Go duration" in error and "'forever'" in error
+
+
+def test_unprepare_error_until_removed(node: Node) -> None:
+    ref = annotated(node, 1, {})
+    preparer = node.preparer()
+    assert preparer.prepare([ref])[ref.uid].error == ""
+    node.claims[("ns", ref.name)]["metadata"]["annotations"] = {"fakeplugin.dev/unprepare-error": "stuck"}
+    assert preparer.unprepare([ref]) == {ref.uid: f"error unpreparing devices for claim {ref}: stuck"}
+    assert set(node.checkpoint().claims) == {ref.uid}  # nothing undone
+
+    del node.claims[("ns", ref.name)]  # the claim is gone: no fault
+    assert preparer.unprepare([ref]) == {ref.uid: ""}
+    assert node.checkpoint().claims == {}
+
+
+def test_unprepare_ignores_a_new_claim_of_the_same_name(node: Node) -> None:
+    ref = annotated(node, 1, {})
+    preparer = node.preparer()
+    preparer.prepare([ref])
+    newer = claim_object(ClaimRef("ns", ref.name, "00000009-aaaa-4bbb-8ccc-dddddddddddd"), result("gpu-1"))
+    newer["metadata"]["annotations"] = {"fakeplugin.dev/unprepare-error": "not mine"}
+    node.claims[("ns", ref.name)] = newer
+    assert preparer.unprepare([ref]) == {ref.uid: ""}
+
+
+# ---- node annotation -------------------------------------------------------------------------------------
+
+
+def test_device_faults_parse() -> None:
+    assert parse_device_faults(None) == {}
+    assert parse_device_faults("gpu-0=xid:79, gpu-1=gpu-lost,gpu-1=xid:13,gpu-0=xid:48") == {
+        "gpu-0": DeviceFault(48),  # the later XID wins, as upstream's AddOrUpdateTaint
+        "gpu-1": DeviceFault(13, lost=True),
+    }
+
+
+@pytest.mark.parametrize(
+    "value", ["gpu-0", "gpu-0=xid", "gpu-0=xid:-1", "=gpu-lost", "gpu-0=ecc", "gpu-0=xid:7,"]
+)
+def test_bad_device_faults_name_annotation_and_entry(value: str) -> None:
+    with pytest.raises(DeviceFaultError, match=f"annotation fakeplugin.dev/device-faults: {value!r}: entry"):
+        parse_device_faults(value)
+
+
+def test_taints_and_health_as_the_real_driver() -> None:
+    assert DeviceFault(79).taints(DRIVER) == [{"key": f"{DRIVER}/xid", "value": "79", "effect": "NoSchedule"}]
+    assert DeviceFault(13).taints("gpu.nvidia.com") == [
+        {"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}
+    ]
+    assert DeviceFault(lost=True).taints("gpu.nvidia.com") == [
+        {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}
+    ]
+    assert (DeviceFault(79).healthy, DeviceFault(79).message) == (False, "critical XID 79 reported by NVML")
+    assert (DeviceFault(31).healthy, DeviceFault(31).message) == (True, "non-fatal XID 31 reported by NVML")
+    assert (DeviceFault(lost=True).healthy, DeviceFault(lost=True).message) == (False, "GPU is lost")
+
+
+def test_node_devices_taint_slices_and_keep_the_last_good_faults(tmp_path: Path) -> None:
+    from fakeplugin.publish.node import NodeDevices
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(
+        'driverVersion: "580.126.20"\ncudaDriverVersion: "13.0"\n'
+        "nodes:\n- name: n1\n  gpus: [{profile: t10, count: 2}]\n"
+    )
+    devices = NodeDevices(inventory, "n1", driver="gpu.nvidia.com")
+    assert devices.set_node({}, "uid-1", {"fakeplugin.dev/device-faults": "gpu-1=gpu-lost"})
+
+    def taints() -> dict[str, Any]:
+        return {d["name"]: d.get("taints") for s in devices.desired_slices() for d in s["spec"]["devices"]}
+
+    lost = [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]
+    assert taints() == {"gpu-0": None, "gpu-1": lost}
+    assert not devices.set_node({}, "uid-1", {"fakeplugin.dev/device-faults": "gpu-1=oops"})  # logged
+    assert taints() == {"gpu-0": None, "gpu-1": lost}
+    assert devices.set_node({}, "uid-1", {})
+    assert taints() == {"gpu-0": None, "gpu-1": None}
+    assert devices.fault("gpu-1") is None
+
+
+def test_health_report_shows_faulted_devices() -> None:
+    faults = {"gpu-1": (False, "GPU is lost")}
+    response = report("n1", ["gpu-0", "gpu-1"], 7, faults.get)
+    assert [(d.device.device_name, d.health, d.message) for d in response.devices] == [
+        ("gpu-0", api_pb2.HEALTHY, ""),
+        ("gpu-1", api_pb2.UNHEALTHY, "GPU is lost"),
+    ]
+
+
+# ---- fakeplugin fault ------------------------------------------------------------------------------------
+
+
+def claim_args(**kw: Any) -> argparse.Namespace:
+    defaults = dict.fromkeys(("prepare_error", "prepare_fail_count", "prepare_delay", "unprepare_error"))
+    return argparse.Namespace(**({"clear": False} | defaults | kw))
+
+
+def test_fault_claim_patches() -> None:
+    assert fault.claim_annotations(claim_args(prepare_delay="3s")) == {"fakeplugin.dev/prepare-delay": "3s"}
+    assert fault.claim_annotations(claim_args(clear=True)) == {
+        "fakeplugin.dev/prepare-error": None,
+        "fakeplugin.dev/prepare-fail-count": None,
+        "fakeplugin.dev/prepare-delay": None,
+        "fakeplugin.dev/unprepare-error": None,
+    }
+    with pytest.raises(ValueError, match="prepare-fail-count: 'x'"):
+        fault.claim_annotations(claim_args(prepare_fail_count="x"))
+    with pytest.raises(ValueError, match="--clear or at least one"):
+        fault.claim_annotations(claim_args())
+
+
+def test_fault_node_annotation() -> None:
+    args = argparse.Namespace(clear=False, xid=["gpu-1=79"], gpu_lost=["gpu-0"])
+    assert fault.node_annotation(args) == "gpu-1=xid:79,gpu-0=gpu-lost"
+    assert fault.node_annotation(argparse.Namespace(clear=True, xid=[], gpu_lost=[])) is None
+    with pytest.raises(ValueError, match="--xid 'gpu-1': expected DEVICE=N"):
+        fault.node_annotation(argparse.Namespace(clear=False, xid=["gpu-1"], gpu_lost=[]))
