@@ -120,6 +120,14 @@ def test_prepare_fail_count_then_success(node: Node) -> None:
     assert errors[2] == ""
 
 
+def test_prepare_fail_count_with_a_message_fails_that_often_with_it(node: Node) -> None:
+    faults = {"fakeplugin.dev/prepare-fail-count": "1", "fakeplugin.dev/prepare-error": "XID 79 at init"}
+    ref = annotated(node, 1, faults)
+    preparer = node.preparer()
+    errors = [preparer.prepare([ref])[ref.uid].error for _ in range(2)]
+    assert errors == [f"error preparing devices for claim {ref}: XID 79 at init", ""]
+
+
 def test_prepare_delay_sleeps_in_the_callers_thread(node: Node) -> None:
     slept: list[float] = []
     ref = annotated(node, 1, {"fakeplugin.dev/prepare-delay": "1m30s"})

@@ -166,11 +166,14 @@ class Injector:
         if wanted.prepare_delay_s:
             log.info("prepare %s: %s: waiting %gs", ref, PREPARE_DELAY, wanted.prepare_delay_s)
             self._sleep(wanted.prepare_delay_s)  # this claim's caller only: never under the node lock
-        if wanted.prepare_error:
-            return wanted.prepare_error
-        if attempt := self._fail_counts.attempt(ref.uid, wanted.prepare_fail_count):
-            return f"{PREPARE_FAIL_COUNT}: attempt {attempt} of {wanted.prepare_fail_count} fails"
-        return ""
+        if wanted.prepare_fail_count:  # the first N attempts fail, with prepare-error's message if set
+            attempt = self._fail_counts.attempt(ref.uid, wanted.prepare_fail_count)
+            if not attempt:
+                return ""
+            return wanted.prepare_error or (
+                f"{PREPARE_FAIL_COUNT}: attempt {attempt} of {wanted.prepare_fail_count} fails"
+            )
+        return wanted.prepare_error
 
     def unprepare_failure(self, ref: ClaimRef) -> str:
         """The claim's unprepare-error, or "". A claim that cannot be read (gone: the usual case once its

@@ -1,7 +1,8 @@
 """Fault injection for tests: set and clear the annotations the plugin reads on claims and nodes.
 
-This module only annotates objects (kubectl annotate); what the plugin does with each annotation is
-the plugin's documentation's to say. Values are passed through as strings.
+This module only annotates objects (kubectl annotate); what the plugin does with each annotation is in
+README.md's fault table (fakeplugin.prepare.faults, fakeplugin.publish.devicefaults). Values are passed
+through as strings.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import json
 import subprocess
 from collections.abc import Callable, Mapping
 
-PREFIX = "fakeplugin.dev/"
-PREPARE_ERROR = PREFIX + "prepare-error"
-PREPARE_FAIL_COUNT = PREFIX + "prepare-fail-count"
-PREPARE_DELAY = PREFIX + "prepare-delay"
-UNPREPARE_ERROR = PREFIX + "unprepare-error"
-CLAIM_FAULTS = (PREPARE_ERROR, PREPARE_FAIL_COUNT, PREPARE_DELAY, UNPREPARE_ERROR)
-DEVICE_FAULTS = PREFIX + "device-faults"
+from fakeplugin.prepare.faults import (
+    CLAIM_ANNOTATIONS,
+    PREFIX,
+    PREPARE_DELAY,
+    PREPARE_ERROR,
+    PREPARE_FAIL_COUNT,
+    UNPREPARE_ERROR,
+)
+from fakeplugin.publish.devicefaults import ANNOTATION as DEVICE_FAULTS
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -43,7 +46,7 @@ class Faults:
 
     def clear_claim(self, namespace: str, claim: str) -> None:
         """Remove every fault annotation from the claim."""
-        self.annotate_claim(namespace, claim, dict.fromkeys(CLAIM_FAULTS))
+        self.annotate_claim(namespace, claim, dict.fromkeys(CLAIM_ANNOTATIONS))
 
     def set_device_faults(self, node: str, faults: str) -> None:
         """Annotate the node with `fakeplugin.dev/device-faults: <faults>`."""
