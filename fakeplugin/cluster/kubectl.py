@@ -1,32 +1,37 @@
-"""kubectl against one local cluster: its admin kubeconfig, its own discovery cache."""
+"""kubectl against one cluster: a local cluster's admin kubeconfig and discovery cache, or any kubeconfig."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster import binaries
-from fakeplugin.cluster.layout import StateLayout
 from fakeplugin.cluster.state import ClusterError
 
 
 class Kubectl:
-    """Runs kubectl; with `check`, a failure raises ClusterError with its stderr."""
+    """Runs kubectl; with `check`, a failure raises ClusterError with its stderr. `binary` finds the
+    kubectl to run (default: ours, fakeplugin.cluster.binaries), when it is first needed."""
 
-    def __init__(self, layout: StateLayout) -> None:
-        self._layout = layout
+    def __init__(
+        self,
+        kubeconfig: Path,
+        *,
+        cache_dir: Path | None = None,
+        binary: Callable[[], Path] = lambda: binaries.find("kubectl"),
+    ) -> None:
+        self._kubeconfig = kubeconfig
+        self._cache_dir = cache_dir
+        self._binary = binary
 
     def __call__(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[str]:
-        argv = [
-            str(binaries.find("kubectl")),
-            f"--kubeconfig={self._layout.kubeconfig}",
-            f"--cache-dir={self._layout.kubectl_cache}",
-            *args,
-        ]
+        cache = [f"--cache-dir={self._cache_dir}"] if self._cache_dir is not None else []
+        argv = [str(self._binary()), f"--kubeconfig={self._kubeconfig}", *cache, *args]
         result = subprocess.run(
             argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
         )

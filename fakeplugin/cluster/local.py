@@ -49,7 +49,7 @@ class Cluster:
         self.layout = StateLayout(Path(state_dir).absolute())
         self._store = StateStore(self.layout)
         self._processes = Supervisor(self._store)
-        self._kubectl = Kubectl(self.layout)
+        self._kubectl = Kubectl(self.layout.kubeconfig, cache_dir=self.layout.kubectl_cache)
         self._kubelets = KubeletNodes(self._store, self._processes, self._kubectl)
         self._plugins = Plugins(self._store, self._processes, self._kubectl)
 

@@ -14,7 +14,8 @@ from types import TracebackType
 from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME
-from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, ClusterError, NodeDirs, binaries
+from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, NodeDirs, binaries
+from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.layout import StateLayout
 from fakeplugin.prepare.cdi import cdi_device_id
 from fakeplugin.server.calllog import read_calls
@@ -47,6 +48,7 @@ class FakepluginCluster:
         self._local = local
         self._owned = owned
         self._kubectl_binary: Path | None = None
+        self._kubectl = Kubectl(self._kubeconfig, binary=self._kubectl_path)
         self.faults = Faults(self.kubectl)
 
     # ---- starting, attaching, stopping --------------------------------------------------------------
@@ -109,15 +111,7 @@ class FakepluginCluster:
         """Run kubectl against the cluster; with `check`, a failure raises ClusterError with its stderr."""
         if self._local is not None and self._local.kubeconfig == self._kubeconfig:
             return self._local.kubectl(*args, input=input, check=check, timeout=timeout)
-        argv = [str(self._kubectl_path()), f"--kubeconfig={self._kubeconfig}", *args]
-        result = subprocess.run(
-            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if check and result.returncode != 0:
-            raise ClusterError(
-                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
-            )
-        return result
+        return self._kubectl(*args, input=input, check=check, timeout=timeout)
 
     def apply(self, objs: Objects, namespace: str | None = None) -> list[dict[str, Any]]:
         """`kubectl apply` YAML text (any number of documents) or dicts; returns the objects sent."""
