@@ -218,3 +218,26 @@ def test_node_xid_taints_the_device_and_healing_restores_it(
 
     fault(cluster, "node", node, "--clear")
     wait_for(lambda: device_taints(cluster, node)[broken] == [], what="the taint removed", timeout=30)
+
+
+def test_a_template_s_fault_reaches_the_claims_made_from_it(cluster: Any, namespace: str) -> None:
+    claim = t10_claim("unused", {})
+    template = {
+        "apiVersion": claim["apiVersion"],
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t"},
+        "spec": {
+            "metadata": {"annotations": {"fakeplugin.dev/prepare-error": "injected from the template"}},
+            "spec": claim["spec"],
+        },
+    }
+    apply(cluster, namespace, template, claim_pod("p", {"resourceClaimTemplateName": "t"}))
+    uid = get(cluster, "pod", "p", "-n", namespace)["metadata"]["uid"]
+
+    messages = wait_for(lambda: prepare_events(cluster, namespace, uid), what="FailedPrepareDynamicResources")
+    assert "injected from the template" in messages[0]
+    (generated,) = items(cluster, "resourceclaims", "-n", namespace)
+    assert (
+        generated["metadata"]["annotations"]["fakeplugin.dev/prepare-error"] == "injected from the template"
+    )
+    delete_pod(cluster, namespace, "p")
