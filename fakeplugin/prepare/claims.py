@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from fakeplugin.k8snames import DNS_LABEL, DNS_SUBDOMAIN, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN
-from fakeplugin.model import ClaimRef
+from fakeplugin.model import ClaimRef, PreparedDevice
+from fakeplugin.prepare.cdi import cdi_device_id
 
 # Claim UIDs name files (CDI specs) and CDI devices, so they must be DNS labels: every Kubernetes UID (a
 # lowercase UUID) is one, and nothing that could leave a directory ('/', '.') or break a CDI device name is.
@@ -65,3 +66,18 @@ def allocated_devices(
         if base_request not in requests:
             requests.append(base_request)
     return {device: tuple(requests) for device, requests in devices.items()}
+
+
+def prepared_devices(
+    ref: ClaimRef, wanted: Mapping[str, tuple[str, ...]], *, pool_name: str, driver_name: str
+) -> tuple[PreparedDevice, ...]:
+    """What the kubelet gets for the claim's devices (`allocated_devices`): one CDI device ID each."""
+    return tuple(
+        PreparedDevice(
+            pool_name=pool_name,
+            device_name=name,
+            request_names=requests,
+            cdi_device_ids=(cdi_device_id(ref.uid, name, driver_name=driver_name),),
+        )
+        for name, requests in wanted.items()
+    )

@@ -33,10 +33,10 @@ from typing import Any
 
 from fakeplugin import featuregates
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
-from fakeplugin.prepare import cdi, faults, opaqueconfig, smi, stale
 from fakeplugin.prepare import checkpoint as cp
+from fakeplugin.prepare import faults, opaqueconfig, smi, stale
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
-from fakeplugin.prepare.claims import ClaimError, allocated_devices, validate_claim_ref
+from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_devices, validate_claim_ref
 from fakeplugin.prepare.groupcommit import GroupCommit
 from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
 from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
@@ -167,15 +167,7 @@ class Preparer:
             known = ", ".join(sorted(pool)) or "none"
             message = f"allocated device {unknown[0]} does not exist in pool {self._node_name} (has: {known})"
             raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
-        prepared = tuple(
-            PreparedDevice(
-                pool_name=self._node_name,
-                device_name=name,
-                request_names=requests,
-                cdi_device_ids=(cdi.cdi_device_id(ref.uid, name, driver_name=self._driver_name),),
-            )
-            for name, requests in wanted.items()
-        )
+        prepared = prepared_devices(ref, wanted, pool_name=self._node_name, driver_name=self._driver_name)
         return _Request(ref, prepared, pool, claim["status"]["allocation"])
 
     # -- under the lock: one batch --------------------------------------------------------------------------
