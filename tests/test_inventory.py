@@ -177,11 +177,11 @@ UUID = "GPU-bd363601-0402-2785-a79b-f013317dbdce"
         ),
         (
             inventory({"gpus": []}),
-            "nodes[0]: needs exactly one of name (one node) or selector (nodes by label)",
+            "nodes[0]: needs exactly one of name (one node), namePrefix (many) or selector (nodes by label)",
         ),
         (
             node(selector={"matchLabels": {"a": "b"}}),
-            "nodes[0]: needs exactly one of name (one node) or selector (nodes by label)",
+            "nodes[0]: needs exactly one of name (one node), namePrefix (many) or selector (nodes by label)",
         ),
         (
             inventory({"selector": {"labels": {"a": "b"}}}),
@@ -220,7 +220,8 @@ def test_every_problem_is_reported_at_once() -> None:
         'inv.yaml: cudaDriverVersion: must be a version like "13.0", got "13"',
         "inv.yaml: nodes[0].gpus[0].count: must be at least 1, got 0",
         f'inv.yaml: nodes[0].gpus[1].profile: unknown profile "nope" (known: {KNOWN})',
-        "inv.yaml: nodes[1].extra: unknown field (known fields: gpus, kubelet, labels, name, selector)",
+        "inv.yaml: nodes[1].extra: unknown field "
+        "(known fields: gpus, kubelet, labels, name, namePrefix, replicas, selector)",
         'inv.yaml: nodes[1].name: duplicate node name "n" (also nodes[0])',
     ]
 

@@ -47,25 +47,18 @@ class ClusterNode:
 
 
 def cluster_nodes(inventory: Inventory, workers: int) -> list[ClusterNode]:
-    """The inventory's named nodes, then `workers` plain API-only workers (worker-1...).
+    """The inventory's named nodes (by name, and every node of a namePrefix entry), then `workers` plain
+    API-only workers (worker-1...).
 
     Selector entries name no node: they only decide what the plugin publishes on matching nodes.
     """
-    named = [e for e in inventory.nodes if e.name]
     nodes: list[ClusterNode] = []
     kubelets = 0
-    for entry in named:
-        assert entry.name is not None
-        nodes.append(
-            ClusterNode(
-                entry.name,
-                entry.kubelet,
-                dict(entry.labels),
-                entry.gpu_count,
-                kubelets if entry.kubelet else -1,
-            )
-        )
-        kubelets += entry.kubelet
+    for entry in inventory.nodes:
+        for name in entry.node_names():
+            index = kubelets if entry.kubelet else -1
+            nodes.append(ClusterNode(name, entry.kubelet, dict(entry.labels), entry.gpu_count, index))
+            kubelets += entry.kubelet
     taken = {n.name for n in nodes}
     for i in range(1, workers + 1):
         name = f"worker-{i}"

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     inv = load_inventory(args.config)
     if args.node is None:
         for entry in inv.nodes:
-            if entry.name is None:
+            if entry.match_labels is not None:
                 print(
                     f"fakeplugin render: {entry.path} selects nodes by label {entry.match_labels}; "
                     "render one with --node NAME --node-labels K=V",
@@ -120,10 +120,11 @@ def render_documents(
     node_uid: str | None = None,
     dynamic_mig: bool = False,
 ) -> list[dict[str, Any]]:
-    """DeviceClasses, then the slices of `node` (or of every named node, in inventory order);
+    """DeviceClasses, then the slices of `node` (or of every node the inventory names, by name or by
+    name prefix, in inventory order);
     `dynamic_mig`: the plugin's DynamicMIG gate."""
     if node is None:
-        targets = [entry.name for entry in inv.nodes if entry.name is not None]
+        targets = [name for entry in inv.nodes for name in entry.node_names()]
     else:
         if inv.node_entry(node, labels) is None:
             raise ValueError(

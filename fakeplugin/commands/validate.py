@@ -57,25 +57,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def device_problems(inv: Inventory) -> list[str]:
-    """Problems only visible once devices are made (an override equal to a derived identity)."""
+    """Problems only visible once devices are made (an override equal to a derived identity); one per
+    entry, the first of its nodes that shows it."""
     problems = []
     for entry in inv.nodes:
-        if entry.name is not None:
+        for name in entry.node_names():
             try:
-                node_devices(inv, entry.name, {})
+                node_devices(inv, name, {})
             except ValueError as exc:
                 problems.append(f"{inv.source}: {exc}")
+                break
     return problems
 
 
 def summary(inv: Inventory) -> str:
-    named = [e for e in inv.nodes if e.name is not None]
+    named = [e for e in inv.nodes if e.match_labels is None]
     selectors = len(inv.nodes) - len(named)
-    gpus = sum(e.gpu_count for e in named)
-    gpu_nodes = sum(1 for e in named if e.gpu_count)
+    nodes = sum(e.replicas for e in named)
+    gpus = sum(e.gpu_count * e.replicas for e in named)
+    gpu_nodes = sum(e.replicas for e in named if e.gpu_count)
     by_selector = f" + {selectors} selector entr{'ies' if selectors != 1 else 'y'}" if selectors else ""
     return (
-        f"{inv.source}: valid: {len(named)} node{'s' if len(named) != 1 else ''}{by_selector}, "
+        f"{inv.source}: valid: {nodes} node{'s' if nodes != 1 else ''}{by_selector}, "
         f"{gpus} GPU{'s' if gpus != 1 else ''} on {gpu_nodes} node{'s' if gpu_nodes != 1 else ''} "
         f"(driver {inv.driver_version}, CUDA {inv.cuda_driver_version})"
     )

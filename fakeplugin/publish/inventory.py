@@ -20,9 +20,11 @@ Fields:
 | --- | --- | --- | --- |
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
-| `nodes[]` | list | required | at least one entry: one node by name, or nodes by selector |
-| `nodes[].name` | string | name xor selector | exact node name (DNS subdomain) |
-| `nodes[].selector.matchLabels` | map | name xor selector | nodes whose labels include all of these [2] |
+| `nodes[]` | list | required | at least one entry: one node by name, many by prefix, or nodes by selector |
+| `nodes[].name` | string | one of the three | exact node name (DNS subdomain) |
+| `nodes[].namePrefix` | string | one of the three | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
+| `nodes[].replicas` | integer >= 1 | 1 | how many nodes a `namePrefix` entry stands for (namePrefix only) |
+| `nodes[].selector.matchLabels` | map | one of the three | nodes whose labels include all of these [2] |
 | `nodes[].labels` | map | `{}` | labels the local test cluster sets on the node; the plugin ignores them |
 | `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or API-only Node (false) |
 | `nodes[].gpus[]` | list | `[]` | the GPUs, minors 0..n-1 in this order; empty or absent: a plain worker |
@@ -39,8 +41,8 @@ Fields:
 | `nodes[].gpus[].mig[].placement` | integer | lowest free | first memory slice (a placement); count 1 |
 
 [1] The slice attribute drops leading zeros (`580.95.5`), as the real driver's semver parse does.
-[2] `{}` matches every node. The plugin takes the entry naming its node, else the first entry (in
-    file order) whose selector matches the node's labels.
+[2] `{}` matches every node. The plugin takes the entry naming its node (by name, else by prefix and
+    index), else the first entry (in file order) whose selector matches the node's labels.
 [3] Required when the profile knows no memory total for the chosen ECC mode.
 [4] Derived values come from the node name and minor (fakeplugin.publish.devices). Overrides name exactly
     one device, hence count 1; NVML's `00000000:3B:00.0` form is accepted and normalised, and
@@ -49,6 +51,9 @@ Fields:
     published as them, not as a full GPU (static MIG). Devices without a placement take the lowest
     free ones, larger profiles first. With the plugin's DynamicMIG gate the devices are not published
     (the driver removes them); `mig` then only says that MIG mode is on, which matters on Ampere.
+[6] A compact fleet: every generated node is as if it had its own `name` entry with the same fields
+    (its identities derived from its own name). A fixed `uuid` needs `replicas: 1`. Indices are
+    decimal without leading zeros, so `h100-7` is one of them and `h100-07` is not.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -132,18 +137,41 @@ class GpuEntry:
 
 @dataclass(frozen=True)
 class NodeEntry:
-    """One `nodes[]` entry: a node by name, or every node matching a label selector."""
+    """One `nodes[]` entry: a node by name, `replicas` nodes by name prefix, or every node matching a
+    label selector."""
 
     name: str | None
-    match_labels: dict[str, str] | None  # None for entries by name
+    match_labels: dict[str, str] | None  # None for entries by name or prefix
     labels: dict[str, str] = field(default_factory=dict)
     kubelet: bool = False
     gpus: tuple[GpuEntry, ...] = ()
     path: str = ""  # "nodes[1]"
+    name_prefix: str | None = None
+    replicas: int = 1  # nodes of a name_prefix entry
 
     @property
     def gpu_count(self) -> int:
+        """GPUs of each node the entry stands for."""
         return sum(g.count for g in self.gpus)
+
+    def node_names(self) -> list[str]:
+        """The nodes this entry names: its name, or `<namePrefix><index>`; none for a selector."""
+        if self.name_prefix is not None:
+            return [f"{self.name_prefix}{i}" for i in range(self.replicas)]
+        return [self.name] if self.name is not None else []
+
+    def names(self, node_name: str) -> bool:
+        """Whether `node_name` is this entry's name, or one of its generated names."""
+        if self.name_prefix is None:
+            return self.name == node_name
+        index = node_name.removeprefix(self.name_prefix)
+        return (
+            node_name.startswith(self.name_prefix)
+            and index.isdigit()
+            and index.isascii()
+            and str(int(index)) == index
+            and int(index) < self.replicas
+        )
 
     def selects(self, labels: dict[str, str]) -> bool:
         return self.match_labels is not None and all(labels.get(k) == v for k, v in self.match_labels.items())
@@ -157,9 +185,9 @@ class Inventory:
     source: str  # file name, for messages
 
     def node_entry(self, node_name: str, labels: dict[str, str] | None = None) -> NodeEntry | None:
-        """The entry serving `node_name`: by exact name first, else the first matching selector."""
+        """The entry serving `node_name`: by name or name prefix first, else the first matching selector."""
         for entry in self.nodes:
-            if entry.name == node_name:
+            if entry.names(node_name):
                 return entry
         return next((e for e in self.nodes if e.selects(labels or {})), None)
 
@@ -192,7 +220,11 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
         p.add("nodes", f"{len(raw_nodes)} entries; at most {MAX_NODES} (Kubernetes' largest cluster)")
         raise InventoryError(p.lines)
     nodes = [_node(p, raw, f"nodes[{i}]") for i, raw in enumerate(raw_nodes or [])]
-    gpus = sum(n.gpu_count for n in nodes if n is not None)
+    named = sum(n.replicas for n in nodes if n is not None and n.match_labels is None)
+    if named > MAX_NODES:
+        p.add("nodes", f"{named} nodes named (replicas counted); at most {MAX_NODES}")
+        raise InventoryError(p.lines)
+    gpus = sum(n.gpu_count * n.replicas for n in nodes if n is not None)
     if gpus > MAX_GPUS:
         p.add("nodes", f"{gpus} GPUs in all; at most {MAX_GPUS} ({MAX_NODES} nodes of 16 GPUs)")
     _check_unique(p, [n for n in nodes if n is not None])
@@ -233,19 +265,22 @@ def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, st
 
 
 def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
-    m = p.mapping(raw, path, optional=("name", "selector", "labels", "kubelet", "gpus"))
+    m = p.mapping(
+        raw, path, optional=("name", "namePrefix", "replicas", "selector", "labels", "kubelet", "gpus")
+    )
     if m is None:
         return None
     name = p.string(m, "name", path)
     if name is not None and not is_dns_subdomain(name):
         p.add(join(path, "name"), f'"{shorten(name)}" is not a valid node name (lower-case DNS subdomain)')
+    prefix, replicas = _prefix(p, m, path)
     match_labels = None
     if "selector" in m:
         sel = p.mapping(m["selector"], join(path, "selector"), required=("matchLabels",))
         if sel is not None:
             match_labels = _labels(p, sel, "matchLabels", join(path, "selector"))
-    if ("name" in m) == ("selector" in m):
-        p.add(path, "needs exactly one of name (one node) or selector (nodes by label)")
+    if sum(key in m for key in ("name", "namePrefix", "selector")) != 1:
+        p.add(path, "needs exactly one of name (one node), namePrefix (many) or selector (nodes by label)")
     labels = _labels(p, m, "labels", path) if "labels" in m else {}
     # `gpus:` with nothing after it is YAML null: a plain worker, like an absent list.
     raw_gpus = p.sequence(m, "gpus", path) if m.get("gpus") is not None else []
@@ -260,6 +295,10 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
             join(path, "gpus"),
             f"{sum(g.count for g in entries)} GPUs in all; a node has at most {MAX_GPUS_PER_NODE}",
         )
+    if replicas > 1:
+        for gpu in entries:
+            if gpu.uuid is not None:
+                p.add(join(gpu.path, "uuid"), f"a fixed UUID names one GPU; this entry has {replicas} nodes")
     return NodeEntry(
         name=name,
         match_labels=match_labels,
@@ -267,7 +306,29 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         kubelet=kubelet if kubelet is not None else any(g.count for g in entries),
         gpus=entries,
         path=path,
+        name_prefix=prefix,
+        replicas=replicas,
     )
+
+
+def _prefix(p: Problems, m: dict[str, Any], path: str) -> tuple[str | None, int]:
+    """`namePrefix` and `replicas` (1 when absent); the names they make must be node names."""
+    prefix = p.string(m, "namePrefix", path)
+    replicas = 1
+    if "replicas" in m:
+        why = "Kubernetes' largest cluster"
+        replicas = p.integer(m, "replicas", path, minimum=1, maximum=MAX_NODES, why=why)
+        if "namePrefix" not in m:
+            p.add(join(path, "replicas"), "goes with namePrefix (a name or a selector is one entry)")
+    if prefix is not None:
+        last = f"{prefix}{(replicas or 1) - 1}"
+        if not prefix or not is_dns_subdomain(last):
+            p.add(
+                join(path, "namePrefix"),
+                f'"{shorten(prefix)}" makes invalid node names such as "{shorten(last)}" '
+                "(lower-case DNS subdomain)",
+            )
+    return prefix, replicas or 1
 
 
 def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
@@ -459,10 +520,12 @@ def _check_unique(p: Problems, nodes: list[NodeEntry]) -> None:
     names: dict[str, str] = {}
     uuids: dict[str, str] = {}
     for node in nodes:
-        if node.name is not None:
-            if node.name in names:
-                p.add(join(node.path, "name"), f'duplicate node name "{node.name}" (also {names[node.name]})')
-            names.setdefault(node.name, node.path)
+        field = "name" if node.name_prefix is None else "namePrefix"
+        for name in node.node_names():
+            if name in names:
+                p.add(join(node.path, field), f'duplicate node name "{name}" (also {names[name]})')
+                break
+            names.setdefault(name, node.path)
         buses: dict[str, str] = {}
         for gpu in node.gpus:
             if gpu.uuid is not None:
