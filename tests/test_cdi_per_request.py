@@ -167,6 +167,17 @@ def test_an_earlier_spec_upgrades_to_exactly_the_current_one(case: str) -> None:
     assert cdi.upgrade_spec(spec_of(case), UID) is None  # the current shape stays as it is
 
 
+def test_upgrading_a_spec_of_unknown_shape_leaves_the_verdict_to_validation() -> None:
+    odd = {"cdiVersion": "0.3.0", "kind": "k8s.gpu.nvidia.com/claim", "containerEdits": "x",
+           "devices": [{"name": "a", "containerEdits": [1]}, "b"]}  # fmt: skip
+    upgraded = cdi.upgrade_spec(odd, UID)
+    assert upgraded is not None and upgraded["containerEdits"] == {"env": ["NVIDIA_VISIBLE_DEVICES=void"]}
+    assert "devices[0].containerEdits: a device needs non-empty container edits" in cdi.validate_spec(
+        upgraded
+    )
+    assert odd["containerEdits"] == "x"  # the input is left as it was
+
+
 def test_a_restarted_plugin_upgrades_the_specs_of_prepared_claims_only(node: Node) -> None:
     done, started = ref(1), ref(2)
     for claim in (done, started):

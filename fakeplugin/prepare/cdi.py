@@ -399,18 +399,22 @@ def upgrade_spec(spec: Mapping[str, Any], claim_uid: str) -> dict[str, Any] | No
     """An earlier version's spec of claim `claim_uid` in the current shape (module docstring): the
     spec-level `NVIDIA_VISIBLE_DEVICES=<uuids>` becomes `void`, `FAKEPLUGIN_CLAIM_DEVICES` goes, each
     device gains its `<prefix>DEVICE`; None when the spec has the current shape already."""
-    edits = spec.get("containerEdits") or {}
-    env = list(edits.get("env") or [])
+    edits = spec.get("containerEdits")
+    edits = edits if isinstance(edits, Mapping) else {}
+    env = [e for e in edits.get("env") or [] if isinstance(e, str)]
     if VISIBLE_DEVICES_VOID in env:
         return None
     per_claim = ("NVIDIA_VISIBLE_DEVICES=", "FAKEPLUGIN_CLAIM_DEVICES=")
     upgraded = copy.deepcopy(dict(spec))
     upgraded["containerEdits"] = {
-        **upgraded.get("containerEdits", {}),
+        **copy.deepcopy(dict(edits)),
         "env": [VISIBLE_DEVICES_VOID, *(e for e in env if not e.startswith(per_claim))],
     }
     for device in _mappings(upgraded.get("devices")):
-        device_env = device.get("containerEdits", {}).get("env") or []
+        device_edits = device.get("containerEdits")
+        device_env = device_edits.get("env") if isinstance(device_edits, Mapping) else None
+        if not isinstance(device_env, list) or not all(isinstance(e, str) for e in device_env):
+            continue  # not a spec of ours: write_spec's validation has the last word
         keys = [entry.partition("=")[0] for entry in device_env]
         uuid_keys = [k for k in keys if k.startswith(GPU_ENV_PREFIX) and k.endswith("_UUID")]
         if len(uuid_keys) != 1:
