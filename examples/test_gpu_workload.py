@@ -54,7 +54,8 @@ def test_the_trainer_gets_one_t10_and_sees_only_it(
     main = cluster.container(ns, "trainer", "main")
     claim_uid = cluster.get("resourceclaim", "t10", ns)["metadata"]["uid"]
     assert main.cdi_devices == [f"k8s.gpu.nvidia.com/claim={claim_uid}-{gpu.device}"]
-    uuid = main.env["NVIDIA_VISIBLE_DEVICES"]
+    assert list(main.gpus) == [gpu.device]  # device name → UUID, from the env of its CDI device
+    uuid = main.gpus[gpu.device]
     smi = main.run("nvidia-smi -L")
     assert smi.returncode == 0, smi.stderr
     assert smi.stdout.splitlines() == [f"GPU 0: NVIDIA T10 (UUID: {uuid})"]

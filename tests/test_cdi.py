@@ -38,16 +38,15 @@ def test_one_gpu_spec() -> None:
         "devices": [
             {
                 "name": f"{UID_LETTER}-gpu-0",
-                "containerEdits": {"env": ["FAKEPLUGIN_GPU_0_UUID=GPU-00000000-0402-2785-a79b-f013317dbdce"]},
+                "containerEdits": {
+                    "env": [
+                        "FAKEPLUGIN_GPU_0_UUID=GPU-00000000-0402-2785-a79b-f013317dbdce",
+                        "FAKEPLUGIN_GPU_0_DEVICE=gpu-0",
+                    ]
+                },
             }
         ],
-        "containerEdits": {
-            "env": [
-                "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0402-2785-a79b-f013317dbdce",
-                f"FAKEPLUGIN_CLAIM_UID={UID_LETTER}",
-                "FAKEPLUGIN_CLAIM_DEVICES=gpu-0",
-            ]
-        },
+        "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void", f"FAKEPLUGIN_CLAIM_UID={UID_LETTER}"]},
     }
     assert cdi.validate_spec(spec) == []
 
@@ -61,25 +60,26 @@ def test_two_gpu_spec_with_device_nodes() -> None:
             {
                 "name": f"{UID_DIGIT}-gpu-3",
                 "containerEdits": {
-                    "env": ["FAKEPLUGIN_GPU_3_UUID=GPU-00000003-0402-2785-a79b-f013317dbdce"],
+                    "env": [
+                        "FAKEPLUGIN_GPU_3_UUID=GPU-00000003-0402-2785-a79b-f013317dbdce",
+                        "FAKEPLUGIN_GPU_3_DEVICE=gpu-3",
+                    ],
                     "deviceNodes": [{"path": "/dev/nvidia3", "type": "c", "major": 195, "minor": 3}],
                 },
             },
             {
                 "name": f"{UID_DIGIT}-gpu-1",
                 "containerEdits": {
-                    "env": ["FAKEPLUGIN_GPU_1_UUID=GPU-00000001-0402-2785-a79b-f013317dbdce"],
+                    "env": [
+                        "FAKEPLUGIN_GPU_1_UUID=GPU-00000001-0402-2785-a79b-f013317dbdce",
+                        "FAKEPLUGIN_GPU_1_DEVICE=gpu-1",
+                    ],
                     "deviceNodes": [{"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1}],
                 },
             },
         ],
         "containerEdits": {
-            "env": [
-                "NVIDIA_VISIBLE_DEVICES=GPU-00000003-0402-2785-a79b-f013317dbdce,"
-                "GPU-00000001-0402-2785-a79b-f013317dbdce",
-                f"FAKEPLUGIN_CLAIM_UID={UID_DIGIT}",
-                "FAKEPLUGIN_CLAIM_DEVICES=gpu-3,gpu-1",
-            ],
+            "env": ["NVIDIA_VISIBLE_DEVICES=void", f"FAKEPLUGIN_CLAIM_UID={UID_DIGIT}"],
             "deviceNodes": [
                 {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255},
                 {"path": "/dev/nvidia-uvm", "type": "c", "major": 238, "minor": 0},

@@ -480,10 +480,13 @@ def test_cdi_spec_of_a_mig_device() -> None:
     (dev,) = devices({"profile": "h200", "mig": [{"profile": "3g.71gb", "placement": 4}]})
     spec = cdi.claim_spec("c1a1", [dev], driver_name="gpu.nvidia.com", device_nodes=True)
     assert cdi.validate_spec(spec) == []
-    assert f"NVIDIA_VISIBLE_DEVICES={dev.uuid}" in spec["containerEdits"]["env"]
+    assert "NVIDIA_VISIBLE_DEVICES=void" in spec["containerEdits"]["env"]
     (entry,) = spec["devices"]
     assert entry["name"] == "c1a1-gpu-0-mig-3g71gb-9-4"
-    assert entry["containerEdits"]["env"] == [f"FAKEPLUGIN_GPU_0_MIG_9_4_UUID={dev.uuid}"]
+    assert entry["containerEdits"]["env"] == [
+        f"FAKEPLUGIN_GPU_0_MIG_9_4_UUID={dev.uuid}",
+        "FAKEPLUGIN_GPU_0_MIG_9_4_DEVICE=gpu-0-mig-3g71gb-9-4",
+    ]
     assert entry["containerEdits"]["deviceNodes"] == [
         {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}
     ]
@@ -537,11 +540,9 @@ def test_prepare_dynamic_partitions_creates_them_with_a_uuid_per_claim(tmp_path:
     specs = prepare(tmp_path, pool, {"a1": ["gpu-0-mig-3g71gb-9-4"], "b2": ["gpu-0-mig-4g71gb-5-0"]})
     parent = pool["gpu-0"].uuid
     for uid, gi, start in (("a1", 9, 4), ("b2", 5, 0)):
-        env = specs[uid]["containerEdits"]["env"]
-        assert f"NVIDIA_VISIBLE_DEVICES={mig_uuid(parent, gi, start, uid)}" in env
-        assert specs[uid]["devices"][0]["containerEdits"]["env"] == [
+        assert specs[uid]["devices"][0]["containerEdits"]["env"][0] == (
             f"FAKEPLUGIN_GPU_0_MIG_{gi}_{start}_UUID={mig_uuid(parent, gi, start, uid)}"
-        ]
+        )
     # Another claim gets the same partition (once the first let it go) as a new MIG device: new UUID.
     assert mig_uuid(parent, 9, 4, "a1") != mig_uuid(parent, 9, 4, "c3")
 
@@ -552,7 +553,9 @@ def test_prepare_static_mig_device_uses_its_published_uuid(tmp_path: Path) -> No
     assert "gpu-0" not in pool and len(pool) == 7
     specs = prepare(tmp_path, pool, {"a1": ["gpu-0-mig-1g5gb-19-2", "gpu-0-mig-1g5gb-19-5"]})
     uuids = [pool[f"gpu-0-mig-1g5gb-19-{i}"].uuid for i in (2, 5)]
-    assert f"NVIDIA_VISIBLE_DEVICES={','.join(uuids)}" in specs["a1"]["containerEdits"]["env"]
+    assert [d["containerEdits"]["env"][0] for d in specs["a1"]["devices"]] == [
+        f"FAKEPLUGIN_GPU_0_MIG_19_{i}_UUID={uuid}" for i, uuid in zip((2, 5), uuids, strict=True)
+    ]
     assert [d["name"] for d in specs["a1"]["devices"]] == [
         "a1-gpu-0-mig-1g5gb-19-2",
         "a1-gpu-0-mig-1g5gb-19-5",

@@ -62,8 +62,8 @@ def test_timeslicing_settings_become_device_env_and_are_checkpointed(node: Node)
     assert results[claim.uid].error == ""
     expected = ("FAKEPLUGIN_GPU_1_SHARING_STRATEGY=TimeSlicing", "FAKEPLUGIN_GPU_1_TIMESLICE_INTERVAL=Long")
     assert device_env(node, claim) == {
-        "gpu-1": [f"FAKEPLUGIN_GPU_1_UUID={gpu(1).uuid}", *expected],
-        "gpu-2": [f"FAKEPLUGIN_GPU_2_UUID={gpu(2).uuid}"],
+        "gpu-1": [f"FAKEPLUGIN_GPU_1_UUID={gpu(1).uuid}", "FAKEPLUGIN_GPU_1_DEVICE=gpu-1", *expected],
+        "gpu-2": [f"FAKEPLUGIN_GPU_2_UUID={gpu(2).uuid}", "FAKEPLUGIN_GPU_2_DEVICE=gpu-2"],
     }
     entry = node.checkpoint().claims[claim.uid]
     assert entry.state is cp.ClaimState.PREPARE_COMPLETED

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fakeplugin.testing import Allocated, seed_lab_inventory
-from fakeplugin.testing.objects import allocated, as_objects, object_ref
+from fakeplugin.testing.objects import allocated, as_objects, container_gpus, object_ref
 
 pytest_plugins = ["pytester"]
 
@@ -75,3 +75,17 @@ def test_options_come_from_the_command_line_or_the_ini_file(pytester: pytest.Pyt
     )
     assert "--fakeplugin-kubeconfig" in pytester.runpytest_subprocess("--help").stdout.str()
     pytester.runpytest_subprocess("--fakeplugin-kubeconfig=/k").assert_outcomes(passed=1)
+
+
+def test_container_gpus_are_the_devices_the_containers_cdi_edits_named() -> None:
+    env = {
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "FAKEPLUGIN_CLAIM_UID": "u1",
+        "FAKEPLUGIN_GPU_1_UUID": "GPU-b",
+        "FAKEPLUGIN_GPU_1_DEVICE": "gpu-1",
+        "FAKEPLUGIN_GPU_1_SHARING_STRATEGY": "MPS",
+        "FAKEPLUGIN_GPU_0_MIG_19_2_UUID": "MIG-a",
+        "FAKEPLUGIN_GPU_0_MIG_19_2_DEVICE": "gpu-0-mig-1g5gb-19-2",
+    }
+    assert container_gpus(env) == {"gpu-0-mig-1g5gb-19-2": "MIG-a", "gpu-1": "GPU-b"}
+    assert container_gpus({"NVIDIA_VISIBLE_DEVICES": "void"}) == {}

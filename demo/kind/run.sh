@@ -99,9 +99,10 @@ allocated_uuid() {
     for dev in s['spec']['devices'] if dev['name'] == '${result#*/}'][0]"
 }
 
-# NVIDIA_VISIBLE_DEVICES as a container printed it.
+# The GPU UUIDs in a container's printed env: each CDI device it got sets FAKEPLUGIN_GPU_<...>_UUID
+# (NVIDIA_VISIBLE_DEVICES is `void`, as NVIDIA's driver sets it).
 visible_devices() {
-  kubectl -n "$1" logs "$2" -c "$3" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p'
+  kubectl -n "$1" logs "$2" -c "$3" | sed -n 's/^FAKEPLUGIN_GPU_[0-9A-Z_]*_UUID=//p' | paste -sd,
 }
 
 say "Scenario I: claim must-nvidia-gpu shared by two containers of one pod"
@@ -113,7 +114,7 @@ kubectl -n lab01 wait resourceclaim/must-nvidia-gpu --timeout="$TIMEOUT" \
 uuid="$(allocated_uuid lab01 must-nvidia-gpu)"
 for ctr in ctr0 ctr1; do
   seen="$(visible_devices lab01 shared-gpu "$ctr")"
-  [[ "$seen" == "$uuid" ]] || die "container $ctr sees NVIDIA_VISIBLE_DEVICES='$seen', the claim has $uuid"
+  [[ "$seen" == "$uuid" ]] || die "container $ctr sees GPUs '$seen' in its env, the claim has $uuid"
 done
 smi0="$(kubectl -n lab01 logs shared-gpu -c ctr0 | grep '^GPU ' || true)"
 smi1="$(kubectl -n lab01 logs shared-gpu -c ctr1 | grep '^GPU ' || true)"
@@ -135,7 +136,7 @@ done
 [[ "${uuids[0]}" != "${uuids[1]}" ]] || die "both replicas got the same GPU ${uuids[0]}"
 for pod in $(kubectl -n lab02 get pods -l app=gpu-per-pod -o name); do
   seen="$(visible_devices lab02 "${pod#*/}" ctr)"
-  [[ " ${uuids[*]} " == *" $seen "* ]] || die "$pod sees NVIDIA_VISIBLE_DEVICES='$seen', not one of ${uuids[*]}"
+  [[ " ${uuids[*]} " == *" $seen "* ]] || die "$pod sees GPUs '$seen' in its env, not one of ${uuids[*]}"
 done
 echo "replicas got ${uuids[*]}"
 

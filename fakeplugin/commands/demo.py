@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.commands import flag
+from fakeplugin.testing.objects import container_gpus
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -152,10 +153,10 @@ def show_containers(cluster: Any) -> None:
     for pod in pods_of(cluster, "app in (scenario-i,gpu-per-pod)"):
         for ctr in pod["spec"]["containers"]:
             record = cluster.container_record(NAMESPACE, pod["metadata"]["name"], ctr["name"])
-            env = dict(e.split("=", 1) for e in record.get("env", []))
+            gpus = container_gpus(dict(e.split("=", 1) for e in record.get("env", [])))
             print(f"{pod['metadata']['name']}/{ctr['name']} on {pod['spec']['nodeName']}")
             print(f"  CDI devices:            {', '.join(record.get('cdiDevices', []))}")
-            print(f"  NVIDIA_VISIBLE_DEVICES: {env.get('NVIDIA_VISIBLE_DEVICES', '')}")
+            print(f"  GPUs in its env:        {', '.join(f'{n}={u}' for n, u in gpus.items())}")
             smi = cluster.run_in_container_view(
                 NAMESPACE, pod["metadata"]["name"], ctr["name"], "/usr/bin/nvidia-smi", "-L"
             )

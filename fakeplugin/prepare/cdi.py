@@ -4,13 +4,16 @@ Shape follows the real driver (v25.12+): one transient spec per claim,
 `<cdi_root>/k8s.<driver>-claim_<claimUID>.yaml`, kind `k8s.<driver>/claim`, one CDI device per
 allocated GPU named `<claimUID>-<deviceName>`, `cdiVersion` the minimum the content needs.
 
-Container edits of the fake (no real driver files exist to mount):
-- spec level (applied whenever any device of the claim is injected):
-  `NVIDIA_VISIBLE_DEVICES=<UUIDs of all the claim's GPUs, comma-joined, allocation order>`,
-  `FAKEPLUGIN_CLAIM_UID=<claimUID>`, `FAKEPLUGIN_CLAIM_DEVICES=<device names, comma-joined>`;
+Container edits: the kubelet hands each container only the CDI devices of the requests it references
+(a claim's request → its devices' IDs), so whatever must match a container's own devices sits at device
+level; the spec level holds only what every user of the claim shares, as with the real driver:
+- spec level (applied whenever any device of the claim is injected): `NVIDIA_VISIBLE_DEVICES=void`
+  (the real driver's value: devices come from CDI, never from the NVIDIA runtime reading this variable),
+  `FAKEPLUGIN_CLAIM_UID=<claimUID>`;
 - device level (only for the GPUs a container actually got; CDI rejects devices without edits):
-  `FAKEPLUGIN_GPU_<minor>_UUID=<uuid>`, for a MIG device
-  `FAKEPLUGIN_GPU_<parentMinor>_MIG_<giProfileId>_<placementStart>_UUID=<MIG UUID>`.
+  `<prefix>UUID=<uuid>` and `<prefix>DEVICE=<device name>` with `<prefix>` `FAKEPLUGIN_GPU_<minor>_`, for
+  a MIG device `FAKEPLUGIN_GPU_<parentMinor>_MIG_<giProfileId>_<placementStart>_`; the device's sharing
+  settings (`settings_env`), as the real driver keeps config edits (MPS) per device.
 With `device_nodes=True` the edits also carry fake character devices: `/dev/nvidia<minor>` (195:<minor>)
 per GPU (for a MIG device its parent's; the real driver adds /dev/nvidia-caps nodes whose minors depend
 on NVML's GPU/compute instance IDs, which the fake does not model), and `/dev/nvidiactl` (195:255),
@@ -18,10 +21,15 @@ on NVML's GPU/compute instance IDs, which the fake does not model), and `/dev/nv
 always set, so the CDI library never stats the host for them.
 With `plugin_dir` the edits also mount the fake nvidia-smi: the script at spec level, each GPU's data file
 at device level (fakeplugin.prepare.smi).
+
+Specs of earlier fakeplugin versions set the claim's UUIDs and device names at spec level
+(`NVIDIA_VISIBLE_DEVICES=<uuids>`, `FAKEPLUGIN_CLAIM_DEVICES=<names>`), so every container of the claim saw
+all its GPUs in env; `upgrade_spec` turns such a spec into the current shape, keeping everything else.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -36,9 +44,16 @@ from fakeplugin.prepare.opaqueconfig import MPS, MPS_PIPE_DIRECTORY
 
 # libyaml's emitter when PyYAML has it (its wheels do): same YAML, a fifth of the time on Prepare's path.
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CLAIM_CLASS = "claim"
 SPEC_FILE_MODE = 0o644
+
+# Spec-level env. The real driver's NVIDIA_VISIBLE_DEVICES: CDI injects the devices, and `void` keeps the
+# NVIDIA runtime (and a base image's `all`) from adding any.
+VISIBLE_DEVICES_VOID = "NVIDIA_VISIBLE_DEVICES=void"
+CLAIM_UID_ENV = "FAKEPLUGIN_CLAIM_UID"
+GPU_ENV_PREFIX = "FAKEPLUGIN_GPU_"
 
 NVIDIA_MAJOR = 195  # fixed for the NVIDIA driver
 NVIDIACTL_MINOR = 255
@@ -103,13 +118,7 @@ def claim_spec(
     """
     if not devices:
         raise ValueError(f"claim {claim_uid}: a CDI spec needs at least one device")
-    spec_edits: dict[str, Any] = {
-        "env": [
-            "NVIDIA_VISIBLE_DEVICES=" + ",".join(d.uuid for d in devices),
-            f"FAKEPLUGIN_CLAIM_UID={claim_uid}",
-            "FAKEPLUGIN_CLAIM_DEVICES=" + ",".join(d.name for d in devices),
-        ]
-    }
+    spec_edits: dict[str, Any] = {"env": [VISIBLE_DEVICES_VOID, f"{CLAIM_UID_ENV}={claim_uid}"]}
     if device_nodes:
         spec_edits["deviceNodes"] = [
             _char_device("/dev/nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
@@ -134,7 +143,7 @@ def claim_spec(
 def device_env_prefix(device: GpuDevice) -> str:
     """`FAKEPLUGIN_GPU_<minor>_` or `FAKEPLUGIN_GPU_<minor>_MIG_<giProfileId>_<start>_` (a MIG device)."""
     mig = f"_MIG_{device.mig.gi_profile_id}_{device.mig.start}" if device.mig is not None else ""
-    return f"FAKEPLUGIN_GPU_{device.minor}{mig}_"
+    return f"{GPU_ENV_PREFIX}{device.minor}{mig}_"
 
 
 def settings_env(settings: DeviceSettings, prefix: str) -> tuple[str, ...]:
@@ -167,7 +176,11 @@ def _device_entry(
     settings: DeviceSettings | None,
 ) -> dict[str, Any]:
     prefix = device_env_prefix(device)
-    env = [f"{prefix}UUID={device.uuid}", *(settings_env(settings, prefix) if settings else ())]
+    env = [
+        f"{prefix}UUID={device.uuid}",
+        f"{prefix}DEVICE={device.name}",
+        *(settings_env(settings, prefix) if settings else ()),
+    ]
     edits: dict[str, Any] = {"env": env}
     if device_nodes:
         edits["deviceNodes"] = [_char_device(f"/dev/nvidia{device.minor}", NVIDIA_MAJOR, device.minor)]
@@ -380,6 +393,59 @@ def write_spec(path: Path, spec: Mapping[str, Any]) -> None:
         raise ValueError(f"refusing to write invalid CDI spec {path}: " + "; ".join(problems))
     text = yaml.dump(dict(spec), Dumper=_DUMPER, sort_keys=False)
     write_atomic(path, text.encode(), mode=SPEC_FILE_MODE, sync=False)  # lives for one boot
+
+
+def upgrade_spec(spec: Mapping[str, Any], claim_uid: str) -> dict[str, Any] | None:
+    """An earlier version's spec of claim `claim_uid` in the current shape (module docstring): the
+    spec-level `NVIDIA_VISIBLE_DEVICES=<uuids>` becomes `void`, `FAKEPLUGIN_CLAIM_DEVICES` goes, each
+    device gains its `<prefix>DEVICE`; None when the spec has the current shape already."""
+    edits = spec.get("containerEdits")
+    edits = edits if isinstance(edits, Mapping) else {}
+    env = [e for e in edits.get("env") or [] if isinstance(e, str)]
+    if VISIBLE_DEVICES_VOID in env:
+        return None
+    per_claim = ("NVIDIA_VISIBLE_DEVICES=", "FAKEPLUGIN_CLAIM_DEVICES=")
+    upgraded = copy.deepcopy(dict(spec))
+    upgraded["containerEdits"] = {
+        **copy.deepcopy(dict(edits)),
+        "env": [VISIBLE_DEVICES_VOID, *(e for e in env if not e.startswith(per_claim))],
+    }
+    for device in _mappings(upgraded.get("devices")):
+        device_edits = device.get("containerEdits")
+        device_env = device_edits.get("env") if isinstance(device_edits, Mapping) else None
+        if not isinstance(device_env, list) or not all(isinstance(e, str) for e in device_env):
+            continue  # not a spec of ours: write_spec's validation has the last word
+        keys = [entry.partition("=")[0] for entry in device_env]
+        uuid_keys = [k for k in keys if k.startswith(GPU_ENV_PREFIX) and k.endswith("_UUID")]
+        if len(uuid_keys) != 1:
+            continue  # not one of our GPU devices: nothing to add
+        prefix = uuid_keys[0].removesuffix("UUID")
+        if f"{prefix}DEVICE" not in keys:
+            name = str(device["name"]).removeprefix(f"{claim_uid}-")
+            device_env.insert(keys.index(uuid_keys[0]) + 1, f"{prefix}DEVICE={name}")
+    return upgraded
+
+
+def upgrade_spec_file(path: Path, claim_uid: str) -> bool:
+    """Rewrite the spec at `path` in the current shape if an earlier version wrote it (`upgrade_spec`);
+    True when it did. A missing file is left missing; a spec that does not parse raises ValueError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    if VISIBLE_DEVICES_VOID in text:  # the current shape: no need to parse
+        return False
+    try:
+        spec = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not YAML: {e}") from e
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{path}: not a CDI spec (a mapping)")
+    upgraded = upgrade_spec(spec, claim_uid)
+    if upgraded is None:
+        return False
+    write_spec(path, upgraded)
+    return True
 
 
 def remove_spec(path: Path) -> bool:

@@ -6,13 +6,16 @@ in that order (the spec first). Errors are ClaimErrors naming the file, worded a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.prepare import cdi, smi
 from fakeplugin.prepare.claims import ClaimError
 from fakeplugin.publish.mig import created_for_claim
+
+log = logging.getLogger(__name__)
 
 
 def prepare_error(ref: ClaimRef, message: str) -> str:
@@ -72,6 +75,18 @@ class ClaimFiles:
             cdi.write_spec(path, spec)
         except (OSError, ValueError) as e:
             raise ClaimError(prepare_error(ref, f"prepare devices failed: write CDI spec {path}: {e}")) from e
+
+    def upgrade_specs(self, uids: Iterable[str]) -> None:
+        """Bring the CDI specs of these prepared claims to the current shape where an earlier version wrote
+        them (cdi.upgrade_spec: each container then sees only its own requests' GPUs in env). Only
+        containers created afterwards see the change; a spec that cannot be upgraded is logged and kept."""
+        for uid in uids:
+            path = self.spec_path(uid)
+            try:
+                if cdi.upgrade_spec_file(path, uid):
+                    log.info("claim %s: CDI spec %s rewritten in the current shape", uid, path)
+            except (OSError, ValueError) as e:
+                log.warning("claim %s: CDI spec %s kept as it is, cannot upgrade it: %s", uid, path, e)
 
     def remove(self, ref: ClaimRef, wrap: Callable[[ClaimRef, str], str] = unprepare_error) -> None:
         """Remove the claim's CDI spec, then its nvidia-smi data; nothing there is fine. `wrap` words errors

@@ -63,6 +63,8 @@ class Preparer:
     Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
     `checkpoint.CheckpointError`, an unreadable boot ID file too; a held lock raises `LockTimeoutError`.
+    The CDI specs of prepared claims that an earlier fakeplugin version wrote are brought to the current
+    shape then (`ClaimFiles.upgrade_specs`).
     """
 
     def __init__(
@@ -100,7 +102,10 @@ class Preparer:
             smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
-                self._checkpoint.save(self._checkpoint.load())
+                checkpoint = self._checkpoint.load()
+                self._checkpoint.save(checkpoint)
+                completed = cp.ClaimState.PREPARE_COMPLETED
+                self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
 
     # -- public ---------------------------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakeplugin.testing.objects import container_gpus
+
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 # Where a command without a path is looked for in a local container's mounts (its only files).
 SEARCH_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
@@ -30,6 +32,12 @@ class ContainerView:
     cdi_devices: list[str]
     mounts: list[dict[str, Any]]
     _runner: Runner = field(repr=False, compare=False)
+
+    @property
+    def gpus(self) -> dict[str, str]:
+        """Device name → UUID of each GPU or MIG device the container got (exactly its requests' devices),
+        from the env its CDI devices set."""
+        return container_gpus(self.env)
 
     def run(self, command: str | Sequence[str]) -> subprocess.CompletedProcess[str]:
         """Run `command` ("nvidia-smi -L" or an argv) in the container's view; never raises for its

@@ -57,6 +57,18 @@ def allocated(claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]]) -> 
     ]
 
 
+def container_gpus(env: Mapping[str, str]) -> dict[str, str]:
+    """Device name → UUID of each GPU or MIG device a container got, by device name: what the CDI edits of
+    its devices set (`FAKEPLUGIN_GPU_<minor>[_MIG_<gi>_<start>]_DEVICE` and `..._UUID`; a claim-level
+    `NVIDIA_VISIBLE_DEVICES` is `void`, as with NVIDIA's driver)."""
+    found = {
+        name: env.get(key.removesuffix("DEVICE") + "UUID", "")
+        for key, name in env.items()
+        if key.startswith("FAKEPLUGIN_GPU_") and key.endswith("_DEVICE")
+    }
+    return dict(sorted(found.items()))
+
+
 def object_ref(obj: str | Mapping[str, Any]) -> tuple[str, str]:
     """(kind, name) of "kind/name" (kubectl's spelling: pod/x, resourceclaim/y) or of an object."""
     if isinstance(obj, str):

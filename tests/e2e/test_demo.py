@@ -40,7 +40,7 @@ def check_demo(state: Path) -> None:
     assert text.count("allocated,reserved") == 3
     # Both containers of Scenario I got the same CDI device, the same GPU, and nvidia-smi shows it.
     blocks = re.findall(
-        r"shared-gpu/ctr\d on \S+\n  CDI devices: +(\S+)\n  NVIDIA_VISIBLE_DEVICES: (\S+)\n"
+        r"shared-gpu/ctr\d on \S+\n  CDI devices: +(\S+)\n  GPUs in its env: +gpu-\d=(\S+)\n"
         r"  \$ nvidia-smi -L +(GPU 0: NVIDIA .+ \(UUID: (\S+)\))\n",
         text,
     )

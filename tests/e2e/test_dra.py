@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.testing.objects import container_gpus
 from tests.e2e.kube import (
     EXAMPLES,
     apply,
@@ -142,7 +143,8 @@ def test_scenario_i_two_containers_share_one_gpu(cluster, namespace):
     expected_id = f"k8s.gpu.nvidia.com/claim={claim_uid}-{device}"
     for record in records:
         assert record["cdiDevices"] == [expected_id]
-        assert env_of(record)["NVIDIA_VISIBLE_DEVICES"] == uuid
+        assert container_gpus(env_of(record)) == {device: uuid}
+        assert env_of(record)["NVIDIA_VISIBLE_DEVICES"] == "void"  # NVIDIA's value: CDI brings the devices
     spec = yaml.safe_load(cdi_file(cluster, node, claim_uid).read_text())
     assert spec["kind"] == "k8s.gpu.nvidia.com/claim"
     assert [d["name"] for d in spec["devices"]] == [f"{claim_uid}-{device}"]
@@ -227,7 +229,7 @@ def test_two_gpus_with_match_attribute_land_on_the_t10_node(cluster, namespace):
     assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
     record = cluster.container_record(namespace, "pair", "ctr")
     uuids = {slice_device(cluster, T10, d)["attributes"]["uuid"]["string"] for d in ("gpu-0", "gpu-1")}
-    assert set(env_of(record)["NVIDIA_VISIBLE_DEVICES"].split(",")) == uuids
+    assert set(container_gpus(env_of(record)).values()) == uuids
     assert len(record["cdiDevices"]) == 2
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.testing.objects import container_gpus
 from tests.e2e.kube import apply, get, items, pod_phase, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -57,4 +58,4 @@ def test_extended_resource_pod_gets_a_gpu_from_our_slices(cluster: Any, namespac
         for d in s["spec"]["devices"]
         if d["name"] == result["device"]
     )
-    assert env["NVIDIA_VISIBLE_DEVICES"] == uuid
+    assert container_gpus(env) == {result["device"]: uuid}

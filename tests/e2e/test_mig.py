@@ -17,6 +17,7 @@ from fakeplugin.cluster import Cluster
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.mig import mig_uuid
+from fakeplugin.testing.objects import container_gpus
 from tests.e2e.conftest import require_cluster_host
 from tests.e2e.kube import apply, claim_pod, get, items, pod_phase, resource_claim, wait_for
 
@@ -139,7 +140,7 @@ def test_3g_and_4g_share_a_gpu_and_an_overlap_is_refused(mig_cluster: Cluster) -
     record = mig_cluster.container_record(NAMESPACE, "three", "ctr")
     assert record["cdiDevices"] == [f"k8s.gpu.nvidia.com/claim={three_uid}-gpu-0-mig-3g71gb-9-4"]
     env = dict(item.split("=", 1) for item in record["env"])
-    assert env["NVIDIA_VISIBLE_DEVICES"] == mig_uuid(parent, 9, 4, three_uid)
+    assert container_gpus(env) == {"gpu-0-mig-3g71gb-9-4": mig_uuid(parent, 9, 4, three_uid)}
     assert env["FAKEPLUGIN_GPU_0_MIG_9_4_UUID"] == mig_uuid(parent, 9, 4, three_uid)
 
     # Every memory slice of gpu-0 is taken: another 3g.71gb there (at 0 or 4) overlaps and is refused.

@@ -55,7 +55,8 @@ def test_api_on_a_pods_claim(cluster: FakepluginCluster, namespace: str) -> None
     ctr = cluster.container(namespace, "p", "ctr")
     uid = cluster.get("resourceclaim", "a5000", namespace)["metadata"]["uid"]
     assert ctr.cdi_devices == [f"k8s.gpu.nvidia.com/claim={uid}-gpu-0"]
-    assert ctr.env["NVIDIA_VISIBLE_DEVICES"] == ctr.env["FAKEPLUGIN_GPU_0_UUID"]
+    assert ctr.gpus == {"gpu-0": ctr.env["FAKEPLUGIN_GPU_0_UUID"]}
+    assert ctr.env["NVIDIA_VISIBLE_DEVICES"] == "void"
     assert "/usr/bin/nvidia-smi" in {m["destination"] for m in ctr.mounts}
     query = ctr.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
     assert (query.returncode, query.stdout) == (0, "NVIDIA RTX A5000\n")
