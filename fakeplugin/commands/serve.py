@@ -234,7 +234,9 @@ def run(args: argparse.Namespace) -> int:
         release=release,
         device_nodes=args.fake_device_nodes,
     )
-    publisher = Publisher(kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices)
+    publisher = Publisher(
+        kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices, release=release
+    )
     stop = threading.Event()
     threads = [
         threading.Thread(target=publisher.run, args=(stop,), name="publisher", daemon=True),
