@@ -125,9 +125,16 @@ class NodeDevices(Mapping[str, GpuDevice]):
             self._digest = digest
             return False
         with self._lock:
-            self._inventory, self._digest = inventory, digest
+            before, self._inventory, self._digest = self._inventory, inventory, digest
         if not first:
             log.info("inventory %s changed; reloaded", self._path)
+        if before is not None and before.driver_release != inventory.driver_release:
+            log.warning(
+                "inventory %s now says driverRelease %s; this plugin emulates %s until it restarts",
+                self._path,
+                inventory.driver_release,
+                self._release.name,
+            )
         self._install(devices)
         return True
 
