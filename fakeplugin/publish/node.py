@@ -128,7 +128,8 @@ class NodeDevices(Mapping[str, GpuDevice]):
             before, self._inventory, self._digest = self._inventory, inventory, digest
         if not first:
             log.info("inventory %s changed; reloaded", self._path)
-        if before is not None and before.driver_release != inventory.driver_release:
+        changed_release = before is not None and before.driver_release != inventory.driver_release
+        if changed_release and inventory.driver_release != self._release.name:
             log.warning(
                 "inventory %s now says driverRelease %s; this plugin emulates %s until it restarts",
                 self._path,
