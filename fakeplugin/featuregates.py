@@ -16,7 +16,7 @@ KNOWN: dict[str, bool] = {
 
 def parse(text: str | None, release: DriverRelease | None = None) -> dict[str, bool]:
     """The release's gates (default: the default release's) with their values; names the release does
-    not know, or non-boolean values, are an error."""
+    not know, non-boolean values, or a combination the release refuses at start are an error."""
     release = release or releases.get(None)
     gates = dict(release.feature_gates)
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
@@ -30,6 +30,9 @@ def parse(text: str | None, release: DriverRelease | None = None) -> dict[str, b
         if not sep or value.strip().lower() not in ("true", "false"):
             raise ValueError(f"--feature-gates: {item!r}: expected {name}=true or {name}=false")
         gates[name] = value.strip().lower() == "true"
+    for rule in release.gate_rules:
+        if problem := rule.problem(gates):
+            raise ValueError(f"--feature-gates: {problem}")
     return gates
 
 

@@ -49,6 +49,34 @@ _GATES_25_12 = {
 
 
 @dataclass(frozen=True)
+class GateRule:
+    """A start-time check of pkg/featuregates ValidateFeatureGates: `gate` on needs `other` on
+    (`requires`), or must not be on together with it."""
+
+    gate: str
+    other: str
+    requires: bool
+
+    def problem(self, gates: Mapping[str, bool]) -> str:
+        """The real error message when `gates` break the rule, else ""."""
+        broken = gates[self.gate] and gates[self.other] != self.requires
+        if not broken:
+            return ""
+        if self.requires:
+            return f"feature gate {self.gate} requires {self.other} to also be enabled"
+        return f"feature gate {self.gate} is currently mutually exclusive with {self.other}"
+
+
+# ValidateFeatureGates at v25.12.0, in its order (the first broken rule is the error).
+_RULES_25_12 = (
+    GateRule("ComputeDomainCliques", "IMEXDaemonsWithDNSNames", requires=True),
+    GateRule("DynamicMIG", "PassthroughSupport", requires=False),
+    GateRule("DynamicMIG", "NVMLDeviceHealthCheck", requires=False),
+    GateRule("DynamicMIG", "MPSSupport", requires=False),
+)
+
+
+@dataclass(frozen=True)
 class DriverRelease:
     """What one release of NVIDIA's driver publishes and accepts, where fakeplugin can show it."""
 
@@ -57,6 +85,7 @@ class DriverRelease:
     commit: str  # the tag's commit in kubernetes-sigs/dra-driver-nvidia-gpu
     k8s_libs: str  # vendored k8s.io/dynamic-resource-allocation
     feature_gates: Mapping[str, bool]  # known gates and their defaults
+    gate_rules: tuple[GateRule, ...]  # checked at start, in this order
     attributes: frozenset[str]  # device attribute keys it may publish
     device_classes: tuple[str, ...]  # device types the chart installs a DeviceClass for
     # ResourceSlice generateName, from the vendored resourceslice controller: libs 0.34
@@ -79,6 +108,7 @@ RELEASES: dict[str, DriverRelease] = {
             commit="0882da8720c28763137e0987778ec476ec4cf8df",
             k8s_libs="v0.34.0",
             feature_gates=MappingProxyType(_GATES_25_12),
+            gate_rules=_RULES_25_12,
             attributes=GPU_ATTRIBUTES,
             device_classes=("gpu", "mig", "vfio"),
             slice_index_prefix=False,
@@ -92,6 +122,11 @@ RELEASES: dict[str, DriverRelease] = {
             commit="764900e7833798a1528bd52a2af3e1b2d5f7a616",
             k8s_libs="v0.36.0-rc.0",
             feature_gates=MappingProxyType({**_GATES_25_12, "DeviceMetadata": False}),
+            gate_rules=(
+                *_RULES_25_12,
+                GateRule("PassthroughSupport", "NVMLDeviceHealthCheck", requires=False),
+                GateRule("DeviceMetadata", "PassthroughSupport", requires=True),
+            ),
             attributes=GPU_ATTRIBUTES,
             device_classes=("gpu", "mig", "vfio"),
             slice_index_prefix=True,

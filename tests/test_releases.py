@@ -69,7 +69,7 @@ def test_a_bad_driver_release_names_the_file_and_field_and_lists_the_known_ones(
 
 def test_feature_gates_follow_the_release() -> None:
     assert "DeviceMetadata" not in featuregates.parse("", V25_12)
-    assert featuregates.parse("DeviceMetadata=true", V0_4_1)["DeviceMetadata"] is True
+    assert featuregates.parse("PassthroughSupport=true,DeviceMetadata=true", V0_4_1)["DeviceMetadata"] is True
     with pytest.raises(ValueError) as exc:
         featuregates.parse("DeviceMetadata=true", V25_12)
     assert str(exc.value) == (
@@ -82,6 +82,42 @@ def test_feature_gates_follow_the_release() -> None:
     assert {g: d for g, d in V0_4_1.feature_gates.items() if g in V25_12.feature_gates} == dict(
         V25_12.feature_gates
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "release", "problem"),
+    [
+        (
+            "IMEXDaemonsWithDNSNames=false",
+            V25_12,
+            "ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also",
+        ),
+        (
+            "DynamicMIG=true,MPSSupport=true",
+            V25_12,
+            "DynamicMIG is currently mutually exclusive with MPSSupport",
+        ),
+        (
+            "PassthroughSupport=true,NVMLDeviceHealthCheck=true",
+            V0_4_1,
+            "PassthroughSupport is currently mutually",
+        ),
+        ("DeviceMetadata=true", V0_4_1, "DeviceMetadata requires PassthroughSupport to also be enabled"),
+    ],
+)
+def test_gate_combinations_the_release_refuses_at_start(
+    text: str, release: releases.DriverRelease, problem: str
+) -> None:
+    with pytest.raises(ValueError) as exc:
+        featuregates.parse(text, release)
+    assert str(exc.value).startswith(f"--feature-gates: feature gate {problem}")
+
+
+def test_a_gate_combination_only_0_4_1_refuses() -> None:
+    text = "PassthroughSupport=true,NVMLDeviceHealthCheck=true"
+    assert featuregates.parse(text, V25_12)["NVMLDeviceHealthCheck"] is True
+    with pytest.raises(ValueError):
+        featuregates.parse(text, V0_4_1)
 
 
 def test_slice_names_follow_the_releases_k8s_libraries() -> None:
@@ -135,7 +171,9 @@ def render_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_render_driver_release_overrides_the_inventory() -> None:
-    result = render_cli("--driver-release", "0.4.1", "--feature-gates", "DeviceMetadata=true")
+    result = render_cli(
+        "--driver-release", "0.4.1", "--feature-gates", "PassthroughSupport=true,DeviceMetadata=true"
+    )
     assert result.returncode == 0, result.stderr
     slices = [d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "ResourceSlice"]
     assert [s["metadata"]["generateName"] for s in slices] == [
