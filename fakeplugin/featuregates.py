@@ -1,32 +1,41 @@
-"""The real driver's feature gates (nvidia-driver-shape.md §10), parsed from "A=true,B=false"."""
+"""The real driver's feature gates (nvidia-driver-shape.md §10), parsed from "A=true,B=false".
+
+Which gates exist, and their defaults, depends on the driver release (fakeplugin.releases).
+"""
 
 from __future__ import annotations
 
-# name -> default, as in NVIDIA's driver (v25.12 / v0.4).
+from fakeplugin import releases
+from fakeplugin.releases import DriverRelease
+
+# name -> default, every gate of every emulated release (the chart's schema lists these).
 KNOWN: dict[str, bool] = {
-    "TimeSlicingSettings": False,
-    "MPSSupport": False,
-    "IMEXDaemonsWithDNSNames": True,
-    "PassthroughSupport": False,
-    "DynamicMIG": False,
-    "NVMLDeviceHealthCheck": False,
-    "ComputeDomainCliques": True,
-    "CrashOnNVLinkFabricErrors": True,
-    "DeviceMetadata": False,
+    name: default for r in releases.RELEASES.values() for name, default in r.feature_gates.items()
 }
 
 
-def parse(text: str | None) -> dict[str, bool]:
-    """All known gates with their values; unknown names or non-boolean values are an error."""
-    gates = dict(KNOWN)
+def parse(text: str | None, release: DriverRelease | None = None) -> dict[str, bool]:
+    """The release's gates (default: the default release's) with their values; names the release does
+    not know, non-boolean values, or a combination the release refuses at start are an error."""
+    release = release or releases.get(None)
+    gates = dict(release.feature_gates)
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
         name, sep, value = item.partition("=")
         name = name.strip()
-        if name not in KNOWN:
+        if name not in gates:
             raise ValueError(
-                f"--feature-gates: unknown feature gate {name!r}; known: {', '.join(sorted(KNOWN))}"
+                f"--feature-gates: unknown feature gate {name!r} in NVIDIA driver release {release.name}; "
+                f"known: {', '.join(sorted(gates))}" + _elsewhere(name)
             )
         if not sep or value.strip().lower() not in ("true", "false"):
             raise ValueError(f"--feature-gates: {item!r}: expected {name}=true or {name}=false")
         gates[name] = value.strip().lower() == "true"
+    for rule in release.gate_rules:
+        if problem := rule.problem(gates):
+            raise ValueError(f"--feature-gates: {problem}")
     return gates
+
+
+def _elsewhere(name: str) -> str:
+    others = [r.name for r in releases.RELEASES.values() if name in r.feature_gates]
+    return f" ({name} is a gate of release {', '.join(others)})" if others else ""

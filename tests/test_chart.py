@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import featuregates
+from fakeplugin import featuregates, releases
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import binaries
 from fakeplugin.publish.deviceclasses import device_classes
@@ -246,6 +246,18 @@ def test_seed_lab_device_classes_are_the_real_drivers(helm: Path) -> None:
 def test_feature_gates_are_the_ones_the_plugin_knows() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert set(schema["properties"]["featureGates"]["properties"]) == set(featuregates.KNOWN)
+
+
+def test_driver_releases_are_the_ones_the_plugin_knows() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["driverRelease"]["enum"] == ["", *releases.RELEASES]
+
+
+def test_the_driver_release_reaches_the_plugin(helm: Path) -> None:
+    assert env_of(plugin_container(objects(render(helm))))["DRIVER_RELEASE"] == ""
+    objs = objects(render(helm, "--set", "driverRelease=0.4.1"))
+    assert releases.get(env_of(plugin_container(objs))["DRIVER_RELEASE"]).tag == "v0.4.1"
+    assert "driverRelease" in refusal(helm, "--set", "driverRelease=0.5.0")
 
 
 def test_feature_gates_reach_the_plugin_in_its_format(helm: Path) -> None:

@@ -1,6 +1,8 @@
 """Golden files for everything `fakeplugin render` prints (tests/golden/).
 
 A golden file is the exact expected output; a change in rendering shows up as a reviewable diff.
+Files at the top are the default driver release's (25.12); tests/golden/releases/<release>/ hold the
+other releases' renders of the seed lab, the MIG example and a few profiles.
 After an intended change, regenerate them and review `git diff tests/golden`:
 
     UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin import releases
 from fakeplugin.commands.render import render_documents, to_yaml
 from fakeplugin.profiles import profile_names
 from fakeplugin.publish.deviceclasses import device_classes
@@ -23,13 +26,16 @@ from fakeplugin.publish.inventory import load_inventory, parse_inventory
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
 SEED = ROOT / "examples" / "seed-lab.yaml"
+MIG = ROOT / "examples" / "mig.yaml"
+OTHER_RELEASES = [name for name in releases.RELEASES if name != releases.DEFAULT_RELEASE]
+RELEASE_PROFILES = ("h200", "rtx-a5000", "t10")
 
 
 def check_golden(name: str, docs: list[dict[str, Any]]) -> None:
     path = GOLDEN / name
     text = to_yaml(docs)
     if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1"
     assert text == path.read_text(), f"{path} differs; if intended, regenerate with UPDATE_GOLDEN=1"
@@ -45,19 +51,47 @@ def test_deviceclasses() -> None:
     check_golden("deviceclasses.yaml", device_classes())
 
 
-@pytest.mark.parametrize("profile", profile_names())
-def test_one_gpu_of_each_profile(profile: str) -> None:
+def one_gpu(profile: str, release: str = releases.DEFAULT_RELEASE) -> list[dict[str, Any]]:
     inv = parse_inventory(
         {
             "driverVersion": "580.126.20",
             "cudaDriverVersion": "13.0",
+            "driverRelease": release,
             "nodes": [{"name": f"node-{profile}", "gpus": [{"profile": profile}]}],
         },
         source="test",
     )
     slices = render_documents(inv)[3:]
     assert [s["kind"] for s in slices] == ["ResourceSlice"]
-    check_golden(f"profile-{profile}.yaml", slices)
+    return slices
+
+
+@pytest.mark.parametrize("profile", profile_names())
+def test_one_gpu_of_each_profile(profile: str) -> None:
+    check_golden(f"profile-{profile}.yaml", one_gpu(profile))
+
+
+def test_the_default_release_renders_the_top_level_goldens() -> None:
+    docs = render_documents(load_inventory(SEED), release=releases.get(releases.DEFAULT_RELEASE))
+    assert to_yaml(docs) == (GOLDEN / "render-seed-lab.yaml").read_text()
+
+
+@pytest.mark.parametrize("release", OTHER_RELEASES)
+def test_render_seed_lab_per_release(release: str) -> None:
+    docs = render_documents(load_inventory(SEED), release=releases.get(release))
+    check_golden(f"releases/{release}/render-seed-lab.yaml", docs)
+
+
+@pytest.mark.parametrize("release", OTHER_RELEASES)
+def test_render_mig_example_with_dynamic_mig_per_release(release: str) -> None:
+    docs = render_documents(load_inventory(MIG), dynamic_mig=True, release=releases.get(release))
+    check_golden(f"releases/{release}/mig-dynamic.yaml", docs)
+
+
+@pytest.mark.parametrize("release", OTHER_RELEASES)
+@pytest.mark.parametrize("profile", RELEASE_PROFILES)
+def test_one_gpu_of_a_few_profiles_per_release(release: str, profile: str) -> None:
+    check_golden(f"releases/{release}/profile-{profile}.yaml", one_gpu(profile, release))
 
 
 def test_no_stale_profile_goldens_and_all_parse() -> None:
@@ -66,5 +100,7 @@ def test_no_stale_profile_goldens_and_all_parse() -> None:
         "render-seed-lab.yaml",
         "deviceclasses.yaml",
         *(f"profile-{p}.yaml" for p in profile_names()),
+        *(f"releases/{r}/{f}" for r in OTHER_RELEASES for f in ("render-seed-lab.yaml", "mig-dynamic.yaml")),
+        *(f"releases/{r}/profile-{p}.yaml" for r in OTHER_RELEASES for p in RELEASE_PROFILES),
     ):
         assert all(isinstance(doc, dict) for doc in yaml.safe_load_all((GOLDEN / name).read_text()))

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin import releases
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import InventoryError, load_inventory
 from fakeplugin.publish.node import NodeDevices, node_devices
@@ -68,3 +69,26 @@ def test_selector_node_waits_for_its_labels_then_publishes_what_render_prints(tm
 def test_node_devices_is_empty_for_a_node_no_entry_serves(tmp_path: Path) -> None:
     inv = load_inventory(write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10"}]}]))
     assert node_devices(inv, "elsewhere", {}) == []
+
+
+def test_the_release_is_fixed_at_start_and_a_changed_driver_release_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10"}]}])
+    devices = NodeDevices(path, "n", driver=DRIVER)
+    devices.set_node({}, "uid-n")
+    assert [s["metadata"]["generateName"] for s in devices.desired_slices()] == [f"n-{DRIVER}-"]
+    doc = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**doc, "driverRelease": "25.12", "cudaDriverVersion": "12.8"}))
+    assert devices.reload_if_changed() is True
+    assert "driverRelease" not in caplog.text  # the default release, spelled out
+    path.write_text(yaml.safe_dump({**doc, "driverRelease": "0.4.1"}))
+    assert devices.reload_if_changed() is True
+    assert f"{path} now says driverRelease 0.4.1; this plugin emulates 25.12 until it restarts" in caplog.text
+    assert [s["metadata"]["generateName"] for s in devices.desired_slices()] == [f"n-{DRIVER}-"]
+
+    started_as_0_4_1 = NodeDevices(path, "n", driver=DRIVER, release=releases.get("0.4.1"))
+    started_as_0_4_1.set_node({}, "uid-n")
+    assert [s["metadata"]["generateName"] for s in started_as_0_4_1.desired_slices()] == [
+        f"00000-{DRIVER}-n-"
+    ]

@@ -1,6 +1,7 @@
 """Opaque device configs (prepare.opaqueconfig): decoding, precedence, gates, defaults, effects, errors.
 
 Expected messages are the real driver's (nvidia-driver-shape.md §9), below `prepare devices failed: `.
+The helpers test release 0.4.1 unless told otherwise; the tests of 25.12's differences name it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fakeplugin import releases
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig as oc
 from fakeplugin.prepare.cdi import settings_env
@@ -22,6 +24,8 @@ CLAIM_UID = "0000000a-aaaa-4bbb-8ccc-dddddddddddd"
 ALL_ON = {"TimeSlicingSettings": True, "MPSSupport": True}
 TS_ON = {"TimeSlicingSettings": True}
 MIG_NAME = "gpu-2-mig-1g18gb-19-0"
+V0_4_1 = releases.get("0.4.1")
+V25_12 = releases.get("25.12")
 
 
 def mig(parent: int = 2, start: int = 0) -> GpuDevice:
@@ -65,19 +69,33 @@ def allocation(*results: dict[str, str], configs: tuple[dict[str, Any], ...] = (
     return {"devices": {"results": list(results), "config": list(configs)}}
 
 
-def configs(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> dict[str, oc.DeviceConfig]:
-    return oc.effective_configs(alloc, DEVICES, driver_name=DRIVER, pool_name=NODE, gates=gates or {})
-
-
-def settings(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> dict[str, DeviceSettings]:
-    return oc.device_settings(
-        alloc, DEVICES, driver_name=DRIVER, pool_name=NODE, claim_uid=CLAIM_UID, gates=gates or {}
+def configs(
+    alloc: dict[str, Any], gates: dict[str, bool] | None = None, release: releases.DriverRelease = V0_4_1
+) -> dict[str, oc.DeviceConfig]:
+    return oc.effective_configs(
+        alloc, DEVICES, driver_name=DRIVER, pool_name=NODE, gates=gates or {}, release=release
     )
 
 
-def error_of(alloc: dict[str, Any], gates: dict[str, bool] | None = None) -> str:
+def settings(
+    alloc: dict[str, Any], gates: dict[str, bool] | None = None, release: releases.DriverRelease = V0_4_1
+) -> dict[str, DeviceSettings]:
+    return oc.device_settings(
+        alloc,
+        DEVICES,
+        driver_name=DRIVER,
+        pool_name=NODE,
+        claim_uid=CLAIM_UID,
+        gates=gates or {},
+        release=release,
+    )
+
+
+def error_of(
+    alloc: dict[str, Any], gates: dict[str, bool] | None = None, release: releases.DriverRelease = V0_4_1
+) -> str:
     with pytest.raises(oc.OpaqueConfigError) as info:
-        settings(alloc, gates)
+        settings(alloc, gates, release)
     return str(info.value)
 
 
@@ -162,7 +180,7 @@ def test_decoding_drops_nulls_and_type_meta() -> None:
     params = gpu_config(strategy="TimeSlicing", timeSlicingConfig=None, mpsConfig=None)
     assert oc.decode(params) == ("GpuConfig", {"sharing": {"strategy": "TimeSlicing"}})
     vfio = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig", "iommu": {}}
-    assert oc.decode(vfio) == ("VfioDeviceConfig", {"iommu": {}})
+    assert oc.decode(vfio, V0_4_1) == ("VfioDeviceConfig", {"iommu": {}})
 
 
 @pytest.mark.parametrize(
@@ -513,7 +531,9 @@ def test_multi_user_mps_needs_volta_or_newer() -> None:
         configs=(entry(gpu_config(strategy="MPS", mpsConfig={"multiUser": True})),),
     )
     with pytest.raises(oc.OpaqueConfigError) as info:
-        oc.device_settings(alloc, old, driver_name=DRIVER, pool_name=NODE, claim_uid=CLAIM_UID, gates=ALL_ON)
+        oc.device_settings(
+            alloc, old, driver_name=DRIVER, pool_name=NODE, claim_uid=CLAIM_UID, gates=ALL_ON, release=V0_4_1
+        )
     assert str(info.value) == MPS_START + "multiuser mode was requested but is not supported: " + (
         f'{gpu(1).uuid} has insufficient cudaComputeCapability "6.1", wanted >= "7.0"\n'
         f'{gpu(0).uuid} has insufficient cudaComputeCapability "6.1", wanted >= "7.0"'
@@ -545,3 +565,50 @@ def test_settings_env() -> None:
         "P_SHARING_STRATEGY=MPS",
         "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Release 25.12 (api/nvidia.com/resource/v1beta1 at v25.12.0): what differs from 0.4.1.
+
+
+def test_25_12_gives_configs_without_sharing_an_implicit_timeslicing_while_its_gate_is_on() -> None:
+    alloc = allocation(result("gpu-0"), result(MIG_NAME))
+    chosen = configs(alloc, TS_ON, V25_12)
+    assert chosen["gpu-0"].spec == {
+        "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}
+    }
+    assert chosen[MIG_NAME].spec == {"sharing": {"strategy": "TimeSlicing"}}
+    assert settings(alloc, TS_ON, V25_12) == {
+        "gpu-0": DeviceSettings("TimeSlicing", timeslice_interval="Default"),
+        MIG_NAME: DeviceSettings("TimeSlicing"),
+    }
+    assert configs(alloc, {}, V25_12)["gpu-0"].spec == {}  # gate off: nothing implied
+    assert configs(alloc, TS_ON, V0_4_1)["gpu-0"].spec == {}  # PR #1183: no implicit TimeSlicing
+
+
+@pytest.mark.parametrize(
+    ("parameters", "gates", "message"),
+    [
+        (gpu_config(strategy="TimeSlicing"), {}, "unknown GPU sharing strategy: TimeSlicing"),
+        (gpu_config(strategy="MPS"), TS_ON, "unknown GPU sharing strategy: MPS"),
+        (gpu_config(strategy="Fabric"), ALL_ON, "unknown GPU sharing strategy: Fabric"),
+        (timeslicing("Forever"), TS_ON, "unknown time-slice interval: Forever"),
+        (
+            gpu_config(strategy="MPS", mpsConfig={"defaultActiveThreadPercentage": 101}),
+            ALL_ON,
+            "active thread percentage must not be greater than 100",
+        ),
+    ],
+)
+def test_25_12_validation_errors_are_terse(
+    parameters: dict[str, Any], gates: dict[str, bool], message: str
+) -> None:
+    alloc = allocation(result("gpu-0"), configs=(entry(parameters),))
+    assert error_of(alloc, gates, V25_12) == "error validating GPU config: " + message
+
+
+def test_25_12_has_no_iommu_in_vfio_device_config() -> None:
+    vfio = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig", "iommu": {}}
+    alloc = allocation(result("gpu-0"), configs=(entry(vfio, "other"),))
+    assert error_of(alloc, ALL_ON, V25_12) == DECODING + 'strict decoding error: unknown field "iommu"'
+    assert oc.decode({k: v for k, v in vfio.items() if k != "iommu"}, V25_12) == ("VfioDeviceConfig", {})

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin import releases
 from fakeplugin.model import ClaimRef, DeviceSettings
 from fakeplugin.prepare import checkpoint as cp
 from tests.test_prepare import BOOT, DRIVER, Node, gpu, ref, result
 
 TS_ON = {"TimeSlicingSettings": True}
+V0_4_1 = releases.get("0.4.1")
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def test_timeslicing_settings_become_device_env_and_are_checkpointed(node: Node)
     claim = node.add(ref(1), result("gpu-1", "shared"), result("gpu-2", "plain"))
     with_configs(node, claim, opaque(timeslicing("Long"), "shared"))
 
-    results = node.preparer(feature_gates=TS_ON).prepare([claim])
+    results = node.preparer(feature_gates=TS_ON, release=V0_4_1).prepare([claim])
 
     assert results[claim.uid].error == ""
     expected = ("FAKEPLUGIN_GPU_1_SHARING_STRATEGY=TimeSlicing", "FAKEPLUGIN_GPU_1_TIMESLICE_INTERVAL=Long")
@@ -111,13 +113,29 @@ def test_timeslicing_needs_its_feature_gate_off_by_default(node: Node) -> None:
     claim = node.add(ref(1), result("gpu-0"))
     with_configs(node, claim, opaque(timeslicing("Long")))
 
-    results = node.preparer().prepare([claim])
+    results = node.preparer(release=V0_4_1).prepare([claim])
 
     assert results[claim.uid].error == (
         f"error preparing devices for claim ns/claim-1:{claim.uid}: prepare devices failed: "
         'error validating GPU config: "TimeSlicing" is selected as the GPU sharing strategy, '
         'but the "TimeSlicingSettings" feature gate is not enabled'
     )
+
+
+def test_release_25_12_says_it_tersely_and_time_slices_unconfigured_gpus_once_gated_on(node: Node) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    with_configs(node, claim, opaque(timeslicing("Long")))
+    assert node.preparer().prepare([claim])[claim.uid].error == (
+        f"error preparing devices for claim ns/claim-1:{claim.uid}: prepare devices failed: "
+        "error validating GPU config: unknown GPU sharing strategy: TimeSlicing"
+    )
+
+    plain = node.add(ref(2), result("gpu-2"))
+    assert node.preparer(feature_gates=TS_ON).prepare([plain])[plain.uid].error == ""
+    assert device_env(node, plain)["gpu-2"][1:] == [
+        "FAKEPLUGIN_GPU_2_SHARING_STRATEGY=TimeSlicing",
+        "FAKEPLUGIN_GPU_2_TIMESLICE_INTERVAL=Default",
+    ]
 
 
 def test_a_vanished_spec_is_rewritten_with_the_checkpointed_settings(node: Node) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.publish.publisher import plan
 
 NODE = "node-a"
@@ -103,3 +104,50 @@ def test_empty_desired_deletes_everything():
     have = stored(desired(["gpu-0"], ["gpu-1"]), 2)
     p = plan(have, [], pool_name=NODE)
     assert len(p.deletes) == 2 and not p.creates and not p.updates
+
+
+# Release 0.4.1 (k8s libs 0.36): slices match by the index their name starts with.
+V0_4_1 = releases.get("0.4.1")
+
+
+def indexed(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**o, "metadata": {**o["metadata"], "generateName": f"{i:05x}-gpu.nvidia.com-{NODE}-"}}
+        for i, o in enumerate(objs)
+    ]
+
+
+def named(objs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
+    return [{**o, "metadata": {**o["metadata"], "name": n}} for o, n in zip(objs, names, strict=True)]
+
+
+def test_0_4_1_replaces_a_slice_named_by_an_older_release():
+    want = indexed(desired(["gpu-0"]))
+    have = named(stored(desired(["gpu-0"]), 1), f"{NODE}-gpu.nvidia.com-abcde")
+    p = plan(have, want, pool_name=NODE, release=V0_4_1)
+    assert [d["metadata"]["name"] for d in p.deletes] == [f"{NODE}-gpu.nvidia.com-abcde"]
+    assert [c["metadata"]["generateName"] for c in p.creates] == [f"00000-gpu.nvidia.com-{NODE}-"]
+    assert p.generation == 2 and not p.updates
+
+
+def test_0_4_1_matches_by_index_not_by_devices():
+    want = indexed(desired(["gpu-0"], ["gpu-1"]))
+    have = named(
+        stored(desired(["gpu-1"], ["gpu-0"], ["gpu-2"]), 3),
+        f"00001-gpu.nvidia.com-{NODE}-x",
+        f"00000-gpu.nvidia.com-{NODE}-y",
+        f"00002-gpu.nvidia.com-{NODE}-z",
+    )
+    p = plan(have, want, pool_name=NODE, release=V0_4_1)
+    assert not p.creates
+    assert [d["metadata"]["name"] for d in p.deletes] == [f"00002-gpu.nvidia.com-{NODE}-z"]
+    assert {u["metadata"]["name"]: [d["name"] for d in u["spec"]["devices"]] for u in p.updates} == {
+        f"00001-gpu.nvidia.com-{NODE}-x": ["gpu-1"],
+        f"00000-gpu.nvidia.com-{NODE}-y": ["gpu-0"],
+    }
+
+
+def test_0_4_1_keeps_an_unchanged_indexed_slice():
+    want = indexed(desired(["gpu-0"]))
+    have = named(stored(want, 1), f"00000-gpu.nvidia.com-{NODE}-q7x2k")
+    assert plan(have, want, pool_name=NODE, release=V0_4_1).empty

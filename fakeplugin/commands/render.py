@@ -9,11 +9,12 @@ from typing import Any
 
 import yaml
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
 from fakeplugin.commands import flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
+from fakeplugin.releases import DriverRelease
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -25,6 +26,10 @@ Nodes matched by a selector have no name in the inventory: render one with --nod
 --node-labels. Without --node-uid, the Node ownerReference carries a stand-in UID derived from the
 node name (a real API server has the Node's own UID). --feature-gates takes the plugin's gates:
 DynamicMIG=true shows MIG-capable GPUs as partitionable devices with shared counters.
+
+--driver-release picks the NVIDIA driver release to emulate (overriding the inventory's driverRelease;
+default 25.12): its feature gates, attributes, DeviceClasses and slice names (0.4.1 names slices
+<index>-<driver>-<node>-...). docs/driver-releases.md lists the differences.
 """
 
 EPILOG = """\
@@ -34,6 +39,7 @@ examples:
   fakeplugin render --config fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
   fakeplugin render --config inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply --dry-run=client -f -
   fakeplugin render --config examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
+  fakeplugin render --config examples/seed-lab.yaml --driver-release 0.4.1
 """
 
 
@@ -71,6 +77,15 @@ def add_parser(subparsers: Any) -> None:
         metavar="LIST",
         help="the plugin's feature gates, e.g. DynamicMIG=true (as `serve --feature-gates`)",
     )
+    flag(
+        p,
+        "--driver-release",
+        env="DRIVER_RELEASE",
+        default="",
+        metavar="RELEASE",
+        help="NVIDIA driver release to emulate, overriding the inventory's driverRelease; known: "
+        + releases.known(),
+    )
     p.set_defaults(func=run, parser=p)
 
 
@@ -79,13 +94,17 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--config (or FAKEPLUGIN_CONFIG) is required")
     if args.node_uid and not args.node:
         args.parser.error("--node-uid needs --node")
+    inv = load_inventory(args.config)
+    try:
+        release = releases.get(args.driver_release or inv.driver_release)
+    except ValueError as exc:
+        args.parser.error(f"--driver-release: {exc}")
     try:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
-        gates = featuregates.parse(args.feature_gates)
+        gates = featuregates.parse(args.feature_gates, release)
     except ValueError as exc:
         args.parser.error(str(exc))
-    inv = load_inventory(args.config)
     if args.node is None:
         for entry in inv.nodes:
             if entry.match_labels is not None:
@@ -101,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         labels=labels,
         node_uid=args.node_uid,
         dynamic_mig=gates["DynamicMIG"],
+        release=release,
     )
     sys.stdout.write(to_yaml(docs))
     return 0
@@ -119,10 +139,12 @@ def render_documents(
     labels: dict[str, str] | None = None,
     node_uid: str | None = None,
     dynamic_mig: bool = False,
+    release: DriverRelease | None = None,
 ) -> list[dict[str, Any]]:
     """DeviceClasses, then the slices of `node` (or of every node the inventory names, by name or by
     name prefix, in inventory order);
-    `dynamic_mig`: the plugin's DynamicMIG gate."""
+    `dynamic_mig`: the plugin's DynamicMIG gate; `release`: default the inventory's driverRelease."""
+    release = release or releases.get(inv.driver_release)
     if node is None:
         targets = [name for entry in inv.nodes for name in entry.node_names()]
     else:
@@ -132,11 +154,17 @@ def render_documents(
                 f"labels {labels or {}}"
             )
         targets = [node]
-    docs = device_classes(driver)
+    docs = device_classes(driver, release)
     for name in targets:
         uid = node_uid if node_uid and name == node else stand_in_node_uid(name)
         docs += node_slices(
-            inv, name, node_uid=uid, driver=driver, labels=labels or {}, dynamic_mig=dynamic_mig
+            inv,
+            name,
+            node_uid=uid,
+            driver=driver,
+            labels=labels or {},
+            dynamic_mig=dynamic_mig,
+            release=release,
         )
     return docs
 

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
 from fakeplugin.commands import flag
 from fakeplugin.server import metrics
 
@@ -132,8 +132,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         env="FEATURE_GATES",
         default="",
         metavar="LIST",
-        help="NVIDIA driver feature gates, e.g. TimeSlicingSettings=true; known: "
+        help="NVIDIA driver feature gates, e.g. TimeSlicingSettings=true; known (by release): "
         + ", ".join(featuregates.KNOWN),
+    )
+    flag(
+        p,
+        "--driver-release",
+        env="DRIVER_RELEASE",
+        default="",
+        metavar="RELEASE",
+        help="NVIDIA driver release to emulate (its gates, slice names, opaque config rules); empty: the "
+        f"inventory's driverRelease, read once at start; known: {releases.known()}",
     )
     flag(
         p,
@@ -174,6 +183,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fakeplugin.kube import Kube, new_api_client
     from fakeplugin.prepare.preparer import Preparer
+    from fakeplugin.publish.inventory import load_inventory
     from fakeplugin.publish.node import NodeDevices
     from fakeplugin.publish.publisher import Publisher
     from fakeplugin.server import ServerSettings
@@ -183,18 +193,24 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
     if not args.node_name:
         raise ValueError("--node-name (or NODE_NAME) is required")
-    gates = featuregates.parse(args.feature_gates)
-    enabled = sorted(g for g, on in gates.items() if on and not featuregates.KNOWN[g])
+    release = releases.get(args.driver_release or load_inventory(args.config).driver_release)
+    gates = featuregates.parse(args.feature_gates, release)
+    enabled = sorted(g for g, on in gates.items() if on and not release.feature_gates[g])
     log.info(
-        "fakeplugin %s for node %s%s",
+        "fakeplugin %s for node %s, emulating NVIDIA driver %s%s",
         args.driver_name,
         args.node_name,
+        release.tag,
         f" (feature gates: {', '.join(enabled)})" if enabled else "",
     )
 
     # Known by name in the inventory: the devices are ready before the API server answers.
     devices = NodeDevices(
-        Path(args.config), args.node_name, driver=args.driver_name, dynamic_mig=gates["DynamicMIG"]
+        Path(args.config),
+        args.node_name,
+        driver=args.driver_name,
+        dynamic_mig=gates["DynamicMIG"],
+        release=release,
     )
     workers = ServerSettings.workers
     # A connection per worker thread, plus the publisher's watch and its writes, plus the node watch.
@@ -215,9 +231,12 @@ def run(args: argparse.Namespace) -> int:
         plugin_dir=plugin_dir,
         boot_id_file=Path(args.boot_id_file),
         feature_gates=gates,
+        release=release,
         device_nodes=args.fake_device_nodes,
     )
-    publisher = Publisher(kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices)
+    publisher = Publisher(
+        kube, driver=args.driver_name, node_name=args.node_name, desired=desired_slices, release=release
+    )
     stop = threading.Event()
     threads = [
         threading.Thread(target=publisher.run, args=(stop,), name="publisher", daemon=True),

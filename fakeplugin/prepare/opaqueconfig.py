@@ -1,9 +1,12 @@
 """NVIDIA's opaque device configuration (`resource.nvidia.com/v1beta1`), read as the real plugin reads it.
 
-Pure: claim allocation (API shape) + this node's devices + feature gates → per device, the effective config
-and the settings it applies; or a `OpaqueConfigError` whose message is the real driver's error chain below
-`prepare devices failed: ` (nvidia-driver-shape.md §9; `SIGS:cmd/gpu-kubelet-plugin/device_state.go`,
-`SIGS:api/nvidia.com/resource/v1beta1/`, v0.4+/main):
+Pure: claim allocation (API shape) + this node's devices + feature gates + driver release → per device, the
+effective config and the settings it applies; or a `OpaqueConfigError` whose message is the real driver's
+error chain below `prepare devices failed: ` (nvidia-driver-shape.md §9; `SIGS:cmd/gpu-kubelet-plugin/
+device_state.go`, `SIGS:api/nvidia.com/resource/v1beta1/`). What differs by release (fakeplugin.releases):
+25.12 gives configs without `sharing` an implicit TimeSlicing while TimeSlicingSettings is on, its validation
+messages are terse (`unknown GPU sharing strategy: MPS` also for a strategy whose gate is off), and its
+VfioDeviceConfig has no `iommu`; 0.4.1 (PR #1183) has no implicit TimeSlicing, the messages below and `iommu`.
 
 1. `status.allocation.devices.config[]` (`DeviceAllocationConfiguration{source, requests, opaque}`): class
    configs, then claim configs (another `source` ⇒ `invalid config source`); an entry without `opaque` ⇒
@@ -16,7 +19,7 @@ and the settings it applies; or a `OpaqueConfigError` whose message is the real 
    request (exactly, as upstream: `req` does not match `req/sub`) wins, a kind that does not fit the device
    type is an error; a config with empty `requests` wins only if its kind fits. Whole objects, no merging.
 3. Normalization (gated as upstream): TimeSlicing ⇒ `timeSlicingConfig.interval: Default` when missing; MPS
-   ⇒ `mpsConfig: {}`. No implicit TimeSlicing for configs without `sharing` (removed upstream by PR #1183).
+   ⇒ `mpsConfig: {}`. Implicit TimeSlicing for configs without `sharing` only in 25.12 (see above).
 4. Per group of results sharing one config object: validation (`error validating GPU config: ...`), then
    the effects (`error applying config: ...`): TimeSlicing ⇒ the interval on full GPUs; MPS ⇒ a control
    daemon `mps-control-daemon-<claimUID>-<5 hex of sha256(sorted UUIDs)>`, its thread percentage,
@@ -28,6 +31,7 @@ Decisions of the fake:
   a GPU request with it is the kind-mismatch error. Compute-domain kinds are unknown here (upstream: decoded,
   then `runtime object is not a recognized configuration`): they get the unregistered-kind error.
 - `timeSlicingConfig: {}` normalizes to `interval: Default` (upstream dereferences the missing interval).
+- `mpsConfig.multiUser` is accepted in every release although it came after v0.4.1 (upstream main).
 - Go's `%v` of a Quantity pointer (pinned-memory errors) is rendered as the quantity text; the scheme name in
   unregistered-kind errors (`SCHEME_NAME`) approximates Go's call-site name.
 """
@@ -42,7 +46,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.model import DeviceSettings, GpuDevice
+from fakeplugin.releases import DriverRelease
 
 GROUP_VERSION = "resource.nvidia.com/v1beta1"
 GPU_CONFIG = "GpuConfig"
@@ -94,15 +100,18 @@ def effective_configs(
     driver_name: str,
     pool_name: str,
     gates: Mapping[str, bool],
+    release: DriverRelease | None = None,
 ) -> dict[str, DeviceConfig]:
     """Device name → its effective, normalized config, for the allocation results of ours (driver and pool).
 
     Devices of a type no config fits (none today) are left out, as upstream leaves them unprepared.
+    `release`: the emulated driver release (default: the default release).
     """
+    release = release or releases.get(None)
     candidates = [
         _Candidate(SOURCE_DEFAULT, (), MIG_DEVICE_CONFIG, {}),
         _Candidate(SOURCE_DEFAULT, (), GPU_CONFIG, {}),
-        *_opaque_configs(allocation, driver_name),
+        *_opaque_configs(allocation, driver_name, release),
     ]
     chosen: dict[str, DeviceConfig] = {}
     for request, name in _our_results(allocation, driver_name, pool_name):
@@ -118,7 +127,7 @@ def effective_configs(
                     f"(request: {request})"
                 )
             if request in c.requests or (not c.requests and fits):
-                spec = _normalize(c.kind, c.spec, gates)
+                spec = _normalize(c.kind, c.spec, gates, release)
                 chosen[name] = DeviceConfig(c.kind, spec, c.source, c.requests, index)
                 break
     return chosen
@@ -132,13 +141,15 @@ def device_settings(
     pool_name: str,
     claim_uid: str,
     gates: Mapping[str, bool],
+    release: DriverRelease | None = None,
 ) -> dict[str, DeviceSettings]:
     """Device name → the settings its effective config applies; devices without any are left out.
 
     Validates and applies one config group at a time, groups in the order their first device was allocated.
     """
+    release = release or releases.get(None)
     configs = effective_configs(
-        allocation, devices, driver_name=driver_name, pool_name=pool_name, gates=gates
+        allocation, devices, driver_name=driver_name, pool_name=pool_name, gates=gates, release=release
     )
     requests: dict[int, list[str]] = {}
     for request, name in _our_results(allocation, driver_name, pool_name):
@@ -148,7 +159,7 @@ def device_settings(
     for group, group_requests in requests.items():
         members = [devices[name] for name, c in configs.items() if c.group == group]
         config = next(c for c in configs.values() if c.group == group)
-        problem = _validate(config, gates)
+        problem = _validate(config, gates, release)
         if problem:
             raise OpaqueConfigError(f"error validating GPU config: {problem}")
         try:
@@ -170,7 +181,9 @@ class _Candidate:
     spec: Mapping[str, Any]
 
 
-def _opaque_configs(allocation: Mapping[str, Any], driver_name: str) -> list[_Candidate]:
+def _opaque_configs(
+    allocation: Mapping[str, Any], driver_name: str, release: DriverRelease
+) -> list[_Candidate]:
     entries = (allocation.get("devices") or {}).get("config") or []
     by_source: dict[str, list[Mapping[str, Any]]] = {SOURCE_CLASS: [], SOURCE_CLAIM: []}
     for i, entry in enumerate(entries):
@@ -195,7 +208,7 @@ def _opaque_configs(allocation: Mapping[str, Any], driver_name: str) -> list[_Ca
             if opaque.get("driver") != driver_name:
                 continue  # one request may be satisfiable by several drivers: skip the others' configs
             try:
-                kind, spec = decode(opaque.get("parameters"))
+                kind, spec = decode(opaque.get("parameters"), release)
             except _DecodeError as e:
                 raise OpaqueConfigError(
                     f"error getting opaque device configs: error decoding config parameters: {e}"
@@ -259,6 +272,7 @@ _IOMMU = _Struct(
         "enableAPIDevice": _Field("bool", "bool"),
     },
 )
+_VFIO_25_12 = _Struct(VFIO_DEVICE_CONFIG, dict(_TYPE_META))  # no `iommu` before v0.4.0
 KINDS: dict[str, _Struct] = {
     GPU_CONFIG: _Struct(
         GPU_CONFIG, {**_TYPE_META, "sharing": _Field("object", "v1beta1.GpuSharing", _GPU_SHARING)}
@@ -274,8 +288,9 @@ KINDS: dict[str, _Struct] = {
 _INT64 = range(-(2**63), 2**63)
 
 
-def decode(parameters: Any) -> tuple[str, dict[str, Any]]:
-    """(kind, parameters without apiVersion/kind and nulls), decoded as upstream's strict decoder does."""
+def decode(parameters: Any, release: DriverRelease | None = None) -> tuple[str, dict[str, Any]]:
+    """(kind, parameters without apiVersion/kind and nulls), decoded as upstream's strict decoder of
+    `release` (default: the default release) does."""
     raw = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
     if not isinstance(parameters, Mapping):
         raise _DecodeError(
@@ -303,8 +318,11 @@ def decode(parameters: Any) -> tuple[str, dict[str, Any]]:
         raise _DecodeError(
             f"no kind {_q(kind)} is registered for version {_q(gv)} in scheme {_q(SCHEME_NAME)}"
         )
+    struct = KINDS[kind]
+    if kind == VFIO_DEVICE_CONFIG and not (release or releases.get(None)).vfio_iommu_config:
+        struct = _VFIO_25_12
     walk = _Walk()
-    spec = walk.struct(parameters, KINDS[kind], ())
+    spec = walk.struct(parameters, struct, ())
     if walk.type_error:
         raise _DecodeError(walk.type_error)
     if walk.unknown:
@@ -407,8 +425,13 @@ def quantity_bytes(value: Any) -> int:
 # Step 3 and 4: normalization, validation, effects.
 
 
-def _normalize(kind: str, spec: Mapping[str, Any], gates: Mapping[str, bool]) -> dict[str, Any]:
+def _normalize(
+    kind: str, spec: Mapping[str, Any], gates: Mapping[str, bool], release: DriverRelease
+) -> dict[str, Any]:
     out = json.loads(json.dumps(spec))  # a private copy: the defaults must never change the decoded configs
+    implicit = release.implicit_time_slicing and gates.get("TimeSlicingSettings")
+    if implicit and kind in (GPU_CONFIG, MIG_DEVICE_CONFIG) and out.get("sharing") is None:
+        out["sharing"] = {"strategy": TIME_SLICING}
     sharing = out.get("sharing")
     if kind not in (GPU_CONFIG, MIG_DEVICE_CONFIG) or sharing is None:
         return out
@@ -420,13 +443,15 @@ def _normalize(kind: str, spec: Mapping[str, Any], gates: Mapping[str, bool]) ->
     return out
 
 
-def _validate(config: DeviceConfig, gates: Mapping[str, bool]) -> str:
+def _validate(config: DeviceConfig, gates: Mapping[str, bool], release: DriverRelease) -> str:
     """The real `Validate()` message, or "" when valid."""
     sharing = config.spec.get("sharing")
     if config.kind not in (GPU_CONFIG, MIG_DEVICE_CONFIG) or sharing is None:
         return ""
     strategy = sharing.get("strategy", "")
     gate = {TIME_SLICING: "TimeSlicingSettings", MPS: "MPSSupport"}.get(strategy)
+    if not release.verbose_sharing_errors:
+        return _validate_terse(sharing, strategy, gate, config.kind, gates)
     if gate is None:
         return (
             f"unknown GPU sharing strategy: {strategy}, "
@@ -444,6 +469,25 @@ def _validate(config: DeviceConfig, gates: Mapping[str, bool]) -> str:
                 f"unknown time-slice interval: {interval}, "
                 f"supported time-slice intervals: {', '.join(INTERVALS)}"
             )
+    percentage = (
+        sharing.get("mpsConfig", {}).get("defaultActiveThreadPercentage") if strategy == MPS else None
+    )
+    if percentage is not None and percentage < 0:
+        return "active thread percentage must not be negative"
+    if percentage is not None and percentage > 100:
+        return "active thread percentage must not be greater than 100"
+    return ""
+
+
+def _validate_terse(
+    sharing: Mapping[str, Any], strategy: str, gate: str | None, kind: str, gates: Mapping[str, bool]
+) -> str:
+    """25.12's `Validate()`: a strategy unknown or gated off is the same terse error."""
+    if gate is None or not gates.get(gate):
+        return f"unknown GPU sharing strategy: {strategy}"
+    if strategy == TIME_SLICING and kind == GPU_CONFIG:
+        interval = sharing["timeSlicingConfig"]["interval"]
+        return "" if interval in INTERVALS else f"unknown time-slice interval: {interval}"
     percentage = (
         sharing.get("mpsConfig", {}).get("defaultActiveThreadPercentage") if strategy == MPS else None
     )

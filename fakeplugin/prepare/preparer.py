@@ -31,7 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import featuregates
+from fakeplugin import featuregates, releases
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare import faults, opaqueconfig, smi, stale
@@ -40,6 +40,7 @@ from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_de
 from fakeplugin.prepare.groupcommit import GroupCommit
 from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
 from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
+from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ class Preparer:
 
     `devices` (device name → GpuDevice of this node's pool) may be a live mapping; it is read per claim.
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
-    `feature_gates` (the real driver's, fakeplugin.featuregates) rule what claims' opaque configs may do.
+    `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
+    the default release) rule what claims' opaque configs may do.
     Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
     `checkpoint.CheckpointError`, an unreadable boot ID file too; a held lock raises `LockTimeoutError`.
@@ -80,6 +82,7 @@ class Preparer:
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
+        release: DriverRelease | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._driver_name = driver_name
@@ -87,6 +90,7 @@ class Preparer:
         self._devices = devices  # may be live (the inventory): read afresh for every claim
         self._get_claim = get_claim
         self._feature_gates = dict(feature_gates)
+        self._release = release or releases.get(None)
         self._faults = faults.Injector(get_claim, sleep)
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
@@ -271,6 +275,7 @@ class Preparer:
                 pool_name=self._node_name,
                 claim_uid=r.ref.uid,
                 gates=self._feature_gates,
+                release=self._release,
             )
         except opaqueconfig.OpaqueConfigError as e:
             raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin import DEFAULT_DRIVER_NAME, releases
 from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.publish.slices import API_VERSION
+from fakeplugin.releases import DriverRelease
 
 MAX_DRIVER_NAME = 63
 
@@ -38,11 +39,16 @@ def _rest(driver: str) -> str:
     return driver.removeprefix("gpu.")
 
 
-def device_classes(driver: str = DEFAULT_DRIVER_NAME) -> list[dict[str, Any]]:
-    """DeviceClasses for GPUs, MIG devices and VFIO passthrough, selecting this driver's devices."""
+def device_classes(
+    driver: str = DEFAULT_DRIVER_NAME, release: DriverRelease | None = None
+) -> list[dict[str, Any]]:
+    """DeviceClasses for GPUs, MIG devices and VFIO passthrough, selecting this driver's devices: those
+    the chart of `release` (default: the default release) installs."""
     check_driver_name(driver)
+    names = {"gpu": driver, "mig": f"mig.{_rest(driver)}", "vfio": f"vfio.{driver}"}
     classes = []
-    for name, device_type in ((driver, "gpu"), (f"mig.{_rest(driver)}", "mig"), (f"vfio.{driver}", "vfio")):
+    for device_type in (release or releases.get(None)).device_classes:
+        name = names[device_type]
         spec: dict[str, Any] = {
             "selectors": [
                 {

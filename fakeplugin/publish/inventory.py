@@ -20,6 +20,7 @@ Fields:
 | --- | --- | --- | --- |
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
+| `driverRelease` | string | `"25.12"` | NVIDIA DRA driver release to emulate: `25.12`, `0.4.1` [7] |
 | `nodes[]` | list | required | at least one entry: one node by name, many by prefix, or nodes by selector |
 | `nodes[].name` | string | one of the three | exact node name (DNS subdomain) |
 | `nodes[].namePrefix` | string | one of the three | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
@@ -54,6 +55,8 @@ Fields:
 [6] A compact fleet: every generated node is as if it had its own `name` entry with the same fields
     (its identities derived from its own name). A fixed `uuid` needs `replicas: 1`. Indices are
     decimal without leading zeros, so `h100-7` is one of them and `h100-07` is not.
+[7] fakeplugin.releases; docs/driver-releases.md shows what differs. `render --driver-release` and
+    `serve --driver-release` (the chart's `driverRelease` value) override it.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -72,6 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
 from fakeplugin.publish.mig import place
@@ -183,6 +187,7 @@ class Inventory:
     cuda_driver_version: str  # "13.0"
     nodes: tuple[NodeEntry, ...]
     source: str  # file name, for messages
+    driver_release: str = releases.DEFAULT_RELEASE  # a name in fakeplugin.releases.RELEASES
 
     def node_entry(self, node_name: str, labels: dict[str, str] | None = None) -> NodeEntry | None:
         """The entry serving `node_name`: by name or name prefix first, else the first matching selector."""
@@ -208,11 +213,18 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     not_config = {
         "driverName": "the driver name is the --driver-name flag (env DRIVER_NAME), not configuration"
     }
-    top = p.mapping(data, "", required=("driverVersion", "cudaDriverVersion", "nodes"), hints=not_config)
+    top = p.mapping(
+        data,
+        "",
+        required=("driverVersion", "cudaDriverVersion", "nodes"),
+        optional=("driverRelease",),
+        hints=not_config,
+    )
     if top is None:
         raise InventoryError(p.lines)
     driver = _version(p, top, "driverVersion", _DRIVER_VERSION, '"580.95.05" or "580.95"')
     cuda = _version(p, top, "cudaDriverVersion", _CUDA_VERSION, '"13.0"')
+    release = _release(p, top)
     raw_nodes = p.sequence(top, "nodes", "")
     if raw_nodes == []:
         p.add("nodes", "must list at least one node")
@@ -230,7 +242,13 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     _check_unique(p, [n for n in nodes if n is not None])
     if not p.ok:
         raise InventoryError(p.lines)
-    return Inventory(driver_version=driver, cuda_driver_version=cuda, nodes=tuple(nodes), source=source)
+    return Inventory(
+        driver_version=driver,
+        cuda_driver_version=cuda,
+        nodes=tuple(nodes),
+        source=source,
+        driver_release=release,
+    )
 
 
 def parse_quantity(value: str) -> int:
@@ -247,6 +265,25 @@ def _version(p: Problems, m: dict[str, Any], key: str, pattern: re.Pattern[str],
         p.add(key, f'must be a version like {example}, got "{shorten(value)}"')
         return None
     return value
+
+
+def _release(p: Problems, m: dict[str, Any]) -> str:
+    """The driverRelease field as a release name (its tag is accepted too); the default when absent."""
+    value = m.get("driverRelease", releases.DEFAULT_RELEASE)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        p.add(
+            "driverRelease",
+            f'must be a string: quote it, driverRelease: "{value}"; known: {releases.known()}',
+        )
+        return releases.DEFAULT_RELEASE
+    if not isinstance(value, str):
+        p.add("driverRelease", f"must be a string, one of: {releases.known()}")
+        return releases.DEFAULT_RELEASE
+    try:
+        return releases.get(value).name
+    except ValueError:
+        p.add("driverRelease", f'unknown NVIDIA driver release "{shorten(value)}"; known: {releases.known()}')
+        return releases.DEFAULT_RELEASE
 
 
 def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, str] | None:

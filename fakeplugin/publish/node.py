@@ -25,12 +25,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish import devicefaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
 from fakeplugin.publish.slices import resource_slices
+from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +56,13 @@ def node_slices(
     driver: str,
     labels: Mapping[str, str] = MappingProxyType({}),
     dynamic_mig: bool = False,
+    release: DriverRelease | None = None,
 ) -> list[dict[str, Any]]:
-    """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints)."""
+    """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints),
+    shaped as `release` publishes them (default: the inventory's driverRelease)."""
     devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig)
-    return resource_slices(devices, driver=driver, node_name=node_name, node_uid=node_uid)
+    release = release or releases.get(inventory.driver_release)
+    return resource_slices(devices, driver=driver, node_name=node_name, node_uid=node_uid, release=release)
 
 
 class NodeDevices(Mapping[str, GpuDevice]):
@@ -66,13 +71,25 @@ class NodeDevices(Mapping[str, GpuDevice]):
     Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
     DynamicMIG feature gate), so every allocated device name resolves. Safe across threads: the publisher,
     the inventory watcher and Prepare's worker threads read and update it.
+
+    `release` is the driver release the plugin started as (`serve` resolves it once: --driver-release, else
+    the inventory's driverRelease); like a real driver's version it does not change under a running plugin.
     """
 
-    def __init__(self, path: Path, node_name: str, *, driver: str, dynamic_mig: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        node_name: str,
+        *,
+        driver: str,
+        dynamic_mig: bool = False,
+        release: DriverRelease | None = None,
+    ) -> None:
         self._path = path
         self._node = node_name
         self._driver = driver
         self._dynamic_mig = dynamic_mig
+        self._release = release or releases.get(None)
         self._lock = threading.Lock()
         self._digest = ""
         self._inventory: Inventory | None = None
@@ -108,9 +125,17 @@ class NodeDevices(Mapping[str, GpuDevice]):
             self._digest = digest
             return False
         with self._lock:
-            self._inventory, self._digest = inventory, digest
+            before, self._inventory, self._digest = self._inventory, inventory, digest
         if not first:
             log.info("inventory %s changed; reloaded", self._path)
+        changed_release = before is not None and before.driver_release != inventory.driver_release
+        if changed_release and inventory.driver_release != self._release.name:
+            log.warning(
+                "inventory %s now says driverRelease %s; this plugin emulates %s until it restarts",
+                self._path,
+                inventory.driver_release,
+                self._release.name,
+            )
         self._install(devices)
         return True
 
@@ -143,7 +168,12 @@ class NodeDevices(Mapping[str, GpuDevice]):
             devices, uid = list(self._devices.values()), self._uid
             taints = {name: f.taints(self._driver) for name, f in self._faults.items()}
         return resource_slices(
-            devices, driver=self._driver, node_name=self._node, node_uid=uid, taints=taints
+            devices,
+            driver=self._driver,
+            node_name=self._node,
+            node_uid=uid,
+            taints=taints,
+            release=self._release,
         )
 
     def _set_faults(self, text: str | None) -> bool:

@@ -1,8 +1,11 @@
 """Keeps this node's ResourceSlices on the API server equal to the desired ones.
 
-The pure part, plan(), follows the upstream resourceslice controller's rules (wire-protocol.md §7.2):
-desired and existing slices match when their device-name sets are equal (one existing + one desired
-always match: update in place); pool.generation starts at 1, is kept when no slice is added or
+The pure part, plan(), follows the upstream resourceslice controller's rules (wire-protocol.md §7.2) of
+the release's k8s libraries (fakeplugin.releases): 25.12 (libs 0.34) matches desired and existing slices
+when their device-name sets are equal (one existing + one desired always match: update in place); 0.4.1
+(libs 0.36) matches slice i with the existing slice whose name starts with i in as many hex digits as its
+generateName has, so any other name (e.g. one a 25.12 plugin created) is obsolete: deleted and re-created
+under the new name. pool.generation starts at 1, is kept when no slice is added or
 removed and at most one changes, and is bumped otherwise; obsolete and duplicate slices are deleted
 first, then updates, then creates. The Publisher runs plan() in a loop with a watch, so a slice
 deleted by someone (the kubelet wipes slices at start) is re-created, and an unreachable API server
@@ -20,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.kube import Kube, describe_api_error
+from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +62,11 @@ def _content(slice_obj: Obj, *, with_generation: bool) -> str:
     return _canon({"spec": spec, "owners": slice_obj.get("metadata", {}).get("ownerReferences")})
 
 
-def plan(existing: list[Obj], desired: list[Obj], *, pool_name: str) -> PoolPlan:
-    """Writes that turn `existing` (this driver's slices on this node) into `desired` (one pool)."""
+def plan(
+    existing: list[Obj], desired: list[Obj], *, pool_name: str, release: DriverRelease | None = None
+) -> PoolPlan:
+    """Writes that turn `existing` (this driver's slices on this node) into `desired` (one pool), matched
+    as the resourceslice controller of `release` (default: the default release) matches them."""
     deletes = [s for s in existing if s["spec"].get("pool", {}).get("name") != pool_name]
     pool = sorted(
         (s for s in existing if s["spec"].get("pool", {}).get("name") == pool_name),
@@ -68,7 +76,10 @@ def plan(existing: list[Obj], desired: list[Obj], *, pool_name: str) -> PoolPlan
 
     pairs: list[tuple[Obj, Obj]] = []
     creates: list[Obj] = []
-    if len(pool) == 1 and len(desired) == 1:
+    if (release or releases.get(None)).slice_index_prefix:
+        pairs, creates, unmatched = _match_by_index(pool, desired)
+        deletes.extend(unmatched)
+    elif len(pool) == 1 and len(desired) == 1:
         pairs.append((pool[0], desired[0]))
     else:
         unmatched = list(pool)
@@ -108,6 +119,30 @@ def plan(existing: list[Obj], desired: list[Obj], *, pool_name: str) -> PoolPlan
     return result
 
 
+def _match_by_index(
+    pool: list[Obj], desired: list[Obj]
+) -> tuple[list[tuple[Obj, Obj]], list[Obj], list[Obj]]:
+    """(pairs, creates, obsolete): existing slice named `<i in hex>-...` (the prefix as long as desired
+    generateNames have it) is desired slice i's; the first one wins, the rest are obsolete."""
+    digits = len(desired[0]["metadata"]["generateName"].partition("-")[0]) if desired else 0
+    matched: dict[int, Obj] = {}
+    obsolete: list[Obj] = []
+    for have in pool:
+        prefix, sep, _ = have["metadata"].get("name", "").partition("-")
+        index = int(prefix, 16) if sep and len(prefix) == digits and _is_hex(prefix) else -1
+        if 0 <= index < len(desired) and index not in matched:
+            matched[index] = have
+        else:
+            obsolete.append(have)
+    pairs = [(matched[i], want) for i, want in enumerate(desired) if i in matched]
+    creates = [want for i, want in enumerate(desired) if i not in matched]
+    return pairs, creates, obsolete
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
 def _with_generation(slice_obj: Obj, generation: int) -> Obj:
     body = copy.deepcopy(slice_obj)
     body["spec"]["pool"]["generation"] = generation
@@ -124,11 +159,13 @@ class Publisher:
         driver: str,
         node_name: str,
         desired: Callable[[], list[Obj]],
+        release: DriverRelease | None = None,
     ) -> None:
         self._kube = kube
         self._driver = driver
         self._node = node_name
         self._desired = desired
+        self._release = release
         self.synced = threading.Event()  # set after the first successful reconcile
         self.wake = threading.Event()  # set by whoever changed the desired state (e.g. a config reload)
 
@@ -136,7 +173,7 @@ class Publisher:
         """Reconcile once; returns the resourceVersion to watch from."""
         desired = self._desired()
         existing, listed_version = self._kube.list_slices(driver=self._driver, node_name=self._node)
-        todo = plan(existing, desired, pool_name=self._node)
+        todo = plan(existing, desired, pool_name=self._node, release=self._release)
         if todo.empty:
             return listed_version
         for obj in todo.deletes:

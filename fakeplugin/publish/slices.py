@@ -1,7 +1,9 @@
 """Devices → `resource.k8s.io/v1` ResourceSlice objects (pure), shaped as NVIDIA's driver publishes them.
 
 Rules (nvidia-driver-shape.md §2, §4; wire-protocol.md §7.2, §7.3):
-- one pool per node, named after the node; `generateName: <node>-<driver>-`; owned by the Node;
+- one pool per node, named after the node; `generateName` as the release's k8s libraries make it
+  (fakeplugin.releases: `<node>-<driver>-` for 25.12, `<index in 5 hex digits>-<driver>-<node>-` for
+  0.4.1); owned by the Node;
 - a slice holds at most 128 devices, 64 once any device in it has taints or consumesCounters;
   a pool split over several slices gives each `resourceSliceCount` = number of slices;
 - a node without devices publishes no slice at all (the real driver only runs on GPU nodes, so a
@@ -17,13 +19,16 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.model import GpuDevice, MigResources
 from fakeplugin.publish.mig import camel_to_dns_name, memory_slice_counter
+from fakeplugin.releases import DriverRelease
 
 API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128
 MAX_DEVICES_RESTRICTED = 64  # when any device in the slice has taints or consumesCounters (1.35+)
 MAX_COUNTER_SETS = 8  # sharedCounters per slice (1.35+)
+SLICE_INDEX_MIN_DIGITS = 5  # resourceslice controller (k8s libs 0.36) resourceSliceIndexMinLength
 
 _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
@@ -50,11 +55,12 @@ def semver(version: str) -> str:
     return ".".join(parts + ["0"] * (3 - len(parts)))
 
 
-def device_to_api(dev: GpuDevice) -> dict[str, Any]:
+def device_to_api(dev: GpuDevice, release: DriverRelease | None = None) -> dict[str, Any]:
     """One device entry of a ResourceSlice, `{name, attributes, capacity[, consumesCounters]}` (v25.12.0):
     a full GPU; a MIG device (the parent's identity, `parentUUID`, `profile`, the profile's resources and,
     static MIG only, one `memorySlice<i>` per memory slice it holds); a DynamicMIG partition (no `uuid`
-    until created) or full GPU, consuming counters of the GPU's counter set."""
+    until created) or full GPU, consuming counters of the GPU's counter set. Only the attributes `release`
+    (default: the default release) publishes."""
     attributes: dict[str, dict[str, str]] = {"type": {"string": dev.type}}
     if dev.uuid:
         attributes["uuid"] = {"string": dev.uuid}
@@ -74,6 +80,8 @@ def device_to_api(dev: GpuDevice) -> dict[str, Any]:
         attributes["resource.kubernetes.io/pcieRoot"] = {"string": dev.pcie_root}
     if dev.addressing_mode is not None:
         attributes["addressingMode"] = {"string": dev.addressing_mode}
+    published = (release or releases.get(None)).attributes
+    attributes = {key: value for key, value in attributes.items() if key in published}
     device: dict[str, Any] = {"name": dev.name, "attributes": attributes}
     cs = dev.counter_set
     if dev.mig is not None:
@@ -120,8 +128,10 @@ def shared_counters(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
     return list(sets.values())
 
 
-def _api(dev: GpuDevice, taints: Mapping[str, Sequence[dict[str, Any]]]) -> dict[str, Any]:
-    device = device_to_api(dev)
+def _api(
+    dev: GpuDevice, taints: Mapping[str, Sequence[dict[str, Any]]], release: DriverRelease | None
+) -> dict[str, Any]:
+    device = device_to_api(dev, release)
     if taints.get(dev.name):
         device["taints"] = [dict(t) for t in taints[dev.name]]
     return device
@@ -150,7 +160,9 @@ def split_devices(devices: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
 
 
 def partitionable_layout(
-    devices: Sequence[GpuDevice], taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({})
+    devices: Sequence[GpuDevice],
+    taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
+    release: DriverRelease | None = None,
 ) -> list[dict[str, Any]]:
     """DynamicMIG slice contents (`{"sharedCounters": ...}` or `{"devices": ...}`), 1.35 rule: counter
     sets first, 8 a slice; then per GPU (sorted by PCI bus ID) its devices sorted by name, 64 a slice
@@ -164,7 +176,7 @@ def partitionable_layout(
         {"sharedCounters": sets[i : i + MAX_COUNTER_SETS]} for i in range(0, len(sets), MAX_COUNTER_SETS)
     ]
     for gpu in gpus:
-        contents += [{"devices": chunk} for chunk in split_devices([_api(d, taints) for d in gpu])]
+        contents += [{"devices": chunk} for chunk in split_devices([_api(d, taints, release) for d in gpu])]
     return contents
 
 
@@ -176,6 +188,7 @@ def resource_slices(
     node_uid: str,
     generation: int = 1,
     taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
+    release: DriverRelease | None = None,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, as the API server receives them on create.
 
@@ -183,21 +196,23 @@ def resource_slices(
     e.g. with taints or consumesCounters. Once a GpuDevice consumes counters (DynamicMIG), the pool
     takes `partitionable_layout`, which needs GpuDevices only. `taints`: device name → the taints of
     that GpuDevice (publish.devicefaults), set before the pool is split (a tainted device's slice
-    holds at most 64).
+    holds at most 64). `release`: the emulated driver release (default: the default release).
     """
     if any(isinstance(d, GpuDevice) and d.counter_set is not None for d in devices):
         if not all(isinstance(d, GpuDevice) for d in devices):
             raise ValueError("a DynamicMIG pool is laid out from GpuDevices only, not API-shaped dicts")
-        contents = partitionable_layout([d for d in devices if isinstance(d, GpuDevice)], taints)
+        contents = partitionable_layout([d for d in devices if isinstance(d, GpuDevice)], taints, release)
     else:
-        chunks = split_devices([_api(d, taints) if isinstance(d, GpuDevice) else d for d in devices])
+        chunks = split_devices([_api(d, taints, release) if isinstance(d, GpuDevice) else d for d in devices])
         contents = [{"devices": chunk} for chunk in chunks]
     return [
         {
             "apiVersion": API_VERSION,
             "kind": "ResourceSlice",
             "metadata": {
-                "generateName": f"{node_name}-{driver}-",
+                "generateName": _generate_name(
+                    release or releases.get(None), index, len(contents), driver, node_name
+                ),
                 "ownerReferences": [
                     {
                         "apiVersion": "v1",
@@ -215,5 +230,13 @@ def resource_slices(
                 **content,
             },
         }
-        for content in contents
+        for index, content in enumerate(contents)
     ]
+
+
+def _generate_name(release: DriverRelease, index: int, count: int, driver: str, node_name: str) -> str:
+    """The resourceslice controller's generateName for slice `index` of `count` in a pool."""
+    if not release.slice_index_prefix:
+        return f"{node_name}-{driver}-"
+    digits = max(SLICE_INDEX_MIN_DIGITS, len(f"{count - 1:x}"))
+    return f"{index:0{digits}x}-{driver}-{node_name}-"

@@ -1,0 +1,157 @@
+"""The NVIDIA DRA driver releases fakeplugin emulates, as data: the one place that says how they differ.
+
+A release is picked by `driverRelease:` in the inventory, `render --driver-release`, `serve
+--driver-release` (the chart's `driverRelease` value); the default is the seed lab's 25.12.
+
+Every field is verified in kubernetes-sigs/dra-driver-nvidia-gpu at the release's tag (`commit` below);
+docs/driver-releases.md has one row per difference with its source, and lists what is the same and what
+fakeplugin does not emulate. Differences that do not show in what fakeplugin publishes or accepts (VFIO
+devices, compute domains, metrics, chart names) are only in the docs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+# Attributes of a full GPU / MIG device (cmd/gpu-kubelet-plugin/deviceinfo.go `Attributes`, mig.go
+# `CommonAttributesMig`): the same keys and types in v25.12.0 and v0.4.1.
+GPU_ATTRIBUTES = frozenset(
+    {
+        "type",
+        "uuid",
+        "parentUUID",
+        "profile",
+        "productName",
+        "brand",
+        "architecture",
+        "cudaComputeCapability",
+        "driverVersion",
+        "cudaDriverVersion",
+        "resource.kubernetes.io/pciBusID",
+        "resource.kubernetes.io/pcieRoot",
+        "addressingMode",
+    }
+)
+
+# pkg/featuregates/featuregates.go, name -> default.
+_GATES_25_12 = {
+    "TimeSlicingSettings": False,
+    "MPSSupport": False,
+    "IMEXDaemonsWithDNSNames": True,
+    "PassthroughSupport": False,
+    "DynamicMIG": False,
+    "NVMLDeviceHealthCheck": False,
+    "ComputeDomainCliques": True,
+    "CrashOnNVLinkFabricErrors": True,
+}
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """A start-time check of pkg/featuregates ValidateFeatureGates: `gate` on needs `other` on
+    (`requires`), or must not be on together with it."""
+
+    gate: str
+    other: str
+    requires: bool
+
+    def problem(self, gates: Mapping[str, bool]) -> str:
+        """The real error message when `gates` break the rule, else ""."""
+        broken = gates[self.gate] and gates[self.other] != self.requires
+        if not broken:
+            return ""
+        if self.requires:
+            return f"feature gate {self.gate} requires {self.other} to also be enabled"
+        return f"feature gate {self.gate} is currently mutually exclusive with {self.other}"
+
+
+# ValidateFeatureGates at v25.12.0, in its order (the first broken rule is the error).
+_RULES_25_12 = (
+    GateRule("ComputeDomainCliques", "IMEXDaemonsWithDNSNames", requires=True),
+    GateRule("DynamicMIG", "PassthroughSupport", requires=False),
+    GateRule("DynamicMIG", "NVMLDeviceHealthCheck", requires=False),
+    GateRule("DynamicMIG", "MPSSupport", requires=False),
+)
+
+
+@dataclass(frozen=True)
+class DriverRelease:
+    """What one release of NVIDIA's driver publishes and accepts, where fakeplugin can show it."""
+
+    name: str  # what users write: driverRelease: "0.4.1"
+    tag: str  # the upstream git tag
+    commit: str  # the tag's commit in kubernetes-sigs/dra-driver-nvidia-gpu
+    k8s_libs: str  # vendored k8s.io/dynamic-resource-allocation
+    feature_gates: Mapping[str, bool]  # known gates and their defaults
+    gate_rules: tuple[GateRule, ...]  # checked at start, in this order
+    attributes: frozenset[str]  # device attribute keys it may publish
+    device_classes: tuple[str, ...]  # device types the chart installs a DeviceClass for
+    # ResourceSlice generateName, from the vendored resourceslice controller: libs 0.34
+    # `<node>-<driver>-`; libs 0.36 `<index as 5+ hex digits>-<driver>-<node>-`.
+    slice_index_prefix: bool
+    # Opaque config (api/nvidia.com/resource/v1beta1): 25.12 gives configs without `sharing` an implicit
+    # TimeSlicing when TimeSlicingSettings is on (gpuconfig.go/migconfig.go Normalize, Default*Config;
+    # removed by PR #1183 in v0.4.1), and its validation errors are terse (validate.go).
+    implicit_time_slicing: bool
+    verbose_sharing_errors: bool
+    vfio_iommu_config: bool  # VfioDeviceConfig has the `iommu` field (iommu.go, new in v0.4.0)
+
+
+RELEASES: dict[str, DriverRelease] = {
+    r.name: r
+    for r in (
+        DriverRelease(
+            name="25.12",
+            tag="v25.12.0",
+            commit="0882da8720c28763137e0987778ec476ec4cf8df",
+            k8s_libs="v0.34.0",
+            feature_gates=MappingProxyType(_GATES_25_12),
+            gate_rules=_RULES_25_12,
+            attributes=GPU_ATTRIBUTES,
+            device_classes=("gpu", "mig", "vfio"),
+            slice_index_prefix=False,
+            implicit_time_slicing=True,
+            verbose_sharing_errors=False,
+            vfio_iommu_config=False,
+        ),
+        DriverRelease(
+            name="0.4.1",
+            tag="v0.4.1",
+            commit="764900e7833798a1528bd52a2af3e1b2d5f7a616",
+            k8s_libs="v0.36.0-rc.0",
+            feature_gates=MappingProxyType({**_GATES_25_12, "DeviceMetadata": False}),
+            gate_rules=(
+                *_RULES_25_12,
+                GateRule("PassthroughSupport", "NVMLDeviceHealthCheck", requires=False),
+                GateRule("DeviceMetadata", "PassthroughSupport", requires=True),
+            ),
+            attributes=GPU_ATTRIBUTES,
+            device_classes=("gpu", "mig", "vfio"),
+            slice_index_prefix=True,
+            implicit_time_slicing=False,
+            verbose_sharing_errors=True,
+            vfio_iommu_config=True,
+        ),
+    )
+}
+DEFAULT_RELEASE = "25.12"  # the reference lab's (seed-lab.md)
+NEWEST_RELEASE = "0.4.1"
+# Also accepted: the tag, with or without its "v" (v0.4.1, 25.12.0).
+_ALIASES = {alias: r.name for r in RELEASES.values() for alias in (r.tag, r.tag.removeprefix("v"))}
+
+
+def known() -> str:
+    """The selectable releases, for messages: `25.12 (v25.12.0), 0.4.1 (v0.4.1)`."""
+    return ", ".join(f"{r.name} ({r.tag})" for r in RELEASES.values())
+
+
+def get(name: str | None) -> DriverRelease:
+    """The release called `name` (its name or tag; None: the default). ValueError lists the known ones."""
+    if name is None:
+        return RELEASES[DEFAULT_RELEASE]
+    release = RELEASES.get(_ALIASES.get(name, name))
+    if release is None:
+        raise ValueError(f'unknown NVIDIA driver release "{name}"; known: {known()}')
+    return release

@@ -1,0 +1,185 @@
+"""Emulated NVIDIA driver releases (fakeplugin.releases): selection, validation, and what differs.
+
+The differences and their sources are in docs/driver-releases.md; opaque-config differences are tested in
+test_opaqueconfig.py and test_prepare_opaqueconfig.py, the whole render per release in test_golden.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin import featuregates, releases
+from fakeplugin.commands.render import render_documents
+from fakeplugin.publish.deviceclasses import device_classes
+from fakeplugin.publish.inventory import InventoryError, load_inventory, parse_inventory
+from fakeplugin.publish.node import node_slices
+from fakeplugin.publish.slices import resource_slices
+from tests.test_prepare import gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "examples" / "seed-lab.yaml"
+KNOWN = "25.12 (v25.12.0), 0.4.1 (v0.4.1)"
+V25_12, V0_4_1 = releases.get("25.12"), releases.get("0.4.1")
+
+
+def inventory(**top: Any) -> dict[str, Any]:
+    return {
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        **top,
+        "nodes": [{"name": "n", "gpus": [{"profile": "t4"}]}],
+    }
+
+
+def problems(data: Any) -> list[str]:
+    with pytest.raises(InventoryError) as exc:
+        parse_inventory(data, source="inv.yaml")
+    return exc.value.problems
+
+
+def test_the_default_is_the_reference_labs_release_and_tags_are_accepted() -> None:
+    assert releases.get(None) is V25_12
+    assert parse_inventory(inventory(), source="t").driver_release == "25.12"
+    for name in ("0.4.1", "v0.4.1"):
+        assert parse_inventory(inventory(driverRelease=name), source="t").driver_release == "0.4.1"
+    assert releases.get("v25.12.0") is releases.get("25.12.0") is V25_12
+    assert releases.known() == KNOWN
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("0.5.0", f'unknown NVIDIA driver release "0.5.0"; known: {KNOWN}'),
+        ("", f'unknown NVIDIA driver release ""; known: {KNOWN}'),
+        (25.12, f'must be a string: quote it, driverRelease: "25.12"; known: {KNOWN}'),
+        (["0.4.1"], f"must be a string, one of: {KNOWN}"),
+    ],
+)
+def test_a_bad_driver_release_names_the_file_and_field_and_lists_the_known_ones(
+    value: Any, problem: str
+) -> None:
+    assert problems(inventory(driverRelease=value)) == [f"inv.yaml: driverRelease: {problem}"]
+
+
+def test_feature_gates_follow_the_release() -> None:
+    assert "DeviceMetadata" not in featuregates.parse("", V25_12)
+    assert featuregates.parse("PassthroughSupport=true,DeviceMetadata=true", V0_4_1)["DeviceMetadata"] is True
+    with pytest.raises(ValueError) as exc:
+        featuregates.parse("DeviceMetadata=true", V25_12)
+    assert str(exc.value) == (
+        "--feature-gates: unknown feature gate 'DeviceMetadata' in NVIDIA driver release 25.12; known: "
+        "ComputeDomainCliques, CrashOnNVLinkFabricErrors, DynamicMIG, IMEXDaemonsWithDNSNames, MPSSupport, "
+        "NVMLDeviceHealthCheck, PassthroughSupport, TimeSlicingSettings "
+        "(DeviceMetadata is a gate of release 0.4.1)"
+    )
+    # Same defaults wherever both releases have the gate (pkg/featuregates/featuregates.go at both tags).
+    assert {g: d for g, d in V0_4_1.feature_gates.items() if g in V25_12.feature_gates} == dict(
+        V25_12.feature_gates
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "release", "problem"),
+    [
+        (
+            "IMEXDaemonsWithDNSNames=false",
+            V25_12,
+            "ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also",
+        ),
+        (
+            "DynamicMIG=true,MPSSupport=true",
+            V25_12,
+            "DynamicMIG is currently mutually exclusive with MPSSupport",
+        ),
+        (
+            "PassthroughSupport=true,NVMLDeviceHealthCheck=true",
+            V0_4_1,
+            "PassthroughSupport is currently mutually",
+        ),
+        ("DeviceMetadata=true", V0_4_1, "DeviceMetadata requires PassthroughSupport to also be enabled"),
+    ],
+)
+def test_gate_combinations_the_release_refuses_at_start(
+    text: str, release: releases.DriverRelease, problem: str
+) -> None:
+    with pytest.raises(ValueError) as exc:
+        featuregates.parse(text, release)
+    assert str(exc.value).startswith(f"--feature-gates: feature gate {problem}")
+
+
+def test_a_gate_combination_only_0_4_1_refuses() -> None:
+    text = "PassthroughSupport=true,NVMLDeviceHealthCheck=true"
+    assert featuregates.parse(text, V25_12)["NVMLDeviceHealthCheck"] is True
+    with pytest.raises(ValueError):
+        featuregates.parse(text, V0_4_1)
+
+
+def test_slice_names_follow_the_releases_k8s_libraries() -> None:
+    devices = [gpu(0)]
+    (old,) = resource_slices(devices, driver="gpu.nvidia.com", node_name="node-a", node_uid="u")
+    assert old["metadata"]["generateName"] == "node-a-gpu.nvidia.com-"
+    (new,) = resource_slices(
+        devices, driver="gpu.nvidia.com", node_name="node-a", node_uid="u", release=V0_4_1
+    )
+    assert new["metadata"]["generateName"] == "00000-gpu.nvidia.com-node-a-"
+    assert {**new, "metadata": {**new["metadata"], "generateName": ""}} == {
+        **old,
+        "metadata": {**old["metadata"], "generateName": ""},
+    }
+
+
+def test_a_pool_of_many_slices_numbers_them_in_hex_with_at_least_five_digits() -> None:
+    devices = [{"name": f"gpu-{i}"} for i in range(129 * 17)]  # 18 slices of at most 128
+    slices = resource_slices(devices, driver="d.example", node_name="n", node_uid="u", release=V0_4_1)
+    names = [s["metadata"]["generateName"] for s in slices]
+    assert names[:2] == ["00000-d.example-n-", "00001-d.example-n-"]
+    assert names[-1] == "00011-d.example-n-" and len(names) == 18
+
+
+def test_device_classes_and_attributes_are_the_same_in_both_releases() -> None:
+    assert device_classes(release=V0_4_1) == device_classes(release=V25_12)
+    inv = load_inventory(SEED)
+    for node in ("capi-dralabs-md-gput10-gzl84-f2m2d", "capi-dralabs-md-gpua5000-jw4mx-d64jz"):
+        (old,) = node_slices(inv, node, node_uid="u", driver="gpu.nvidia.com")
+        (new,) = node_slices(inv, node, node_uid="u", driver="gpu.nvidia.com", release=V0_4_1)
+        assert new["spec"] == old["spec"]
+
+
+def test_node_slices_default_to_the_inventorys_release() -> None:
+    inv = parse_inventory(inventory(driverRelease="0.4.1"), source="t")
+    (rs,) = node_slices(inv, "n", node_uid="u", driver="gpu.nvidia.com")
+    assert rs["metadata"]["generateName"] == "00000-gpu.nvidia.com-n-"
+    (rs,) = node_slices(inv, "n", node_uid="u", driver="gpu.nvidia.com", release=V25_12)
+    assert rs["metadata"]["generateName"] == "n-gpu.nvidia.com-"
+    assert render_documents(inv)[-1]["metadata"]["generateName"] == "00000-gpu.nvidia.com-n-"
+
+
+def render_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fakeplugin", "render", "--config", str(SEED), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_render_driver_release_overrides_the_inventory() -> None:
+    result = render_cli(
+        "--driver-release", "0.4.1", "--feature-gates", "PassthroughSupport=true,DeviceMetadata=true"
+    )
+    assert result.returncode == 0, result.stderr
+    slices = [d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "ResourceSlice"]
+    assert [s["metadata"]["generateName"] for s in slices] == [
+        "00000-gpu.nvidia.com-capi-dralabs-md-gput10-gzl84-f2m2d-",
+        "00000-gpu.nvidia.com-capi-dralabs-md-gpua5000-jw4mx-d64jz-",
+    ]
+    bad = render_cli("--driver-release", "0.5.0")
+    assert bad.returncode == 2
+    assert f'--driver-release: unknown NVIDIA driver release "0.5.0"; known: {KNOWN}' in bad.stderr
