@@ -132,10 +132,9 @@ def test_release_25_12_says_it_tersely_and_time_slices_unconfigured_gpus_once_ga
 
     plain = node.add(ref(2), result("gpu-2"))
     assert node.preparer(feature_gates=TS_ON).prepare([plain])[plain.uid].error == ""
-    assert device_env(node, plain)["gpu-2"][1:] == [
-        "FAKEPLUGIN_GPU_2_SHARING_STRATEGY=TimeSlicing",
-        "FAKEPLUGIN_GPU_2_TIMESLICE_INTERVAL=Default",
-    ]
+    env = device_env(node, plain)["gpu-2"]
+    assert "FAKEPLUGIN_GPU_2_SHARING_STRATEGY=TimeSlicing" in env
+    assert "FAKEPLUGIN_GPU_2_TIMESLICE_INTERVAL=Default" in env
 
 
 def test_a_vanished_spec_is_rewritten_with_the_checkpointed_settings(node: Node) -> None:

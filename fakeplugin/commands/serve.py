@@ -197,10 +197,12 @@ def run(args: argparse.Namespace) -> int:
     gates = featuregates.parse(args.feature_gates, release)
     enabled = sorted(g for g, on in gates.items() if on and not release.feature_gates[g])
     log.info(
-        "fakeplugin %s for node %s, emulating NVIDIA driver %s%s",
+        "fakeplugin %s for node %s, emulating NVIDIA driver %s (commit %s, k8s libraries %s)%s",
         args.driver_name,
         args.node_name,
         release.tag,
+        release.commit[:8],
+        release.k8s_libs,
         f" (feature gates: {', '.join(enabled)})" if enabled else "",
     )
 
