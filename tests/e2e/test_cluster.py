@@ -1,4 +1,4 @@
-"""The local cluster itself: real control plane, real kubelets on a fake CRI, API-only workers, a host
+"""The local cluster itself: real control plane, real kubelets on a fake CRI, kwok-simulated workers, a host
 left untouched, and a lifecycle that only ever touches its own processes."""
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def test_nodes_are_ready_with_their_inventory_labels(cluster: Cluster) -> None:
     for worker, labels in WORKERS.items():
         node = nodes[worker]
         assert labels.items() <= node["metadata"]["labels"].items()
-        assert node["metadata"]["annotations"]["fakeplugin/api-only"] == "true"
+        assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"  # simulated by kwok
+        assert node["status"]["nodeInfo"]["osImage"] == "simulated by kwok (fakeplugin fleet)"
 
 
 def test_plain_pod_runs_on_a_kubelet_node_and_the_fake_cri_records_it(
