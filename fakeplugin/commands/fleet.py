@@ -22,15 +22,15 @@ nvidia-smi data) before kwok may make the pod Running; unprepare when the pod is
 
 The nodes served are the Node objects kwok manages (annotation kwok.x-k8s.io/node=fake); what each
 publishes comes from the inventory (by name, namePrefix + replicas, or label selector). kwok must run
-with the stages of --print-kwok-stages: they hold pods that use claims until the fleet annotated them
-fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
+with the config of --print-kwok-config: its stages hold pods that use claims until the fleet annotated
+them fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
 Pending with the kubelet's FailedPrepareDynamicResources event and is retried.
 """
 
 EPILOG = """\
 examples:
-  fakeplugin fleet --print-kwok-stages > stages.yaml
-  kwok --kubeconfig ~/.kube/config --config stages.yaml \\
+  fakeplugin fleet --print-kwok-config > kwok.yaml
+  kwok --kubeconfig ~/.kube/config --config kwok.yaml \\
       --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake &
   fakeplugin fleet --config fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
 
@@ -93,9 +93,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="threads preparing pods and writing slices (and API connections)",
     )
     p.add_argument(
-        "--print-kwok-stages",
+        "--print-kwok-config",
         action="store_true",
-        help="print the kwok Stages the fleet needs (a kwok --config file) and exit",
+        help="print the kwok --config file the fleet needs (its KwokConfiguration and Stages) and exit",
     )
     p.set_defaults(func=run)
 
@@ -103,7 +103,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.stages import kwok_config_yaml
 
-    if args.print_kwok_stages:
+    if args.print_kwok_config:
         sys.stdout.write(kwok_config_yaml())
         return 0
     if not args.config:

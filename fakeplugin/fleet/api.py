@@ -27,6 +27,12 @@ class FleetKube(Kube):
             if not token:
                 return items, page["metadata"]["resourceVersion"]
 
+    def count(self, path: str, *, field_selector: str = "") -> int:
+        """How many objects `path` holds, without listing them: one item and the remainingItemCount."""
+        query = [("limit", "1")] + ([("fieldSelector", field_selector)] if field_selector else [])
+        page = self._json("GET", path, query=query)
+        return len(page.get("items") or []) + int(page["metadata"].get("remainingItemCount") or 0)
+
     def watch(
         self, path: str, *, resource_version: str, timeout_seconds: int, field_selector: str = ""
     ) -> Iterator[Obj]:

@@ -54,7 +54,7 @@ def container_cdi_devices(
     ids: list[str] = []
 
     def add(claim_name: str | None, request: str) -> None:
-        result = results.get(claim_name or "")
+        result = results.get(claim_name) if claim_name else None
         for device in result.devices if result else ():
             parents = {r.split("/", 1)[0] for r in device.request_names}
             if not request or not device.request_names or request in parents:

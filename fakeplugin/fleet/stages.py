@@ -138,6 +138,19 @@ _Dumper.add_representer(
 )
 
 
+# kwok plays 4 stages at a time by default (podPlayStageParallelism, nodePlayStageParallelism); a
+# thousand-node fleet starting thousands of pods wants more (bench/fleet.py).
+PARALLELISM = 16
+
+
+def kwok_configuration() -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {"podPlayStageParallelism": PARALLELISM, "nodePlayStageParallelism": PARALLELISM},
+    }
+
+
 def kwok_config_yaml() -> str:
-    """kwok_stages() as one multi-document YAML file."""
-    return yaml.dump_all(kwok_stages(), Dumper=_Dumper, sort_keys=False)
+    """kwok's --config file: its KwokConfiguration and kwok_stages(), as one multi-document YAML."""
+    return yaml.dump_all([kwok_configuration(), *kwok_stages()], Dumper=_Dumper, sort_keys=False)
