@@ -107,7 +107,7 @@ def test_kubelets_leave_the_hosts_kernel_settings_alone(cluster: Cluster, host_b
 def test_lifecycle_second_up_refused_down_leaves_nothing_running(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Through the CLI, on a cluster of its own: one kubelet node without GPUs, one API-only node."""
+    """Through the CLI, on a cluster of its own: one kubelet node without GPUs, one simulated node."""
     require_cluster_host()
     tmp_path = tmp_path_factory.mktemp("lc")  # short: the kubelet's socket paths must fit in 108 bytes
     inventory = tmp_path / "inventory.yaml"
@@ -137,6 +137,7 @@ def test_lifecycle_second_up_refused_down_leaves_nothing_running(
                 "kube-controller-manager",
                 "fakecri/solo",
                 "kubelet/solo",
+                "kwok",  # plays the node "plain"; no fleet without the plugin
             ]
         )
         assert all(is_running(r) for r in records)
