@@ -126,7 +126,8 @@ def test_cel_claim_runs_on_a_simulated_h100_only_after_prepare(mixed: Cluster) -
 
     record = mixed.container_record(NAMESPACE, "p", "ctr")
     assert record["cdiDevices"] == [f"k8s.gpu.nvidia.com/claim={claim['metadata']['uid']}-{result['device']}"]
-    assert f"NVIDIA_VISIBLE_DEVICES={uuid}" in record["env"]
+    minor = result["device"].removeprefix("gpu-")
+    assert {"NVIDIA_VISIBLE_DEVICES=void", f"FAKEPLUGIN_GPU_{minor}_UUID={uuid}"} <= set(record["env"])
     listed = mixed.run_in_container_view(NAMESPACE, "p", "ctr", "/usr/bin/nvidia-smi", "-L")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.strip() == f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {uuid})"
