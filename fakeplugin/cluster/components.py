@@ -327,8 +327,12 @@ def python_env(environ: Mapping[str, str], source: Path) -> dict[str, str]:
 
 def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: Sequence[str]) -> list[str]:
     """`fakeplugin fleet` for the cluster's simulated nodes, with the flags of the plugins' extra flags
-    that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes)."""
-    shared = [a for a in plugin_args if a.startswith(("--feature-gates=", "--fake-device-nodes"))]
+    that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release)."""
+    shared = [
+        a
+        for a in plugin_args
+        if a.startswith(("--feature-gates=", "--fake-device-nodes", "--driver-release="))
+    ]
     return [
         python,
         "-m",

@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
 from fakeplugin.commands import flag
 
 log = logging.getLogger("fakeplugin.fleet")
@@ -92,6 +92,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="threads preparing pods and writing slices (and API connections)",
     )
+    flag(
+        p,
+        "--driver-release",
+        env="DRIVER_RELEASE",
+        default="",
+        metavar="RELEASE",
+        help="NVIDIA driver release to emulate; empty: the inventory's driverRelease; known: "
+        + releases.known(),
+    )
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -114,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.kube import new_api_client
+    from fakeplugin.publish.inventory import load_inventory
 
-    gates = featuregates.parse(args.feature_gates)
+    release = releases.get(args.driver_release or load_inventory(Path(args.config)).driver_release)
+    gates = featuregates.parse(args.feature_gates, release)
     # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.workers + 3))
     fleet = Fleet(
@@ -124,13 +135,19 @@ def run(args: argparse.Namespace) -> int:
         driver=args.driver_name,
         state_dir=Path(args.state_dir),
         feature_gates=gates,
+        release=release,
         device_nodes=args.fake_device_nodes,
         workers=args.workers,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("fleet for driver %s; state in %s", args.driver_name, args.state_dir)
+    log.info(
+        "fleet for driver %s, emulating NVIDIA driver %s; state in %s",
+        args.driver_name,
+        release.tag,
+        args.state_dir,
+    )
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0

@@ -21,6 +21,7 @@ from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.kube import describe_api_error
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.node import InventoryFile, NodeDevices
+from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Fleet:
         driver: str,
         state_dir: Path,
         feature_gates: Mapping[str, bool],
+        release: DriverRelease,
         device_nodes: bool = False,
         workers: int = 8,
     ) -> None:
@@ -67,11 +69,14 @@ class Fleet:
         self._driver = driver
         self.dirs = FleetDirs(state_dir)
         self._gates = dict(feature_gates)
+        self._release = release
         self._device_nodes = device_nodes
         self._mutex = threading.Lock()
         self._devices: dict[str, NodeDevices] = {}  # kwok-managed nodes, by name
         self._preparers: dict[str, Preparer] = {}
-        self.publisher = FleetPublisher(kube, driver=driver, desired=self._desired, writers=workers)
+        self.publisher = FleetPublisher(
+            kube, driver=driver, desired=self._desired, release=release, writers=workers
+        )
         self.kubelet = FleetKubelet(
             kube,
             preparer=self._preparer,
@@ -148,6 +153,7 @@ class Fleet:
                     name,
                     driver=self._driver,
                     dynamic_mig=self._gates.get("DynamicMIG", False),
+                    release=self._release,
                 )
             changed = devices.set_node(meta.get("labels") or {}, meta["uid"], meta.get("annotations") or {})
         except ValueError as exc:  # this node's entry cannot make devices: the others still can
@@ -198,6 +204,7 @@ class Fleet:
             cdi_root=self.dirs.cdi(node),
             plugin_dir=self.dirs.plugin(node),
             feature_gates=self._gates,
+            release=self._release,
             device_nodes=self._device_nodes,
         )
         with self._mutex:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.kube import describe_api_error
 from fakeplugin.publish.publisher import MAX_BACKOFF, PoolPlan, plan
+from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,18 @@ class FleetPublisher:
     nothing there). `wake` is set by whoever changed what is desired."""
 
     def __init__(
-        self, kube: FleetKube, *, driver: str, desired: Callable[[], dict[str, list[Obj]]], writers: int = 8
+        self,
+        kube: FleetKube,
+        *,
+        driver: str,
+        desired: Callable[[], dict[str, list[Obj]]],
+        release: DriverRelease,
+        writers: int = 8,
     ) -> None:
         self._kube = kube
         self._driver = driver
         self._desired = desired
+        self._release = release
         self._writers = writers
         self.wake = threading.Event()
         self.synced = threading.Event()  # set after the first reconcile that wrote everything
@@ -49,7 +57,7 @@ class FleetPublisher:
         plans = {
             node: p
             for node, want in desired.items()
-            if not (p := plan(by_node.get(node, []), want, pool_name=node)).empty
+            if not (p := plan(by_node.get(node, []), want, pool_name=node, release=self._release)).empty
         }
         if not plans:
             return 0, version

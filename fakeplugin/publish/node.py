@@ -154,7 +154,10 @@ class NodeDevices(Mapping[str, GpuDevice]):
             return False
         with self._lock:
             before, self._inventory = self._inventory, inventory
-        if before.driver_release != inventory.driver_release and inventory.driver_release != self._release.name:
+        if (
+            before.driver_release != inventory.driver_release
+            and inventory.driver_release != self._release.name
+        ):
             log.warning(
                 "inventory %s now says driverRelease %s; this plugin emulates %s until it restarts",
                 self._source.path,
