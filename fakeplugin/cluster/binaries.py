@@ -19,6 +19,7 @@ CLUSTER_BINARIES = (
     "kubelet",
     "kubectl",
     "fakecri",
+    "kwok",
 )
 # hack/build-k8s.sh and the fake CRI's source, shipped as package data (in a source tree: links to hack/),
 # so an installed fakeplugin (a wheel, the image) builds the binaries too.

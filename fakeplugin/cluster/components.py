@@ -7,15 +7,18 @@ cluster, never to be exposed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
+from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 
 LOOPBACK = "127.0.0.1"
 SERVICE_CIDR = "10.0.0.0/24"
+POD_CIDR = "10.64.0.0/12"
 CLUSTER_DNS = "10.0.0.10"
 
 # Kubernetes feature gates on by default: the DRA alphas the NVIDIA driver's features need in 1.35.
@@ -52,6 +55,14 @@ mount --bind "$varlib" /var/lib
 mount --bind "$varlog" /var/log
 exec "$@"
 """.format(sysctls=" ".join(KUBELET_SYSCTLS))
+
+
+# Client rate limits of the scheduler and the controller-manager. Their defaults (50/100 and 20/30 requests
+# per second) cap a simulated fleet's pod starts: per pod the scheduler writes the claim's allocation and
+# the binding, the controllers the pod, its claim and the pod's claim status. A test cluster on loopback
+# can take far more (bench/fleet.py, docs/benchmarks.md). The scheduler's flags are its deprecated ones,
+# honoured without --config, which this cluster does not use.
+CLIENT_RATE = ("--kube-api-qps=500", "--kube-api-burst=1000")
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,7 @@ def scheduler_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[
         f"--bind-address={LOOPBACK}",
         f"--secure-port={ports.scheduler}",
         f"--cert-dir={layout.pki / 'kube-scheduler'}",
+        *CLIENT_RATE,
         f"--feature-gates={gates_flag(gates)}",
     ]
 
@@ -152,6 +164,7 @@ def controller_manager_argv(
         f"--bind-address={LOOPBACK}",
         f"--secure-port={ports.controller_manager}",
         f"--cert-dir={layout.pki / 'kube-controller-manager'}",
+        *CLIENT_RATE,
         f"--flex-volume-plugin-dir={layout.kcm_volume_plugin_dir}",
         # API-only nodes have no kubelet renewing their lease: without this controller they stay Ready.
         "--controllers=*,-node-lifecycle-controller",
@@ -268,9 +281,10 @@ def node_addresses(name: str) -> list[dict[str, str]]:
     return [{"type": "InternalIP", "address": LOOPBACK}, {"type": "Hostname", "address": name}]
 
 
-def api_node(name: str, labels: dict[str, str], kubelet_version: str) -> dict[str, Any]:
-    """A Node with no kubelet behind it (kwok style): Ready, with room for pods, never heartbeating."""
-    capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+def simulated_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A Node kwok plays (its annotation kwok.x-k8s.io/node=fake): no kubelet; kwok's node-ready stage
+    (fakeplugin.fleet.stages) makes it Ready, keeping this capacity."""
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110"}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -280,33 +294,52 @@ def api_node(name: str, labels: dict[str, str], kubelet_version: str) -> dict[st
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
+                "type": "kwok",
                 **labels,
             },
-            "annotations": {"fakeplugin/api-only": "true"},
+            "annotations": {KWOK_ANNOTATION: KWOK_ANNOTATION_VALUE},
         },
-        "status": {
-            "capacity": capacity,
-            "allocatable": capacity,
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "APIOnlyNode",
-                    "message": "registered by fakeplugin cluster",
-                }
-            ],
-            "addresses": node_addresses(name),
-            "nodeInfo": {
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "osImage": "API-only node (no kubelet)",
-                "kernelVersion": "",
-                "kubeletVersion": kubelet_version,
-                "kubeProxyVersion": "",
-                "containerRuntimeVersion": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-            },
-        },
+        "status": {"capacity": capacity, "allocatable": capacity, "addresses": node_addresses(name)},
     }
+
+
+def kwok_argv(binary: Path, layout: StateLayout) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--config={layout.kwok_config}",
+        f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
+        f"--node-ip={LOOPBACK}",
+        # Pod IPs kwok writes into pod status: addresses only, nothing listens on them or routes them.
+        f"--cidr={POD_CIDR}",
+    ]
+
+
+def python_env(environ: Mapping[str, str], source: Path) -> dict[str, str]:
+    """The environment of our own Python children (plugins, the fleet): `source` (the dir holding the
+    fakeplugin package, maybe a source tree, not installed) importable the same way; the NVIDIA feature
+    gates only from our state, never from FEATURE_GATES of the caller's environment."""
+    return {
+        **{k: v for k, v in environ.items() if k != "FEATURE_GATES"},
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), environ.get("PYTHONPATH")])),
+    }
+
+
+def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: Sequence[str]) -> list[str]:
+    """`fakeplugin fleet` for the cluster's simulated nodes, with the flags of the plugins' extra flags
+    that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release)."""
+    shared = [
+        a
+        for a in plugin_args
+        if a.startswith(("--feature-gates=", "--fake-device-nodes", "--driver-release="))
+    ]
+    return [
+        python,
+        "-m",
+        "fakeplugin",
+        "fleet",
+        f"--config={inventory}",
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--state-dir={layout.root}",
+        *shared,
+    ]

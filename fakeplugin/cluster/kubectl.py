@@ -41,9 +41,10 @@ class Kubectl:
             )
         return result
 
-    def send(self, verb: str, objects: Sequence[dict[str, Any]]) -> None:
+    def send(self, verb: str, objects: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
         """`kubectl <verb> -f -` (create, apply) of objects, as one List."""
-        self(verb, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+        self(verb, "-f", "-", input=body, timeout=timeout)
 
     def items(self, resource: str) -> list[dict[str, Any]] | None:
         """The objects of `resource`, or None while the API server does not answer."""

@@ -52,6 +52,11 @@ class StateLayout:
         return self.root / "etcd"
 
     @property
+    def kwok_config(self) -> Path:
+        """kwok's --config: the Stages of the simulated nodes (fakeplugin.fleet.stages)."""
+        return self.root / "kwok.yaml"
+
+    @property
     def kcm_volume_plugin_dir(self) -> Path:
         """kube-controller-manager's FlexVolume dir (it creates it; the default is under /usr)."""
         return self.root / "kcm-volume-plugins"
@@ -79,6 +84,7 @@ class StateLayout:
         return [
             self.cluster_file,
             self.kubeconfig,
+            self.kwok_config,
             self.pki,
             self.etcd_data,
             self.kcm_volume_plugin_dir,

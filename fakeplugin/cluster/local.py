@@ -23,9 +23,10 @@ from fakeplugin.cluster.credentials import make_credentials
 from fakeplugin.cluster.host import allocate_ports, check_host, find_binaries
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
-from fakeplugin.cluster.nodes import KubeletNodes, register_api_nodes
+from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
 from fakeplugin.cluster.plugins import Plugins
 from fakeplugin.cluster.processes import is_running
+from fakeplugin.cluster.simulated import SimulatedNodes
 from fakeplugin.cluster.state import (
     ClusterError,
     ClusterNode,
@@ -52,6 +53,7 @@ class Cluster:
         self._kubectl = Kubectl(self.layout.kubeconfig, cache_dir=self.layout.kubectl_cache)
         self._kubelets = KubeletNodes(self._store, self._processes, self._kubectl)
         self._plugins = Plugins(self._store, self._processes, self._kubectl)
+        self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
 
     # ---- starting and stopping ------------------------------------------------------------------
 
@@ -138,15 +140,21 @@ class Cluster:
         self._store.save()
         make_credentials(self.layout, self._store.state.server)
         start_control_plane(self._processes, self._kubectl, self.layout, bins, cp, gates)
-        register_api_nodes(self._kubectl, [n for n in nodes if not n.kubelet])
+        simulated = [n for n in nodes if not n.kubelet]
+        register_simulated_nodes(self._kubectl, simulated)
+        if simulated:
+            self._simulated.start_kwok(bins["kwok"])
         for node in kubelet_nodes:
             self._kubelets.start(bins, node, gates)
         self._kubelets.wait_ready(kubelet_nodes)
-        if plugin and kubelet_nodes:
+        if plugin:
             self._plugins.install_device_classes()
+            if simulated:
+                self._simulated.start_fleet()
             for node in kubelet_nodes:
                 self._plugins.start(node)
             self._plugins.wait_published(inventory, kubelet_nodes)
+            self._simulated.wait_published(inventory, simulated)
 
     def down(self, purge: bool = False) -> None:
         """Stop every process this cluster started (only those: pid + command line must match), then
@@ -191,8 +199,9 @@ class Cluster:
         return self._store.dirs(self._store.kubelet_node(node))
 
     def container_record(self, namespace: str, pod: str, container: str) -> dict[str, Any]:
-        """What the fake CRI got and resolved for a container (newest record if on several nodes)."""
-        dirs = [self._store.dirs(n) for n in self._store.kubelet_nodes()]
+        """What the fake CRI got and resolved for a container (newest record if on several nodes); on a
+        simulated node, what the fleet resolved the same way (fakeplugin.fleet.containers)."""
+        dirs = [self._store.dirs(n) for n in self._store.require().nodes]  # simulated nodes: the fleet's
         return containers.container_record(dirs, namespace, pod, container)
 
     def run_in_container_view(

@@ -1,5 +1,6 @@
-"""The nodes of a local cluster: API-only Node objects, and real kubelet nodes (each a fake CRI and a
-kubelet in a private mount namespace, see fakeplugin.cluster.components.ISOLATE)."""
+"""The nodes of a local cluster: real kubelet nodes (each a fake CRI and a kubelet in a private mount
+namespace, see fakeplugin.cluster.components.ISOLATE), and the Node objects of simulated nodes
+(fakeplugin.cluster.simulated runs kwok and the fleet for them)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,16 @@ from fakeplugin.cluster.supervisor import Supervisor
 log = logging.getLogger("fakeplugin.cluster")
 
 
-def register_api_nodes(kubectl: Kubectl, nodes: list[ClusterNode]) -> None:
-    """Create Node objects with no kubelet behind them, Ready for good (node-lifecycle controller off)."""
+def register_simulated_nodes(kubectl: Kubectl, nodes: list[ClusterNode]) -> None:
+    """Create the Node objects kwok plays (no kubelet behind them; node-lifecycle controller off)."""
     if not nodes:
         return
-    kubectl.send("create", [components.api_node(n.name, n.labels, binaries.K8S_VERSION) for n in nodes])
-    log.info("API-only nodes registered: %s", ", ".join(n.name for n in nodes))
+    # kubectl creates one at a time: a thousand nodes take a while on a busy machine.
+    kubectl.send(
+        "create", [components.simulated_node(n.name, n.labels) for n in nodes], timeout=60 + len(nodes) / 10
+    )
+    shown = ", ".join(n.name for n in nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+    log.info("simulated nodes registered: %s", shown)
 
 
 class KubeletNodes:
@@ -76,7 +81,7 @@ class KubeletNodes:
 
     def wait_ready(self, kubelet_nodes: list[ClusterNode]) -> None:
         """Wait for the kubelets to register; give their Nodes addresses and labels; wait for all nodes
-        of the cluster, API-only ones included, to be Ready."""
+        of the cluster, simulated ones included, to be Ready."""
         names = {n.name for n in self._store.require().nodes}
         watch = self._processes.records("kubelet/", "fakecri/")
 

@@ -46,12 +46,7 @@ class Plugins:
             self._store.dirs(node),
             state.plugin_args,
         )
-        # The package may be used from a source tree, not installed: let the child import it the same way.
-        source = str(Path(fakeplugin.__file__).resolve().parents[1])
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "FEATURE_GATES"},  # gates come from our state only
-            "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
-        }
+        env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         self._processes.launch(f"plugin/{node.name}", [argv], env=env)
 
     def restart(self, node: ClusterNode, args: Sequence[str] | None) -> None:

@@ -24,6 +24,8 @@ POLL_SECONDS = 0.5
 # Stop order: consumers before what they consume.
 STOP_ORDER = (
     "plugin/",
+    "fleet",
+    "kwok",
     "kubelet/",
     "fakecri/",
     "kube-controller-manager",

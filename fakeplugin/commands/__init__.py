@@ -24,7 +24,17 @@ def flag(parser: argparse.ArgumentParser, *names: str, env: str, default: Any = 
 
 
 # Command modules, in the order `fakeplugin --help` lists them. Each defines add_parser(subparsers).
-_MODULES: tuple[str, ...] = ("demo", "serve", "render", "validate", "profiles", "cluster", "calls", "fault")
+_MODULES: tuple[str, ...] = (
+    "demo",
+    "serve",
+    "fleet",
+    "render",
+    "validate",
+    "profiles",
+    "cluster",
+    "calls",
+    "fault",
+)
 
 
 def _load() -> list[Any]:

@@ -13,7 +13,8 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
   etcd, kube-apiserver, kube-scheduler, kube-controller-manager (node-lifecycle controller off);
   per inventory node with `kubelet: true` (default for GPU nodes): a real kubelet in a private mount
   namespace (host sysctls untouched), a fake CRI that resolves CDI devices, and `fakeplugin serve`;
-  per other node: an API-only Node object, kept Ready.
+  per other node (`kubelet: false`, --workers): a Node kwok simulates (kwok runs once), and one
+  `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared).
 
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
@@ -32,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cluster",
         help="a real local Kubernetes cluster (no Docker) for tests and demos",
         description="Run a real local Kubernetes 1.35 cluster: control plane, real kubelets with a fake "
-        "CRI for GPU nodes, API-only Nodes for the rest, and this plugin on every kubelet node.",
+        "CRI for GPU nodes, kwok-simulated nodes for the rest, and this plugin on every node.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -73,7 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=0,
         type=int,
         metavar="N",
-        help="add N plain API-only worker nodes worker-1..N",
+        help="add N plain simulated (kwok) worker nodes worker-1..N",
     )
     flag(
         up,

@@ -156,6 +156,10 @@ class Preparer:
             results |= {ref.uid: batch[ref.uid] for ref in refs}
         return results
 
+    def prepared_claims(self) -> list[ClaimRef]:
+        """The claims the checkpoint holds, in any state: what Unprepare would undo."""
+        return [ClaimRef(e.namespace, uid, e.name) for uid, e in self._checkpoint.load().claims.items()]
+
     # -- outside the lock -----------------------------------------------------------------------------------
 
     def _resolve(self, ref: ClaimRef) -> _Request | None:

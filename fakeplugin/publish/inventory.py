@@ -27,7 +27,7 @@ Fields:
 | `nodes[].replicas` | integer >= 1 | 1 | how many nodes a `namePrefix` entry stands for (namePrefix only) |
 | `nodes[].selector.matchLabels` | map | one of the three | nodes whose labels include all of these [2] |
 | `nodes[].labels` | map | `{}` | labels the local test cluster sets on the node; the plugin ignores them |
-| `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or API-only Node (false) |
+| `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or kwok-simulated (false) |
 | `nodes[].gpus[]` | list | `[]` | the GPUs, minors 0..n-1 in this order; empty or absent: a plain worker |
 | `nodes[].gpus[].profile` | string | required | GPU model, one of `fakeplugin profiles` |
 | `nodes[].gpus[].count` | integer >= 1 | 1 | how many GPUs this entry describes |

@@ -65,12 +65,42 @@ def node_slices(
     return resource_slices(devices, driver=driver, node_name=node_name, node_uid=node_uid, release=release)
 
 
+class InventoryFile:
+    """The inventory file, re-read when its content changes. One may serve many `NodeDevices` (the fleet
+    reads the file once for all its nodes). Invariant: a broken edit never replaces a good inventory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._digest = self._file_digest()
+        self.inventory: Inventory = load_inventory(path)  # the first load raises InventoryError
+
+    def reload_if_changed(self) -> bool:
+        """True when a changed, valid file took effect; a broken edit is logged (once) and changes nothing."""
+        digest = self._file_digest()
+        if digest == self._digest:
+            return False
+        self._digest = digest
+        try:
+            self.inventory = load_inventory(self.path)
+        except InventoryError as exc:
+            log.error("inventory %s changed but is invalid; keeping the previous one:\n%s", self.path, exc)
+            return False
+        log.info("inventory %s changed; reloaded", self.path)
+        return True
+
+    def _file_digest(self) -> str:
+        with open(self.path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused by load_inventory; never held whole
+        return hashlib.sha256(data).hexdigest()
+
+
 class NodeDevices(Mapping[str, GpuDevice]):
     """Device name → GpuDevice of one node, live; and the node's desired ResourceSlices.
 
     Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
     DynamicMIG feature gate), so every allocated device name resolves. Safe across threads: the publisher,
-    the inventory watcher and Prepare's worker threads read and update it.
+    the inventory watcher and Prepare's worker threads read and update it. `source` is the inventory's
+    path, or an `InventoryFile` shared with other nodes (then `refresh` after its reload).
 
     `release` is the driver release the plugin started as (`serve` resolves it once: --driver-release, else
     the inventory's driverRelease); like a real driver's version it does not change under a running plugin.
@@ -78,27 +108,26 @@ class NodeDevices(Mapping[str, GpuDevice]):
 
     def __init__(
         self,
-        path: Path,
+        source: Path | InventoryFile,
         node_name: str,
         *,
         driver: str,
         dynamic_mig: bool = False,
         release: DriverRelease | None = None,
     ) -> None:
-        self._path = path
+        self._source = source if isinstance(source, InventoryFile) else InventoryFile(source)
         self._node = node_name
         self._driver = driver
         self._dynamic_mig = dynamic_mig
         self._release = release or releases.get(None)
         self._lock = threading.Lock()
-        self._digest = ""
-        self._inventory: Inventory | None = None
         self._labels: dict[str, str] | None = None  # None until the API server told us
         self._uid = ""
         self._devices: dict[str, GpuDevice] = {}
         self._faults_text: str | None = None  # the annotation as last seen
         self._faults: dict[str, DeviceFault] = {}
-        self.reload_if_changed()
+        self._inventory = self._source.inventory
+        self._install(self._compute(self._inventory, None))  # ValueError names the entry
 
     @property
     def node_name(self) -> str:
@@ -106,33 +135,32 @@ class NodeDevices(Mapping[str, GpuDevice]):
 
     def reload_if_changed(self) -> bool:
         """Re-read the file when its content changed; True when a new inventory took effect (the devices
-        are then already recomputed). The first load raises InventoryError; later broken edits are logged."""
-        with open(self._path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused by load_inventory; never held whole
-        digest = hashlib.sha256(data).hexdigest()
-        if digest == self._digest:
-            return False
-        first = self._inventory is None
-        try:
-            inventory = load_inventory(self._path)
-            with self._lock:
-                labels = self._labels
-            devices = self._compute(inventory, labels)
-        except (InventoryError, ValueError) as exc:
-            if first:
-                raise
-            log.error("inventory %s changed but is invalid; keeping the previous one:\n%s", self._path, exc)
-            self._digest = digest
+        are then already recomputed). A broken edit is logged and the last good inventory stays."""
+        self._source.reload_if_changed()
+        return self.refresh()
+
+    def refresh(self) -> bool:
+        """Recompute the devices when the shared inventory changed since; True when it had."""
+        inventory = self._source.inventory
+        if inventory is self._inventory:
             return False
         with self._lock:
-            before, self._inventory, self._digest = self._inventory, inventory, digest
-        if not first:
-            log.info("inventory %s changed; reloaded", self._path)
-        changed_release = before is not None and before.driver_release != inventory.driver_release
-        if changed_release and inventory.driver_release != self._release.name:
+            labels = self._labels
+        try:
+            devices = self._compute(inventory, labels)
+        except ValueError as exc:
+            log.error("node %s: the new inventory cannot make its devices; keeping them: %s", self._node, exc)
+            self._inventory = inventory
+            return False
+        with self._lock:
+            before, self._inventory = self._inventory, inventory
+        if (
+            before.driver_release != inventory.driver_release
+            and inventory.driver_release != self._release.name
+        ):
             log.warning(
                 "inventory %s now says driverRelease %s; this plugin emulates %s until it restarts",
-                self._path,
+                self._source.path,
                 inventory.driver_release,
                 self._release.name,
             )
@@ -152,7 +180,6 @@ class NodeDevices(Mapping[str, GpuDevice]):
             self._labels, self._uid = dict(labels), uid
             inventory = self._inventory
         if changed:
-            assert inventory is not None
             self._install(self._compute(inventory, dict(labels)))
         return changed or uid_changed or faults_changed
 

@@ -10,7 +10,7 @@ Options (command line, or the ini key without `--` and with `_`):
   --fakeplugin-kubeconfig FILE   attach to this running cluster instead; nothing is started or stopped
   --fakeplugin-state-dir DIR     where to start the local cluster (default: a session temp dir); with
                                  --fakeplugin-kubeconfig: a running local cluster's, for its records
-  --fakeplugin-workers N         plain API-only workers besides the inventory's nodes (default 0)
+  --fakeplugin-workers N         plain simulated (kwok) workers besides the inventory's nodes (default 0)
   --fakeplugin-plugin-args ARGS  extra `fakeplugin serve` flags for every node (e.g. --device-health)
   --fakeplugin-feature-gates G   A=true,B=false over the local cluster's default gates
 """
@@ -32,7 +32,7 @@ OPTIONS = {
     "kubeconfig": "attach to the running cluster of this kubeconfig instead of starting one",
     "state-dir": "state dir of the local cluster to start (default: a temp dir); when attaching: a local "
     "cluster's state dir, for container records and call logs",
-    "workers": "plain API-only worker nodes besides the inventory's (default 0)",
+    "workers": "plain simulated (kwok) worker nodes besides the inventory's (default 0)",
     "plugin-args": "extra `fakeplugin serve` flags for every node's plugin, shell-quoted",
     "feature-gates": "feature gates A=true,B=false over the local cluster's defaults",
 }

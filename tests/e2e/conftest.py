@@ -2,7 +2,7 @@
 
 `cluster` (session): the plugin's `fakeplugin_cluster` (a fakeplugin.testing.FakepluginCluster) started
 with the seed lab of examples/seed-lab.yaml as the reference lab runs it: its two GPU nodes (real
-kubelets, fake CRI, our plugin) labelled `nvidia.com/dra-kubelet-plugin=true`, plus three plain API-only
+kubelets, fake CRI, our plugin) labelled `nvidia.com/dra-kubelet-plugin=true`, plus three plain kwok-simulated
 workers (our override of the plugin's `fakeplugin_config`). `namespace` (per test): the plugin's
 `fakeplugin_namespace`, a fresh namespace deleted afterwards.
 

@@ -1,4 +1,4 @@
-"""The local cluster itself: real control plane, real kubelets on a fake CRI, API-only workers, a host
+"""The local cluster itself: real control plane, real kubelets on a fake CRI, kwok-simulated workers, a host
 left untouched, and a lifecycle that only ever touches its own processes."""
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def test_nodes_are_ready_with_their_inventory_labels(cluster: Cluster) -> None:
     for worker, labels in WORKERS.items():
         node = nodes[worker]
         assert labels.items() <= node["metadata"]["labels"].items()
-        assert node["metadata"]["annotations"]["fakeplugin/api-only"] == "true"
+        assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"  # simulated by kwok
+        assert node["status"]["nodeInfo"]["osImage"] == "simulated by kwok (fakeplugin fleet)"
 
 
 def test_plain_pod_runs_on_a_kubelet_node_and_the_fake_cri_records_it(
@@ -106,7 +107,7 @@ def test_kubelets_leave_the_hosts_kernel_settings_alone(cluster: Cluster, host_b
 def test_lifecycle_second_up_refused_down_leaves_nothing_running(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Through the CLI, on a cluster of its own: one kubelet node without GPUs, one API-only node."""
+    """Through the CLI, on a cluster of its own: one kubelet node without GPUs, one simulated node."""
     require_cluster_host()
     tmp_path = tmp_path_factory.mktemp("lc")  # short: the kubelet's socket paths must fit in 108 bytes
     inventory = tmp_path / "inventory.yaml"
@@ -136,6 +137,7 @@ def test_lifecycle_second_up_refused_down_leaves_nothing_running(
                 "kube-controller-manager",
                 "fakecri/solo",
                 "kubelet/solo",
+                "kwok",  # plays the node "plain"; no fleet without the plugin
             ]
         )
         assert all(is_running(r) for r in records)

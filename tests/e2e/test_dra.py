@@ -2,7 +2,7 @@
 our plugin, and the fake CRI resolves our CDI specs with the real CDI library.
 
 Runs on the session's seed-lab cluster (tests/e2e/conftest.py): T10 x2 and A5000 x1 on two kubelet
-nodes, plus plain API-only workers. Each test works in its own namespace and gives its GPUs back.
+nodes, plus plain kwok-simulated workers. Each test works in its own namespace and gives its GPUs back.
 """
 
 from __future__ import annotations

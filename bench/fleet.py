@@ -1,0 +1,278 @@
+"""Fleet scale: a thousand simulated GPU nodes on this machine, thousands of claim pods through them.
+
+    python bench/fleet.py                         # 1000 nodes x 8 H200, 2 waves of 4000 pods
+    python bench/fleet.py --nodes 100 --pods 400  # a quick look
+    python bench/fleet.py --json out.json --keep  # keep the cluster to look around
+
+Brings up a local cluster (`fakeplugin cluster up`: etcd, kube-apiserver, -scheduler, -controller-manager,
+kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose inventory is one entry:
+`namePrefix: h200-`, `replicas: --nodes`, `kubelet: false`, --gpus H200 each. Measured:
+
+  publish    from the fleet process's start to the newest ResourceSlice's creationTimestamp (1 s
+             resolution), once every node's slice is there
+  waves      a Deployment of --pods replicas, each pod one GPU from a ResourceClaimTemplate: from the
+             Deployment's creation (or scale-up) until every pod is Running (the fleet prepared each
+             claim first: kwok's stages gate Running on it); pods/s = pods / that time. Then scale to 0:
+             until every pod and every claim is gone (every device returned); then the next wave.
+  cpu        CPU seconds each cluster process used during each wave (/proc/<pid>/stat): where the time
+             goes when the scheduler or the API server, not the fleet, is the limit
+  memory     RSS of the fleet once published and idle, and the peaks (fleet, whole cluster: the sum of
+             every process of the cluster), sampled every second
+
+It also checks that every Running pod's claim has its CDI spec on its node (in the cluster's state dir)
+and that none is left after a scale-down. Everything is deleted at the end unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fakeplugin.cluster import Cluster
+from fakeplugin.fleet.api import FleetKube
+from fakeplugin.kube import new_api_client
+
+NAMESPACE = "bench"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def proc_stat(pid: int) -> list[str]:
+    data = Path(f"/proc/{pid}/stat").read_text()
+    return data[data.rindex(")") + 2 :].split()  # fields from the 3rd on (state ...)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def start_epoch(pid: int) -> float:
+    boot = next(
+        int(line.split()[1])
+        for line in Path("/proc/stat").read_text().splitlines()
+        if line.startswith("btime")
+    )
+    return boot + int(proc_stat(pid)[19]) / TICKS
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class Sampler(threading.Thread):
+    """Every second: the RSS of each of the cluster's processes; keeps the peaks."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.stop = threading.Event()
+        self.peak_total = 0
+        self.peak: dict[str, int] = {}
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            total = 0
+            for p in self.cluster.status():
+                if not p.running:
+                    continue
+                total += p.rss_bytes
+                self.peak[p.name] = max(self.peak.get(p.name, 0), p.rss_bytes)
+            self.peak_total = max(self.peak_total, total)
+
+
+def cpu_by_process(cluster: Cluster) -> dict[str, float]:
+    return {p.name: cpu_seconds(p.pid) for p in cluster.status() if p.running}
+
+
+def wait_until(what: str, done: Any, timeout: float, progress: Any = None) -> float:
+    started = time.monotonic()
+    last_report = started
+    while not done():
+        if time.monotonic() - started > timeout:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        if progress and time.monotonic() - last_report > 10:
+            print(f"  ... {progress()}", file=sys.stderr, flush=True)
+            last_report = time.monotonic()
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def workload(pods: int) -> list[dict[str, Any]]:
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+            }
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "gpu-pods", "namespace": NAMESPACE},
+        "spec": {
+            "replicas": pods,
+            "selector": {"matchLabels": {"app": "gpu-pods"}},
+            "template": {
+                "metadata": {"labels": {"app": "gpu-pods"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {"name": "ctr", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                },
+            },
+        },
+    }
+    return [template, deployment]
+
+
+def cdi_specs(cluster: Cluster) -> int:
+    return sum(1 for _ in (cluster.layout.root / "nodes").glob("*/cdi/k8s.gpu.nvidia.com-claim_*.yaml"))
+
+
+def wave(cluster: Cluster, kube: FleetKube, pods: int, *, first: bool) -> dict[str, Any]:
+    pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    before = cpu_by_process(cluster)
+    started = time.monotonic()
+    if first:
+        cluster.kubectl(
+            "create",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": workload(pods)}),
+        )
+    else:
+        cluster.kubectl("scale", "deployment", "gpu-pods", "-n", NAMESPACE, f"--replicas={pods}")
+
+    def running() -> int:
+        return kube.count(pods_path, field_selector="status.phase=Running")
+
+    wait_until(f"{pods} pods Running", lambda: running() >= pods, 1800, lambda: f"{running()} Running")
+    elapsed = time.monotonic() - started
+    after = cpu_by_process(cluster)
+    specs = cdi_specs(cluster)
+    if specs != pods:
+        raise SystemExit(f"{pods} pods Running but {specs} CDI specs on the simulated nodes")
+    result = {
+        "pods": pods,
+        "seconds": round(elapsed, 1),
+        "podsPerSecond": round(pods / elapsed, 1),
+        "cpuSeconds": {n: round(after[n] - before.get(n, 0.0), 1) for n in sorted(after)},
+    }
+    print(
+        f"  {pods} pods Running in {elapsed:.1f} s: {pods / elapsed:.1f} pods/s", file=sys.stderr, flush=True
+    )
+
+    started = time.monotonic()
+    cluster.kubectl("scale", "deployment", "gpu-pods", "-n", NAMESPACE, "--replicas=0")
+    claims_path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
+    wait_until(
+        "every pod and claim gone",
+        lambda: kube.count(pods_path) == 0 and kube.count(claims_path) == 0,
+        1800,
+        lambda: f"{kube.count(pods_path)} pods, {kube.count(claims_path)} claims left",
+    )
+    result["scaleDownSeconds"] = round(time.monotonic() - started, 1)
+    left = cdi_specs(cluster)
+    if left:
+        raise SystemExit(f"every pod is gone but {left} CDI specs are left on the simulated nodes")
+    print(
+        f"  scaled to 0 in {result['scaleDownSeconds']} s; every device returned", file=sys.stderr, flush=True
+    )
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8, help="H200 GPUs per node")
+    parser.add_argument("--pods", type=int, default=4000)
+    parser.add_argument("--waves", type=int, default=2)
+    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-fleet"))
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    args = parser.parse_args()
+
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    inventory = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
+    doc = {
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        "nodes": [
+            {
+                "namePrefix": "h200-",
+                "replicas": args.nodes,
+                "kubelet": False,
+                "gpus": [{"profile": "h200", "count": args.gpus}],
+            }
+        ],
+    }
+    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    print(f"cluster up: {args.nodes} simulated nodes x {args.gpus} H200", file=sys.stderr, flush=True)
+    up_started = time.time()
+    cluster = Cluster.up(inventory, args.state_dir)
+    up_seconds = time.time() - up_started
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "nodes": args.nodes,
+    }
+    try:
+        kube = FleetKube(new_api_client(str(cluster.kubeconfig)))
+        fleet = next(p for p in cluster.status() if p.name == "fleet")
+        slices, _ = kube.driver_slices("gpu.nvidia.com")
+        newest = max(
+            datetime.datetime.fromisoformat(
+                s["metadata"]["creationTimestamp"].replace("Z", "+00:00")
+            ).timestamp()
+            for s in slices
+        )
+        devices = sum(len(s["spec"].get("devices") or []) for s in slices)
+        results["publish"] = {
+            "slices": len(slices),
+            "devices": devices,
+            "secondsFromFleetStart": round(newest - start_epoch(fleet.pid), 1),
+            "clusterUpSeconds": round(up_seconds, 1),
+        }
+        print(f"  {len(slices)} slices, {devices} devices: {results['publish']}", file=sys.stderr, flush=True)
+        time.sleep(5)
+        results["fleetIdleRssMiB"] = round(rss_bytes(fleet.pid) / 2**20, 1)
+        sampler = Sampler(cluster)
+        sampler.start()
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        results["waves"] = [wave(cluster, kube, args.pods, first=i == 0) for i in range(args.waves)]
+        sampler.stop.set()
+        results["peakRssMiB"] = {
+            "fleet": round(sampler.peak.get("fleet", 0) / 2**20, 1),
+            "cluster": round(sampler.peak_total / 2**20, 1),
+            **{n: round(v / 2**20, 1) for n, v in sorted(sampler.peak.items())},
+        }
+    finally:
+        if not args.keep:
+            cluster.down()
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

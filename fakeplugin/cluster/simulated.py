@@ -1,0 +1,73 @@
+"""The simulated nodes of a local cluster (`kubelet: false`, and the plain `--workers`): kwok plays the
+nodes and moves their pods through its stages; one `fakeplugin fleet` is the DRA side of all of them
+(their slices, and preparing claims before kwok may start a pod). See fakeplugin.fleet."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import fakeplugin
+from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin.atomicfile import write_atomic
+from fakeplugin.cluster import components
+from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.state import ClusterNode, StateStore
+from fakeplugin.cluster.supervisor import Supervisor
+from fakeplugin.fleet.stages import kwok_config_yaml
+from fakeplugin.publish.inventory import Inventory
+
+log = logging.getLogger("fakeplugin.cluster")
+
+KWOK = "kwok"
+FLEET = "fleet"
+PUBLISH_TIMEOUT = 300.0  # a thousand-node fleet on a busy 2-core machine
+
+
+class SimulatedNodes:
+    def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
+        self._store = store
+        self._processes = processes
+        self._kubectl = kubectl
+
+    def start_kwok(self, binary: Path) -> None:
+        layout = self._store.layout
+        write_atomic(layout.kwok_config, kwok_config_yaml().encode(), mode=0o644)
+        self._processes.launch(KWOK, [components.kwok_argv(binary, layout)])
+
+    def start_fleet(self) -> None:
+        state = self._store.require()
+        argv = components.fleet_argv(
+            sys.executable, Path(state.inventory), self._store.layout, state.plugin_args
+        )
+        env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
+        self._processes.launch(FLEET, [argv], env=env)
+
+    def wait_published(self, inventory: Inventory, nodes: list[ClusterNode]) -> None:
+        """Until every simulated node whose inventory entry has GPUs shows ResourceSlices."""
+        expected = {n.name for n in nodes if (e := inventory.node_entry(n.name, n.labels)) and e.gpu_count}
+        if not expected:
+            return
+
+        last = [0.0]
+
+        def published() -> bool:
+            # A thousand nodes' slices are megabytes of JSON: asked every few seconds, not every poll.
+            if len(expected) > 50 and time.monotonic() - last[0] < 3:
+                return False
+            last[0] = time.monotonic()
+            slices = self._kubectl.items("resourceslices")
+            if slices is None:
+                return False
+            have = {s["spec"].get("nodeName") for s in slices if s["spec"]["driver"] == DEFAULT_DRIVER_NAME}
+            return expected <= have
+
+        self._processes.wait(
+            f"the fleet's ResourceSlices of {len(expected)} simulated nodes",
+            published,
+            [self._processes.record(FLEET)],
+            timeout=PUBLISH_TIMEOUT,
+        )

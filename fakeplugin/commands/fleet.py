@@ -1,0 +1,153 @@
+"""`fakeplugin fleet`: the DRA side of every kwok-simulated node, in one process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
+from fakeplugin.commands import flag
+
+log = logging.getLogger("fakeplugin.fleet")
+
+DESCRIPTION = """\
+Be the DRA half of the kubelet of every node kwok simulates (sigs.k8s.io/kwok), in one process:
+publish each GPU node's ResourceSlices exactly as `fakeplugin serve` would on that node, and prepare
+the claims of each pod bound there with the same prepare core (CDI spec, checkpoint, sharing configs,
+nvidia-smi data) before kwok may make the pod Running; unprepare when the pod is deleted.
+
+The nodes served are the Node objects kwok manages (annotation kwok.x-k8s.io/node=fake); what each
+publishes comes from the inventory (by name, namePrefix + replicas, or label selector). kwok must run
+with the config of --print-kwok-config: its stages hold pods that use claims until the fleet annotated
+them fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
+Pending with the kubelet's FailedPrepareDynamicResources event and is retried.
+"""
+
+EPILOG = """\
+examples:
+  fakeplugin fleet --print-kwok-config > kwok.yaml
+  kwok --kubeconfig ~/.kube/config --config kwok.yaml \\
+      --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake &
+  fakeplugin fleet --config fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
+
+files: <state-dir>/nodes/<node>/cdi (CDI specs), plugin/ (checkpoint, nvidia-smi data) and
+containers/<namespace>_<pod>_<container>.json (what each container would receive: CDI IDs, env, mounts).
+`fakeplugin cluster up` starts kwok and the fleet for every `kubelet: false` node by itself.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fleet",
+        help="publish and prepare for every kwok-simulated node, in one process",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    flag(p, "--config", env="FAKEPLUGIN_CONFIG", metavar="FILE", help="inventory YAML of the fleet's GPUs")
+    flag(
+        p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE", help="kubeconfig; empty: in-cluster"
+    )
+    flag(
+        p,
+        "--driver-name",
+        env="DRIVER_NAME",
+        default=DEFAULT_DRIVER_NAME,
+        metavar="NAME",
+        help="DRA driver name",
+    )
+    flag(
+        p,
+        "--state-dir",
+        env="FAKEPLUGIN_FLEET_STATE_DIR",
+        default="/var/lib/fakeplugin-fleet",
+        metavar="DIR",
+        help="per-node CDI specs, checkpoints and container records go to DIR/nodes/<node>/",
+    )
+    flag(
+        p,
+        "--feature-gates",
+        env="FEATURE_GATES",
+        default="",
+        metavar="LIST",
+        help="NVIDIA driver feature gates, e.g. TimeSlicingSettings=true",
+    )
+    flag(
+        p,
+        "--fake-device-nodes",
+        env="FAKE_DEVICE_NODES",
+        action="store_true",
+        help="CDI specs also inject /dev/nvidia* character devices",
+    )
+    flag(
+        p,
+        "--workers",
+        env="FAKEPLUGIN_FLEET_WORKERS",
+        default=8,
+        type=int,
+        metavar="N",
+        help="threads preparing pods and writing slices (and API connections)",
+    )
+    flag(
+        p,
+        "--driver-release",
+        env="DRIVER_RELEASE",
+        default="",
+        metavar="RELEASE",
+        help="NVIDIA driver release to emulate; empty: the inventory's driverRelease; known: "
+        + releases.known(),
+    )
+    p.add_argument(
+        "--print-kwok-config",
+        action="store_true",
+        help="print the kwok --config file the fleet needs (its KwokConfiguration and Stages) and exit",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fakeplugin.fleet.stages import kwok_config_yaml
+
+    if args.print_kwok_config:
+        sys.stdout.write(kwok_config_yaml())
+        return 0
+    if not args.config:
+        raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
+    if args.workers < 1:
+        raise ValueError(f"--workers: {args.workers}: must be at least 1")
+
+    from fakeplugin.fleet.api import FleetKube
+    from fakeplugin.fleet.fleet import Fleet
+    from fakeplugin.kube import new_api_client
+    from fakeplugin.publish.inventory import load_inventory
+
+    release = releases.get(args.driver_release or load_inventory(Path(args.config)).driver_release)
+    gates = featuregates.parse(args.feature_gates, release)
+    # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
+    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.workers + 3))
+    fleet = Fleet(
+        kube,
+        inventory=Path(args.config),
+        driver=args.driver_name,
+        state_dir=Path(args.state_dir),
+        feature_gates=gates,
+        release=release,
+        device_nodes=args.fake_device_nodes,
+        workers=args.workers,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info(
+        "fleet for driver %s, emulating NVIDIA driver %s; state in %s",
+        args.driver_name,
+        release.tag,
+        args.state_dir,
+    )
+    fleet.run(stop)
+    log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
+    return 0

@@ -1,0 +1,16 @@
+"""The fleet: one process that is the DRA side of every kubelet of a kwok-simulated fleet.
+
+kwok (sigs.k8s.io/kwok) plays the nodes and their pods through its stages; the fleet plays what a GPU
+node's kubelet and its fakeplugin would do for DRA, for every simulated node at once:
+
+    publish:  inventory ─▶ publish.node.NodeDevices per node ─▶ fleet.publisher (one list + watch for all
+              pools) ─▶ API server (the same ResourceSlices `fakeplugin serve` publishes for that node)
+    prepare:  pod bound to a simulated node (one pod watch) ─▶ fleet.podclaims: its claims ─▶ the node's
+              prepare.Preparer (CDI spec, checkpoint, nvidia-smi data in the node's dir) ─▶ annotation
+              fakeplugin.dev/prepared ─▶ kwok's pod-ready stage (fleet.stages) makes the pod Running
+    delete:   pod deleting ─▶ Unprepare (claims no other pod on the node uses) ─▶ fakeplugin.dev/unprepared
+              ─▶ kwok's pod-delete stage removes the pod
+
+A failed prepare leaves the pod Pending with the kubelet's FailedPrepareDynamicResources event and is
+retried, as the kubelet retries on pod sync.
+"""

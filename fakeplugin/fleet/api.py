@@ -1,0 +1,88 @@
+"""The API calls a fleet makes beyond a node plugin's (fakeplugin.kube.Kube): every node, every pod, all
+of the driver's slices, pod annotations and events. Plain dicts in API shape, like Kube."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+from fakeplugin.kube import SLICES, Kube
+
+Obj = dict[str, Any]
+
+
+class FleetKube(Kube):
+    def list(self, path: str, *, field_selector: str = "") -> tuple[list[Obj], str]:
+        """Every object at `path` (a collection), and the list's resourceVersion to watch from. Paged
+        (500 a page), so a 4000-pod list never makes the API server build one huge answer."""
+        items: list[Obj] = []
+        query = [("limit", "500")] + ([("fieldSelector", field_selector)] if field_selector else [])
+        token = ""
+        while True:
+            page = self._json("GET", path, query=query + ([("continue", token)] if token else []))
+            items.extend(page.get("items") or [])
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return items, page["metadata"]["resourceVersion"]
+
+    def count(self, path: str, *, field_selector: str = "") -> int:
+        """How many objects `path` holds, without listing them: one item and the remainingItemCount."""
+        query = [("limit", "1")] + ([("fieldSelector", field_selector)] if field_selector else [])
+        page = self._json("GET", path, query=query)
+        return len(page.get("items") or []) + int(page["metadata"].get("remainingItemCount") or 0)
+
+    def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int, field_selector: str = ""
+    ) -> Iterator[Obj]:
+        """Watch events (type, object) at `path` until the server ends the watch; ERROR raises."""
+        query = [("allowWatchBookmarks", "true")] + (
+            [("fieldSelector", field_selector)] if field_selector else []
+        )
+        yield from self._watch(path, query, resource_version, timeout_seconds)
+
+    def driver_slices(self, driver: str) -> tuple[list[Obj], str]:
+        return self.list(SLICES, field_selector=f"spec.driver={driver}")
+
+    def watch_driver_slices(
+        self, driver: str, *, resource_version: str, timeout_seconds: int
+    ) -> Iterator[Obj]:
+        return self.watch(
+            SLICES,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            field_selector=f"spec.driver={driver}",
+        )
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> Obj:
+        return self.annotate(
+            f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}", annotations
+        )
+
+    def pod_event(self, pod: Obj, *, node: str, reason: str, message: str, warning: bool = True) -> Obj:
+        """An Event on `pod` as the node's kubelet reports it (source: kubelet, host: the node)."""
+        meta = pod["metadata"]
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "kubelet", "host": node},
+            "reportingComponent": "kubelet",
+            "reportingInstance": node,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        return self._json("POST", f"/api/v1/namespaces/{quote(meta['namespace'], safe='')}/events", body=body)

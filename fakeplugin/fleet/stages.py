@@ -1,0 +1,156 @@
+"""kwok's configuration for a fleet: the Stages that make simulated nodes Ready and move their pods (pure).
+
+kwok applies the first Stage whose selector matches an object (sigs.k8s.io/kwok, pkg/apis Stage:
+`selector.matchExpressions` keys are jq paths, operators In/NotIn/Exists/DoesNotExist). Pods that use
+ResourceClaims wait for the fleet: Running only once it annotated PREPARED (what the kubelet's
+NodePrepareResources gates: wire-protocol.md §6.3), gone only once it annotated UNPREPARED (§6.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+# kwok manages the Nodes that carry this annotation (its --manage-nodes-with-annotation-selector).
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION_VALUE = "fake"
+PREPARED = "fakeplugin.dev/prepared"
+UNPREPARED = "fakeplugin.dev/unprepared"
+
+_NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
+_NO_CLAIMS = [
+    {"key": ".spec.resourceClaims", "operator": "DoesNotExist"},
+    {"key": ".status.extendedResourceClaimStatus", "operator": "DoesNotExist"},  # DRAExtendedResource
+]
+_PENDING_NOT_READY = [
+    {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+    {
+        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+        "operator": "NotIn",
+        "values": ["True"],
+    },
+]
+
+# Templates render to the object's new status (Go text/template with kwok's functions: Now, Quote, ...).
+_NODE_STATUS = """\
+{{ $now := Now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+nodeInfo:
+  architecture: amd64
+  operatingSystem: linux
+  kubeletVersion: fake
+  osImage: simulated by kwok (fakeplugin fleet)
+phase: Running
+"""
+
+_POD_RUNNING = """\
+{{ $now := Now }}
+conditions:
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Ready}
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: ContainersReady}
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: PodScheduled}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+{{ $meta := .metadata }}
+{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or $meta.uid "" ) \
+  ( or $meta.name "" ) ( or $meta.namespace "" ) }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+
+def _stage(name: str, kind: str, expressions: list[dict[str, Any]], nxt: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": kind},
+            "selector": {"matchExpressions": expressions},
+            "next": nxt,
+        },
+    }
+
+
+def _annotated(key: str) -> dict[str, Any]:
+    return {"key": f'.metadata.annotations["{key}"]', "operator": "In", "values": ["true"]}
+
+
+def kwok_stages() -> list[dict[str, Any]]:
+    """The Stages a fleet's kwok runs with (its --config file holds these documents)."""
+    running = {"statusTemplate": _POD_RUNNING}
+    gone = {"delete": True, "finalizers": {"empty": True}}
+    return [
+        _stage(
+            "node-ready",
+            "Node",
+            [
+                {
+                    "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                    "operator": "NotIn",
+                    "values": ["True"],
+                }
+            ],
+            {"statusTemplate": _NODE_STATUS},
+        ),
+        _stage("pod-ready", "Pod", [_NOT_DELETING, *_NO_CLAIMS, *_PENDING_NOT_READY], running),
+        _stage(
+            "pod-ready-prepared", "Pod", [_NOT_DELETING, _annotated(PREPARED), *_PENDING_NOT_READY], running
+        ),
+        _stage("pod-delete", "Pod", [_DELETING, *_NO_CLAIMS], gone),
+        _stage("pod-delete-unprepared", "Pod", [_DELETING, _annotated(UNPREPARED)], gone),
+    ]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the templates) as YAML literal blocks, readable in kwok's config file."""
+
+
+_Dumper.add_representer(
+    str,
+    lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None),
+)
+
+
+# kwok plays 4 stages at a time by default (podPlayStageParallelism, nodePlayStageParallelism); a
+# thousand-node fleet starting thousands of pods wants more (bench/fleet.py).
+PARALLELISM = 16
+
+
+def kwok_configuration() -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {"podPlayStageParallelism": PARALLELISM, "nodePlayStageParallelism": PARALLELISM},
+    }
+
+
+def kwok_config_yaml() -> str:
+    """kwok's --config file: its KwokConfiguration and kwok_stages(), as one multi-document YAML."""
+    return yaml.dump_all([kwok_configuration(), *kwok_stages()], Dumper=_Dumper, sort_keys=False)

@@ -1,0 +1,190 @@
+"""The fleet's pure parts: kwok's stages, what the kubelet reads from a pod and hands each container, CDI
+resolution for container records, and one inventory file shared by many nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fakeplugin.fleet import podclaims, stages
+from fakeplugin.fleet.containers import resolve
+from fakeplugin.model import PreparedDevice, PrepareResult
+from fakeplugin.publish.node import InventoryFile, NodeDevices
+
+DRIVER = "gpu.nvidia.com"
+
+
+def stage(name: str) -> dict[str, Any]:
+    return next(s for s in stages.kwok_stages() if s["metadata"]["name"] == name)
+
+
+def keys(s: dict[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    return {
+        e["key"]: (e["operator"], tuple(e.get("values", ())))
+        for e in s["spec"]["selector"]["matchExpressions"]
+    }
+
+
+def test_pods_with_claims_run_only_once_prepared_and_go_only_once_unprepared() -> None:
+    ready, prepared = keys(stage("pod-ready")), keys(stage("pod-ready-prepared"))
+    assert ready[".spec.resourceClaims"] == ("DoesNotExist", ())
+    assert ready[".status.extendedResourceClaimStatus"] == ("DoesNotExist", ())
+    assert prepared['.metadata.annotations["fakeplugin.dev/prepared"]'] == ("In", ("true",))
+    assert (
+        ready[".metadata.deletionTimestamp"]
+        == prepared[".metadata.deletionTimestamp"]
+        == ("DoesNotExist", ())
+    )
+    delete, unprepared = keys(stage("pod-delete")), keys(stage("pod-delete-unprepared"))
+    assert delete[".spec.resourceClaims"] == ("DoesNotExist", ())
+    assert unprepared['.metadata.annotations["fakeplugin.dev/unprepared"]'] == ("In", ("true",))
+    assert stage("pod-delete")["spec"]["next"] == {"delete": True, "finalizers": {"empty": True}}
+    assert "phase: Running" in stage("pod-ready-prepared")["spec"]["next"]["statusTemplate"]
+
+
+def test_kwok_config_file_is_the_configuration_then_the_stages() -> None:
+    docs = list(yaml.safe_load_all(stages.kwok_config_yaml()))
+    assert docs[0]["kind"] == "KwokConfiguration"
+    assert docs[0]["options"]["podPlayStageParallelism"] == stages.PARALLELISM
+    assert [d["metadata"]["name"] for d in docs[1:]] == [
+        "node-ready",
+        "pod-ready",
+        "pod-ready-prepared",
+        "pod-delete",
+        "pod-delete-unprepared",
+    ]
+    assert docs[1:] == stages.kwok_stages()
+
+
+def pod(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns", "name": "p", "uid": "u"},
+        "spec": {
+            "resourceClaims": [
+                {"name": "shared", "resourceClaimName": "big-claim"},
+                {"name": "mine", "resourceClaimTemplateName": "t"},
+            ],
+            "containers": [
+                {"name": "a", "resources": {"claims": [{"name": "shared", "request": "first"}]}},
+                {"name": "b", "resources": {"claims": [{"name": "shared"}, {"name": "mine"}]}},
+                {"name": "c"},
+            ],
+        },
+        "status": status,
+    }
+
+
+def device(name: str, *requests: str) -> PreparedDevice:
+    return PreparedDevice("n", name, tuple(requests), (f"k8s.gpu.nvidia.com/claim=x-{name}",))
+
+
+def test_pod_claims_resolve_templates_and_wait_for_ungenerated_ones() -> None:
+    assert podclaims.pod_claims(pod()) == podclaims.PodClaims({"shared": "big-claim"}, ("mine",))
+    generated = pod(resourceClaimStatuses=[{"name": "mine", "resourceClaimName": "p-mine-x7"}])
+    assert podclaims.pod_claims(generated).names == {"shared": "big-claim", "mine": "p-mine-x7"}
+    none_needed = pod(resourceClaimStatuses=[{"name": "mine"}])  # the template made no claim
+    assert podclaims.pod_claims(none_needed) == podclaims.PodClaims({"shared": "big-claim"})
+    extended = pod(extendedResourceClaimStatus={"resourceClaimName": "p-extended-1"})
+    assert podclaims.pod_claims(extended).names[podclaims.EXTENDED] == "p-extended-1"
+
+
+def test_each_container_gets_the_devices_of_the_requests_it_names() -> None:
+    p = pod(resourceClaimStatuses=[{"name": "mine", "resourceClaimName": "p-mine-x7"}])
+    results = {
+        "big-claim": PrepareResult(
+            (device("gpu-0", "first"), device("gpu-1", "second/sub"), device("gpu-2"))
+        ),
+        "p-mine-x7": PrepareResult((device("gpu-3", "gpu"),)),
+    }
+    by_container = {
+        c["name"]: podclaims.container_cdi_devices(p, c, results) for c in p["spec"]["containers"]
+    }
+    # A request names its devices, and devices without request names go to every container of the claim.
+    assert by_container["a"] == ["k8s.gpu.nvidia.com/claim=x-gpu-0", "k8s.gpu.nvidia.com/claim=x-gpu-2"]
+    assert by_container["b"] == [f"k8s.gpu.nvidia.com/claim=x-gpu-{i}" for i in range(4)]
+    assert by_container["c"] == []
+
+
+def test_extended_resource_containers_follow_the_request_mappings() -> None:
+    p = pod(
+        extendedResourceClaimStatus={
+            "resourceClaimName": "p-ext",
+            "requestMappings": [
+                {"containerName": "c", "resourceName": "nvidia.com/gpu", "requestName": "req-0"}
+            ],
+        }
+    )
+    results = {"p-ext": PrepareResult((device("gpu-5", "req-0"),))}
+    assert podclaims.container_cdi_devices(p, p["spec"]["containers"][2], results) == [
+        "k8s.gpu.nvidia.com/claim=x-gpu-5"
+    ]
+
+
+def test_the_failure_event_is_the_kubelet_s_text() -> None:
+    assert podclaims.prepare_failed_message("c1", "boom") == (
+        "Failed to prepare dynamic resources: prepare dynamic resources: "
+        "NodePrepareResources failed for ResourceClaim c1: boom"
+    )
+
+
+def test_cdi_resolution_applies_spec_edits_once_and_later_env_wins(tmp_path: Path) -> None:
+    spec = {
+        "cdiVersion": "0.5.0",
+        "kind": "k8s.gpu.nvidia.com/claim",
+        "containerEdits": {"env": ["SHARED=1", "MODE=spec"]},
+        "devices": [
+            {
+                "name": "u-gpu-0",
+                "containerEdits": {
+                    "env": ["MODE=gpu-0"],
+                    "mounts": [{"hostPath": "/h/0", "containerPath": "/c/0", "options": ["ro"]}],
+                },
+            },
+            {"name": "u-gpu-1", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1"}]}},
+        ],
+    }
+    (tmp_path / "k8s.gpu.nvidia.com-claim_u.yaml").write_text(yaml.safe_dump(spec))
+    env, mounts, nodes, errors = resolve(
+        [
+            "k8s.gpu.nvidia.com/claim=u-gpu-0",
+            "k8s.gpu.nvidia.com/claim=u-gpu-1",
+            "k8s.gpu.nvidia.com/claim=gone",
+        ],
+        ["MODE=container", "KEEP=yes"],
+        tmp_path,
+    )
+    assert env == ["MODE=gpu-0", "KEEP=yes", "SHARED=1"]
+    assert mounts == [{"destination": "/c/0", "type": "bind", "source": "/h/0", "options": ["ro"]}]
+    assert nodes == [{"path": "/dev/nvidia1"}]
+    assert errors == ["unresolvable CDI devices k8s.gpu.nvidia.com/claim=gone"]
+
+
+def test_one_inventory_file_serves_many_nodes(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+
+    def write(count: int) -> None:
+        entry = {
+            "namePrefix": "h-",
+            "replicas": 3,
+            "kubelet": False,
+            "gpus": [{"profile": "t4", "count": count}],
+        }
+        path.write_text(
+            yaml.safe_dump({"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [entry]})
+        )
+
+    write(1)
+    source = InventoryFile(path)
+    nodes = [NodeDevices(source, f"h-{i}", driver=DRIVER) for i in range(3)]
+    assert [len(n) for n in nodes] == [1, 1, 1]
+    write(2)
+    assert source.reload_if_changed() is True
+    assert source.reload_if_changed() is False  # read once for all of them
+    assert [n.refresh() for n in nodes] == [True, True, True]
+    assert [sorted(n) for n in nodes] == [["gpu-0", "gpu-1"]] * 3
+    assert nodes[0]["gpu-0"].uuid != nodes[1]["gpu-0"].uuid  # each node its own devices
+    path.write_text("nodes: [")  # a broken edit changes nothing
+    assert source.reload_if_changed() is False
+    assert [n.refresh() for n in nodes] == [False, False, False]
