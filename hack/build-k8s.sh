@@ -5,10 +5,11 @@
 #
 #   hack/build-k8s.sh [--only NAME[,NAME...]]
 #
-# NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm kwok
+# NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm
 # Optional NAMEs, built only when named in --only (never by default, so CI does not pay for them):
 #   dra-test-driver  Kubernetes' own Go DRA test driver (upstream kubeletplugin helper), the
 #                    anchor bench/prepare_vs_anchor.py measures us against
+#   kubeadm kube-proxy  for the kind node image (hack/kind/build-binaries.sh)
 # Prints progress on stderr and the binary directory on stdout.
 #
 # Environment:
@@ -16,22 +17,20 @@
 #   K8S_VERSION        Kubernetes version (default v1.35.4)
 #   ETCD_VERSION       etcd version (default v3.6.16)
 #   HELM_VERSION       helm version (default v3.19.0)
-#   KWOK_VERSION       kwok version, the simulated nodes' engine (default v0.8.0)
 #   CDI_VERSION        tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 HELM_VERSION="${HELM_VERSION:-v3.19.0}"
-KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
-ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
-OPTIONAL_NAMES=(dra-test-driver)
+ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm)
+OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -142,6 +141,24 @@ build_dra_test_driver() {
   build dra-test-driver k8s.io/kubernetes/test/e2e/dra/test-driver "$(kube_ldflags)"
 }
 
+# kubeadm and kube-proxy (kind node images): a wrapper module of their own, so the components'
+# go.mod stays as it was.
+build_kube_node() {
+  local names=() n pkgs=()
+  for n in kubeadm kube-proxy; do
+    named "$n" && ! have "$n" && names+=("$n")
+  done
+  [[ ${#names[@]} -eq 0 ]] && return
+  wrapper_module "$WORK/kube-node"
+  cd "$WORK/kube-node"
+  say "kubernetes $K8S_VERSION: resolving ${names[*]}"
+  for n in "${names[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n@$K8S_VERSION"); done
+  quiet_go get "${pkgs[@]}"
+  for n in "${names[@]}"; do
+    build "$n" "k8s.io/kubernetes/cmd/$n" "$(kube_ldflags)"
+  done
+}
+
 # fakecri has a module of its own: the CDI library needs newer dependencies (runtime-spec) than
 # Kubernetes pins, and those must not leak into the kubelet and the other components.
 build_fakecri() {
@@ -177,24 +194,12 @@ build_helm() {
   build helm helm.sh/helm/v3/cmd/helm "$ld"
 }
 
-# kwok (sigs.k8s.io/kwok) plays the local cluster's simulated nodes and their pods (fakeplugin fleet).
-build_kwok() {
-  want kwok || return 0
-  have kwok && { say "kwok: cached"; return; }
-  local mod="$WORK/kwok"
-  mkdir -p "$mod" && cd "$mod"
-  [[ -f go.mod ]] || printf 'module local/kwokbin\n\ngo 1.25.0\n' > go.mod
-  say "kwok $KWOK_VERSION: resolving sigs.k8s.io/kwok (module proxy)"
-  quiet_go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
-}
-
 T0=$SECONDS
 build_etcd
 build_kube
 build_fakecri
 build_helm
-build_kwok
 build_dra_test_driver
+build_kube_node
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

@@ -7,6 +7,7 @@ The build downloads fakeplugin's dependency wheels from PyPI (pip's cache makes 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -191,3 +192,23 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
         "scenario-i.yaml True",
         "template-deployment.yaml True",
     ]
+
+
+def test_no_copied_path_is_excluded_by_dockerignore(dockerfile: list[list[Instruction]]) -> None:
+    """A COPY source that .dockerignore excludes fails `docker build` ("file not found in build
+    context"), which running the RUN lines here does not show: examples/ once was."""
+    ignored = [
+        p.strip().rstrip("/")
+        for p in (REPO / ".dockerignore").read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
+    sources = [
+        src.rstrip("/")
+        for stage in dockerfile
+        for ins in stage
+        if ins.keyword == "COPY" and "--from" not in ins.args
+        for src in shlex.split(ins.args)[:-1]
+    ]
+    assert sources
+    excluded = [s for s in sources for p in ignored if fnmatch.fnmatch(s, p) or s.startswith(p + "/")]
+    assert excluded == [], f".dockerignore excludes what the Dockerfile copies: {excluded}"

@@ -1,30 +1,78 @@
 #!/usr/bin/env bash
 # The reference lab on kind, end to end: build the image, create the cluster (kind-config.yaml),
 # load the image into its nodes, install the chart with the lab's own values plus an inventory,
-# then run Scenario I (two containers sharing one claim) and the per-pod template case, asserting
-# each step with `kubectl wait` and the containers' environment.
+# then run Scenario I (two containers sharing one claim) and the per-pod template case, and show
+# what the containers themselves saw through the real container runtime (`kubectl logs`: their
+# `env` and our CDI-mounted `nvidia-smi -L`), asserting each container sees exactly its GPUs.
 #
-#   demo/kind/run.sh
+#   demo/kind/run.sh [--local] [--keep]
 #
-# Needs docker, kind, kubectl, helm and python3. Environment:
+#   --local  build every image on this machine from local sources (hack/kind/images.sh: Debian's
+#            packages, Go modules, this repository), start our own Docker engine when none answers
+#            (hack/kind/dockerd.sh) and run kind through hack/kind/kind: for a machine that reaches
+#            package registries but no image registry. Without it: plain docker and kind, public images.
+#   --keep   keep the scenario objects and the cluster at the end (a reused cluster is always kept)
+#
+# Needs docker, kind, kubectl, helm and python3 (with --local: root, go; kubectl and helm may come
+# from hack/build-k8s.sh's cache). Environment:
 #   CLUSTER          kind cluster name (default fakeplugin-lab); reused when it exists
-#   KIND_NODE_IMAGE  node image for `kind create cluster --image` (default: kind's own)
+#   KIND_CONFIG      kind cluster config (default demo/kind/kind-config.yaml)
+#   KIND_NODE_IMAGE  node image for `kind create cluster --image` (default: kind's own; --local: ours)
 #   IMAGE            image to build and run (default fakeplugin:dev)
-#   KEEP=1           keep the scenario objects and the cluster at the end (a reused cluster is
-#                    always kept)
+#   PYTHON_IMAGE     base image for the Dockerfile (default: the Dockerfile's; --local: ours)
+#   WORKLOAD_IMAGE   image of the example pods (default ubuntu:22.04 as in examples/; --local: the local
+#                    Debian base image, loaded into the nodes)
+#   KEEP=1           as --keep
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
+LOCAL=0
+for arg in "$@"; do
+  case "$arg" in
+    --local) LOCAL=1 ;;
+    --keep) KEEP=1 ;;
+    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) printf 'unknown argument %s (see %s --help)\n' "$arg" "$0" >&2; exit 2 ;;
+  esac
+done
+
 CLUSTER="${CLUSTER:-fakeplugin-lab}"
+KIND_CONFIG="${KIND_CONFIG:-demo/kind/kind-config.yaml}"
 IMAGE="${IMAGE:-fakeplugin:dev}"
+EXAMPLE_IMAGE=ubuntu:22.04  # what examples/*.yaml run
 NAMESPACE=nvidia-dra-driver-gpu
 DRIVER=gpu.nvidia.com
 TIMEOUT=180s
+KIND=kind
 
+source hack/kind/lib.sh  # versions and paths of the --local path (nothing runs)
 say() { printf '\n[kind-demo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[kind-demo] FAILED: %s\n' "$*" >&2; exit 1; }
 
-for tool in docker kind kubectl helm python3; do
+started_docker=0
+if ((LOCAL)); then
+  use_our_docker
+  if ! docker info >/dev/null 2>&1; then
+    say "no Docker engine answers: starting our own (hack/kind/dockerd.sh)"
+    export "$(hack/kind/dockerd.sh start)"
+    started_docker=1
+  fi
+  say "building or finding the local images (hack/kind/images.sh)"
+  while IFS='=' read -r key value; do
+    case "$key" in
+      PYTHON_IMAGE) PYTHON_IMAGE="${PYTHON_IMAGE:-$value}" ;;
+      KIND_NODE_IMAGE) KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-$value}" ;;
+    esac
+  done < <(hack/kind/images.sh)
+  WORKLOAD_IMAGE="${WORKLOAD_IMAGE:-fakeplugin.local/debian:$DEBIAN_SUITE}"
+  KIND=hack/kind/kind
+  for tool in kubectl helm; do
+    command -v "$tool" >/dev/null || PATH="$PATH:$K8S_BIN"
+  done
+fi
+WORKLOAD_IMAGE="${WORKLOAD_IMAGE:-$EXAMPLE_IMAGE}"
+
+for tool in docker "$KIND" kubectl helm python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
 
@@ -41,22 +89,27 @@ until_ok() {
 # jsonpath-free JSON queries: `json_query EXPR` evaluates EXPR with `d` = the JSON document on stdin.
 json_query() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 
-say "building image $IMAGE"
-docker build -t "$IMAGE" .
+# An example's manifest, its pods running WORKLOAD_IMAGE.
+example() { sed "s#image: $EXAMPLE_IMAGE#image: $WORKLOAD_IMAGE#" "examples/$1"; }
+
+say "building image $IMAGE${PYTHON_IMAGE:+ (base $PYTHON_IMAGE)}"
+build_args=()
+((LOCAL)) && build_args+=(--network host)  # pip in the build reaches PyPI through the host
+docker build "${build_args[@]}" ${PYTHON_IMAGE:+--build-arg PYTHON_IMAGE="$PYTHON_IMAGE"} -t "$IMAGE" . >&2
 
 created=0
-if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
   say "reusing kind cluster $CLUSTER"
 else
   created=1
-  say "creating kind cluster $CLUSTER"
-  kind create cluster --name "$CLUSTER" --config demo/kind/kind-config.yaml --wait 180s \
+  say "creating kind cluster $CLUSTER ($KIND_CONFIG${KIND_NODE_IMAGE:+, node image $KIND_NODE_IMAGE})"
+  "$KIND" create cluster --name "$CLUSTER" --config "$KIND_CONFIG" --wait 180s \
     ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 fi
-KUBECONFIG="$(mktemp)"
+KUBECONFIG="${KUBECONFIG_OUT:-$(mktemp)}"
 export KUBECONFIG
-kind get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
-mapfile -t NODES < <(kind get nodes --name "$CLUSTER")
+"$KIND" get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
+mapfile -t NODES < <("$KIND" get nodes --name "$CLUSTER")
 
 say "checking that containerd has CDI enabled on every node"
 for node in "${NODES[@]}"; do
@@ -64,14 +117,18 @@ for node in "${NODES[@]}"; do
     || die "CDI is off in containerd on $node: set enable_cdi = true in its CRI plugin config"
 done
 
-say "loading $IMAGE into the nodes"
-# kind >= 0.31 writes containerd config v4, which some `kind load` versions cannot import into.
-if ! kind load docker-image --name "$CLUSTER" "$IMAGE"; then
-  say "kind load failed; importing with ctr on each node"
-  for node in "${NODES[@]}"; do
-    docker save "$IMAGE" | docker exec -i "$node" ctr --namespace k8s.io images import -
-  done
-fi
+load_images=("$IMAGE")
+[[ "$WORKLOAD_IMAGE" != "$EXAMPLE_IMAGE" ]] && load_images+=("$WORKLOAD_IMAGE")
+for image in "${load_images[@]}"; do
+  say "loading $image into the nodes"
+  # kind >= 0.31 writes containerd config v4, which some `kind load` versions cannot import into.
+  if ! "$KIND" load docker-image --name "$CLUSTER" "$image"; then
+    say "kind load failed; importing with ctr on each node"
+    for node in "${NODES[@]}"; do
+      docker save "$image" | docker exec -i "$node" ctr --namespace k8s.io images import -
+    done
+  fi
+done
 
 say "installing the chart with the lab's values (examples/seed-lab-values.yaml) and demo/kind/inventory.yaml"
 helm upgrade --install fakeplugin charts/fakeplugin --namespace "$NAMESPACE" --create-namespace \
@@ -99,49 +156,61 @@ allocated_uuid() {
     for dev in s['spec']['devices'] if dev['name'] == '${result#*/}'][0]"
 }
 
-# The GPU UUIDs in a container's printed env: each CDI device it got sets FAKEPLUGIN_GPU_<...>_UUID
-# (NVIDIA_VISIBLE_DEVICES is `void`, as NVIDIA's driver sets it).
-visible_devices() {
-  kubectl -n "$1" logs "$2" -c "$3" | sed -n 's/^FAKEPLUGIN_GPU_[0-9A-Z_]*_UUID=//p' | paste -sd,
+# What a container printed (its `env`, then `nvidia-smi -L`), shown, then checked: it sees exactly
+# its GPU, in its environment (the per-device FAKEPLUGIN_GPU_<minor>_UUID variables CDI injected; specs
+# of earlier fakeplugin versions set NVIDIA_VISIBLE_DEVICES to the UUIDs) and in nvidia-smi -L.
+check_container() {
+  local ns="$1" pod="$2" ctr="$3" uuid="$4" logs seen smi
+  logs="$(kubectl -n "$ns" logs "$pod" -c "$ctr")"
+  printf -- '--- kubectl -n %s logs %s -c %s (NVIDIA/FAKEPLUGIN env and nvidia-smi -L):\n%s\n' "$ns" "$pod" "$ctr" \
+    "$(grep -E '^(NVIDIA_|FAKEPLUGIN_)|^GPU ' <<<"$logs")"
+  seen="$(sed -n 's/^FAKEPLUGIN_GPU_[0-9]*_UUID=//p' <<<"$logs" | sort | paste -sd,)"
+  [[ -n "$seen" ]] || seen="$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$logs")"
+  [[ "$seen" == "$uuid" ]] || die "$pod/$ctr sees GPU UUIDs '$seen' in its environment, its claim has $uuid"
+  smi="$(grep '^GPU ' <<<"$logs" || true)"
+  [[ "$(wc -l <<<"$smi")" == 1 && "$smi" == *"(UUID: $uuid)" ]] \
+    || die "$pod/$ctr: nvidia-smi -L printed '$smi', expected one GPU with UUID $uuid"
 }
 
 say "Scenario I: claim must-nvidia-gpu shared by two containers of one pod"
 kubectl create namespace lab01 --dry-run=client -o yaml | kubectl apply -f -
-kubectl -n lab01 apply -f examples/scenario-i.yaml
+example scenario-i.yaml | kubectl -n lab01 apply -f -
 kubectl -n lab01 wait --for=condition=Ready pod/shared-gpu --timeout="$TIMEOUT"
 kubectl -n lab01 wait resourceclaim/must-nvidia-gpu --timeout="$TIMEOUT" \
   --for=jsonpath='{.status.allocation.devices.results[0].driver}'="$DRIVER"
 uuid="$(allocated_uuid lab01 must-nvidia-gpu)"
 for ctr in ctr0 ctr1; do
-  seen="$(visible_devices lab01 shared-gpu "$ctr")"
-  [[ "$seen" == "$uuid" ]] || die "container $ctr sees GPUs '$seen' in its env, the claim has $uuid"
+  check_container lab01 shared-gpu "$ctr" "$uuid"
 done
-smi0="$(kubectl -n lab01 logs shared-gpu -c ctr0 | grep '^GPU ' || true)"
-smi1="$(kubectl -n lab01 logs shared-gpu -c ctr1 | grep '^GPU ' || true)"
+smi0="$(kubectl -n lab01 logs shared-gpu -c ctr0 | grep '^GPU ')"
+smi1="$(kubectl -n lab01 logs shared-gpu -c ctr1 | grep '^GPU ')"
 [[ "$smi0" == "$smi1" ]] || die "the containers' nvidia-smi -L differ: '$smi0' vs '$smi1'"
 echo "both containers see $uuid"
 
 say "template case: a ResourceClaimTemplate gives each Deployment replica its own GPU"
 kubectl create namespace lab02 --dry-run=client -o yaml | kubectl apply -f -
-kubectl -n lab02 apply -f examples/template-deployment.yaml
+example template-deployment.yaml | kubectl -n lab02 apply -f -
 kubectl -n lab02 wait --for=condition=Available deployment/gpu-per-pod --timeout="$TIMEOUT"
 mapfile -t CLAIMS < <(kubectl -n lab02 get resourceclaims -o name)
 ((${#CLAIMS[@]} == 2)) || die "expected 2 claims made from the template, found ${#CLAIMS[@]}: ${CLAIMS[*]}"
+declare -A uuid_of_pod
 uuids=()
 for claim in "${CLAIMS[@]}"; do
   kubectl -n lab02 wait "$claim" --timeout="$TIMEOUT" \
     --for=jsonpath='{.status.allocation.devices.results[0].driver}'="$DRIVER"
-  uuids+=("$(allocated_uuid lab02 "${claim#*/}")")
+  u="$(allocated_uuid lab02 "${claim#*/}")"
+  uuids+=("$u")
+  owner="$(kubectl -n lab02 get "$claim" -o json | json_query "d['status']['reservedFor'][0]['name']")"
+  uuid_of_pod[$owner]="$u"
 done
 [[ "${uuids[0]}" != "${uuids[1]}" ]] || die "both replicas got the same GPU ${uuids[0]}"
 for pod in $(kubectl -n lab02 get pods -l app=gpu-per-pod -o name); do
-  seen="$(visible_devices lab02 "${pod#*/}" ctr)"
-  [[ " ${uuids[*]} " == *" $seen "* ]] || die "$pod sees GPUs '$seen' in its env, not one of ${uuids[*]}"
+  check_container lab02 "${pod#*/}" ctr "${uuid_of_pod[${pod#*/}]}"
 done
 echo "replicas got ${uuids[*]}"
 
 if [[ "${KEEP:-}" == 1 ]]; then
-  say "done; cluster $CLUSTER kept (KUBECONFIG=$KUBECONFIG)"
+  say "done; cluster $CLUSTER kept (KUBECONFIG=$KUBECONFIG${DOCKER_HOST:+ DOCKER_HOST=$DOCKER_HOST})"
   exit 0
 fi
 say "cleaning up: claims made from the template go with their pods"
@@ -149,7 +218,8 @@ kubectl -n lab02 delete deployment gpu-per-pod --wait --timeout="$TIMEOUT"
 kubectl -n lab02 wait --for=delete "${CLAIMS[@]}" --timeout="$TIMEOUT"
 kubectl delete namespace lab02 lab01 --wait --timeout="$TIMEOUT"
 if ((created)); then
-  kind delete cluster --name "$CLUSTER"
+  "$KIND" delete cluster --name "$CLUSTER"
 fi
 rm -f "$KUBECONFIG"
+if ((started_docker)); then hack/kind/dockerd.sh stop; fi
 say "done"
