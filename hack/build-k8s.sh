@@ -5,7 +5,7 @@
 #
 #   hack/build-k8s.sh [--only NAME[,NAME...]]
 #
-# NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm
+# NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm kwok
 # Optional NAMEs, built only when named in --only (never by default, so CI does not pay for them):
 #   dra-test-driver  Kubernetes' own Go DRA test driver (upstream kubeletplugin helper), the
 #                    anchor bench/prepare_vs_anchor.py measures us against
@@ -17,19 +17,21 @@
 #   K8S_VERSION        Kubernetes version (default v1.35.4)
 #   ETCD_VERSION       etcd version (default v3.6.16)
 #   HELM_VERSION       helm version (default v3.19.0)
+#   KWOK_VERSION       kwok version, the simulated nodes' engine (default v0.8.0)
 #   CDI_VERSION        tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 HELM_VERSION="${HELM_VERSION:-v3.19.0}"
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
-ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm)
+ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
 OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -39,7 +41,7 @@ ONLY=""
 case "${1:-}" in
   "") ;;
   --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]}"; ONLY=",$2," ;;
-  -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
 esac
 for n in ${ONLY//,/ }; do
@@ -194,11 +196,24 @@ build_helm() {
   build helm helm.sh/helm/v3/cmd/helm "$ld"
 }
 
+# kwok (sigs.k8s.io/kwok) plays the local cluster's simulated nodes and their pods (fakeplugin fleet).
+build_kwok() {
+  want kwok || return 0
+  have kwok && { say "kwok: cached"; return; }
+  local mod="$WORK/kwok"
+  mkdir -p "$mod" && cd "$mod"
+  [[ -f go.mod ]] || printf 'module local/kwokbin\n\ngo 1.25.0\n' > go.mod
+  say "kwok $KWOK_VERSION: resolving sigs.k8s.io/kwok (module proxy)"
+  quiet_go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
+}
+
 T0=$SECONDS
 build_etcd
 build_kube
 build_fakecri
 build_helm
+build_kwok
 build_dra_test_driver
 build_kube_node
 say "done in $((SECONDS - T0)) s; binaries in $BIN"

@@ -157,16 +157,15 @@ allocated_uuid() {
 }
 
 # What a container printed (its `env`, then `nvidia-smi -L`), shown, then checked: it sees exactly
-# its GPU, in its environment (the per-device FAKEPLUGIN_GPU_<minor>_UUID variables CDI injected; specs
-# of earlier fakeplugin versions set NVIDIA_VISIBLE_DEVICES to the UUIDs) and in nvidia-smi -L.
+# its GPU, in its environment (each CDI device it got sets FAKEPLUGIN_GPU_<...>_UUID;
+# NVIDIA_VISIBLE_DEVICES is `void`, as NVIDIA's driver sets it) and in nvidia-smi -L.
 check_container() {
   local ns="$1" pod="$2" ctr="$3" uuid="$4" logs seen smi
   logs="$(kubectl -n "$ns" logs "$pod" -c "$ctr")"
   printf -- '--- kubectl -n %s logs %s -c %s (NVIDIA/FAKEPLUGIN env and nvidia-smi -L):\n%s\n' "$ns" "$pod" "$ctr" \
     "$(grep -E '^(NVIDIA_|FAKEPLUGIN_)|^GPU ' <<<"$logs")"
-  seen="$(sed -n 's/^FAKEPLUGIN_GPU_[0-9]*_UUID=//p' <<<"$logs" | sort | paste -sd,)"
-  [[ -n "$seen" ]] || seen="$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$logs")"
-  [[ "$seen" == "$uuid" ]] || die "$pod/$ctr sees GPU UUIDs '$seen' in its environment, its claim has $uuid"
+  seen="$(sed -n 's/^FAKEPLUGIN_GPU_[0-9A-Z_]*_UUID=//p' <<<"$logs" | sort | paste -sd,)"
+  [[ "$seen" == "$uuid" ]] || die "$pod/$ctr sees GPUs '$seen' in its environment, its claim has $uuid"
   smi="$(grep '^GPU ' <<<"$logs" || true)"
   [[ "$(wc -l <<<"$smi")" == 1 && "$smi" == *"(UUID: $uuid)" ]] \
     || die "$pod/$ctr: nvidia-smi -L printed '$smi', expected one GPU with UUID $uuid"
