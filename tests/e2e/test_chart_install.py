@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import binaries, components
+from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
 from tests.e2e.kube import wait_for
 from tests.tooling import unavailable
@@ -58,7 +58,7 @@ def render(namespace: str, release: str, driver: str) -> list[dict[str, Any]]:
             "--namespace",
             namespace,
             "--kube-version",
-            binaries.K8S_VERSION,
+            versions.selected(),
             "-f",
             "examples/seed-lab-values.yaml",
             "--set-file",
