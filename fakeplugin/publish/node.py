@@ -31,7 +31,7 @@ from fakeplugin.publish import devicefaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
-from fakeplugin.publish.slices import resource_slices
+from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE, resource_slices
 from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
@@ -188,8 +188,9 @@ class NodeDevices(Mapping[str, GpuDevice]):
         with self._lock:
             return self._faults.get(name)
 
-    def desired_slices(self) -> list[dict[str, Any]]:
-        """The ResourceSlices of this node's pool, once `set_node` gave the node's UID."""
+    def desired_slices(self, server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE) -> list[dict[str, Any]]:
+        """The ResourceSlices of this node's pool, once `set_node` gave the node's UID, laid out for an API
+        server of `server_version` (major, minor)."""
         with self._lock:
             assert self._uid, "set_node() first: slices are owned by the Node object"
             devices, uid = list(self._devices.values()), self._uid
@@ -201,6 +202,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
             node_uid=uid,
             taints=taints,
             release=self._release,
+            server_version=server_version,
         )
 
     def _set_faults(self, text: str | None) -> bool:
