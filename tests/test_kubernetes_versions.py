@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
@@ -120,3 +121,19 @@ def test_cli_version_flag_refuses_an_unsupported_version_before_building() -> No
     assert run.returncode != 0
     assert "minor 1.30 is not supported" in run.stderr
     assert "[build-k8s" not in run.stderr  # refused before the script ran
+
+
+def test_render_lays_dynamic_mig_out_for_the_api_servers_version() -> None:
+    def kinds(version: str) -> list[list[str]]:
+        out = subprocess.run(
+            [sys.executable, "-m", "fakeplugin", "render", "--config", str(REPO / "examples" / "mig.yaml"),
+             "--node", "h200-dynamic", "--feature-gates", "DynamicMIG=true", "--kubernetes-version", version],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        docs = [d for d in yaml.safe_load_all(out) if d["kind"] == "ResourceSlice"]
+        return [sorted(k for k in ("sharedCounters", "devices") if k in d["spec"]) for d in docs]
+
+    assert versions.server_version("v1.34.4") == (1, 34)
+    # 1.34: each GPU's slice holds its counter set and its devices; 1.35+: counters in a slice of their own.
+    assert kinds("v1.34.4") == [["devices", "sharedCounters"]] * 2
+    assert kinds("v1.35.4") == kinds("v1.37.2") == [["sharedCounters"], ["devices"], ["devices"]]

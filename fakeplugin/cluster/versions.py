@@ -157,6 +157,12 @@ def selected(env: Mapping[str, str] = os.environ) -> str:
     return version
 
 
+def server_version(version: str) -> tuple[int, int]:
+    """`v1.34.4` → (1, 34): what an API server of `version` reports as major and minor in /version."""
+    major, minor = minor_of(version).split(".")
+    return int(major), int(minor)
+
+
 def build_pins(version: str) -> dict[str, str]:
     """The environment hack/build-k8s.sh builds `version` (empty: the default) with."""
     version = version or DEFAULT_VERSION

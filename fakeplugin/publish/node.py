@@ -57,12 +57,21 @@ def node_slices(
     labels: Mapping[str, str] = MappingProxyType({}),
     dynamic_mig: bool = False,
     release: DriverRelease | None = None,
+    server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints),
-    shaped as `release` publishes them (default: the inventory's driverRelease)."""
+    shaped as `release` publishes them (default: the inventory's driverRelease), laid out for an API
+    server of `server_version` (major, minor)."""
     devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig)
     release = release or releases.get(inventory.driver_release)
-    return resource_slices(devices, driver=driver, node_name=node_name, node_uid=node_uid, release=release)
+    return resource_slices(
+        devices,
+        driver=driver,
+        node_name=node_name,
+        node_uid=node_uid,
+        release=release,
+        server_version=server_version,
+    )
 
 
 class InventoryFile:
