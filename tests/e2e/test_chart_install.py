@@ -179,7 +179,9 @@ def rbac_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServ
     )
     apiserver_argv = [
         arg
-        for arg in components.apiserver_argv(bins["kube-apiserver"], layout, ports, {})
+        for arg in components.apiserver_argv(
+            bins["kube-apiserver"], layout, ports, {}, versions.release(versions.selected())
+        )
         if not arg.startswith(ours)
     ] + [
         "--authorization-mode=RBAC",
