@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,11 @@ class Kube:
 
     def __init__(self, api_client: ApiClient) -> None:
         self._api = api_client
+
+    def server_version(self) -> tuple[int, int]:
+        """The API server's (major, minor) from /version; a minor such as "35+" counts as 35."""
+        info = self._json("GET", "/version")
+        return int(info["major"]), int(re.match(r"\d+", info["minor"]).group())  # type: ignore[union-attr]
 
     def get_node(self, name: str) -> NodeInfo:
         return _node_info(self._json("GET", f"/api/v1/nodes/{_segment(name)}"))

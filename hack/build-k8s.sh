@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build pinned, real Kubernetes components (and etcd, helm, our fake CRI) from Go modules into a
 # cache outside the repository. Idempotent: binaries already built are kept (fakecri is rebuilt when
-# hack/fakecri/main.go changed). Needs Go >= 1.25 and the Go module proxy; nothing is vendored.
+# hack/fakecri/main.go changed). Needs Go (>= 1.24 for 1.34, 1.25 for 1.35, 1.26 for 1.36 and 1.37) and the
+# Go module proxy; nothing is vendored.
 #
 #   hack/build-k8s.sh [--only NAME[,NAME...]]
 #
@@ -13,21 +14,34 @@
 # Prints progress on stderr and the binary directory on stdout.
 #
 # Environment:
-#   FAKEPLUGIN_CACHE   cache root (default ~/.cache/fakeplugin); binaries in $FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin
-#   K8S_VERSION        Kubernetes version (default v1.35.4)
-#   ETCD_VERSION       etcd version (default v3.6.16)
-#   HELM_VERSION       helm version (default v3.19.0)
-#   KWOK_VERSION       kwok version, the simulated nodes' engine (default v0.8.0)
-#   CDI_VERSION        tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
+#   FAKEPLUGIN_CACHE        cache root (default ~/.cache/fakeplugin); binaries in $FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin
+#   K8S_VERSION             Kubernetes version, any served 1.34.x-1.37.x (default: $FAKEPLUGIN_K8S_VERSION,
+#                           else v1.35.4)
+#   ETCD_VERSION            etcd version (default: the table's for that minor)
+#   HELM_VERSION            helm version (default: the table's for that minor)
+#   KWOK_VERSION            kwok version, the simulated nodes' engine, the same for every minor (default v0.8.0)
+#   CDI_VERSION             tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
+# The etcd, helm and oldest Go of each Kubernetes minor come from one table, fakeplugin/cluster/versions.py
+# (run here as `python3 versions.py pins VERSION`), which also holds each minor's gates and flags.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.35.4}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
-HELM_VERSION="${HELM_VERSION:-v3.19.0}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+# In a source tree this script is hack/ (the table: fakeplugin/cluster/); in an installed package it is
+# fakeplugin/cluster/gosrc/hack/ (the table: two levels up).
+for VERSIONS_PY in "$REPO/fakeplugin/cluster/versions.py" "$HERE/../../versions.py" ""; do
+  [[ -f "$VERSIONS_PY" ]] && break
+done
+[[ -n "$VERSIONS_PY" ]] || { echo "build-k8s: fakeplugin/cluster/versions.py not found next to $HERE" >&2; exit 1; }
+PINS="$(python3 "$VERSIONS_PY" pins "${K8S_VERSION:-${FAKEPLUGIN_K8S_VERSION:-}}")" || exit 1
+pin() { sed -n "s/^$1=//p" <<<"$PINS"; }
+K8S_VERSION="$(pin K8S_VERSION)"
+ETCD_VERSION="${ETCD_VERSION:-$(pin ETCD_VERSION)}"
+HELM_VERSION="${HELM_VERSION:-$(pin HELM_VERSION)}"
+GO_MIN="$(pin GO_MIN)"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
@@ -41,7 +55,7 @@ ONLY=""
 case "${1:-}" in
   "") ;;
   --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]}"; ONLY=",$2," ;;
-  -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
 esac
 for n in ${ONLY//,/ }; do
@@ -49,9 +63,11 @@ for n in ${ONLY//,/ }; do
     die "--only: unknown binary $n (known: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]})"
 done
 
-command -v go >/dev/null || die "go not found in PATH; install Go >= 1.25 (https://go.dev/dl/)"
+command -v go >/dev/null || die "go not found in PATH; install Go >= $GO_MIN (https://go.dev/dl/)"
 GO_MINOR="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
-[[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge 25 ]] || die "$(go env GOVERSION) is too old: Kubernetes 1.35 needs Go >= 1.25"
+[[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge "${GO_MIN#1.}" ]] ||
+  die "$(go env GOVERSION) is too old: Kubernetes $K8S_VERSION needs Go >= $GO_MIN"
+say "Kubernetes $K8S_VERSION with etcd $ETCD_VERSION, helm $HELM_VERSION ($(go env GOVERSION))"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$BIN" "$WORK"
@@ -85,7 +101,7 @@ build_etcd() {
   have etcd && { say "etcd: cached"; return; }
   local mod="$WORK/etcd"
   mkdir -p "$mod" && cd "$mod"
-  [[ -f go.mod ]] || printf 'module local/etcdbin\n\ngo 1.25.0\n' > go.mod
+  [[ -f go.mod ]] || printf 'module local/etcdbin\n\ngo %s.0\n' "$GO_MIN" > go.mod
   say "etcd $ETCD_VERSION: resolving go.etcd.io/etcd/server/v3 (module proxy)"
   quiet_go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
   build etcd go.etcd.io/etcd/server/v3 "-s -w"
@@ -98,7 +114,8 @@ wrapper_module() {
   mkdir -p "$mod"
   [[ -f "$mod/go.mod" ]] && return
   say "kubernetes $K8S_VERSION: preparing wrapper module in $mod"
-  printf 'module local/%s\n\ngo 1.25.0\n\ngodebug default=go1.25\n' "$(basename "$mod")" > "$mod/go.mod.tmp"
+  # The go and godebug lines of k8s.io/kubernetes's own go.mod for this minor.
+  printf 'module local/%s\n\ngo %s.0\n\ngodebug default=go%s\n' "$(basename "$mod")" "$GO_MIN" "$GO_MIN" > "$mod/go.mod.tmp"
   go mod edit -require="k8s.io/kubernetes@$K8S_VERSION" "$mod/go.mod.tmp"
   say "downloading k8s.io/kubernetes@$K8S_VERSION (module proxy)"
   kdir="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
@@ -180,7 +197,7 @@ build_helm() {
   have helm && { say "helm: cached"; return; }
   local mod="$WORK/helm"
   mkdir -p "$mod" && cd "$mod"
-  [[ -f go.mod ]] || printf 'module local/helmbin\n\ngo 1.25.0\n' > go.mod
+  [[ -f go.mod ]] || printf 'module local/helmbin\n\ngo %s.0\n' "$GO_MIN" > go.mod
   say "helm $HELM_VERSION: resolving helm.sh/helm/v3 (module proxy)"
   quiet_go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   # As helm's Makefile does: the Kubernetes version helm assumes (for charts' kubeVersion) follows

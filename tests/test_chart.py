@@ -21,7 +21,7 @@ import yaml
 
 from fakeplugin import featuregates, releases
 from fakeplugin.cli import build_parser
-from fakeplugin.cluster import binaries
+from fakeplugin.cluster import binaries, versions
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import parse_inventory
 from tests.tooling import unavailable
@@ -81,7 +81,7 @@ def template(helm: Path, *args: str, namespace: str = NAMESPACE) -> subprocess.C
         "--namespace",
         namespace,
         "--kube-version",
-        binaries.K8S_VERSION,
+        versions.selected(),
         *args,
     )
 
@@ -159,7 +159,7 @@ def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
         "--namespace",
         NAMESPACE,
         "--kube-version",
-        binaries.K8S_VERSION,
+        versions.selected(),
         *args,
     )
     assert result.returncode == 0, result.stdout + result.stderr

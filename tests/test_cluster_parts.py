@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fakeplugin.cluster import binaries, components
+from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout, too_long_sockets
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
@@ -105,7 +105,7 @@ def test_everything_listens_on_loopback_only(tmp_path: Path) -> None:
     bin_ = Path("/bin/x")
     argvs = [
         components.etcd_argv(bin_, layout, ports),
-        components.apiserver_argv(bin_, layout, ports, gates),
+        components.apiserver_argv(bin_, layout, ports, gates, versions.release(versions.DEFAULT_VERSION)),
         components.scheduler_argv(bin_, layout, ports, gates),
         components.controller_manager_argv(bin_, layout, ports, gates),
     ]

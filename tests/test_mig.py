@@ -58,9 +58,15 @@ def devices(*gpus: dict[str, Any], dynamic: bool = False) -> list[GpuDevice]:
     return devices_for_node(inv, inv.nodes[0], "n", dynamic_mig=dynamic)
 
 
-def slices(*gpus: dict[str, Any], dynamic: bool = False) -> list[dict[str, Any]]:
+def slices(
+    *gpus: dict[str, Any], dynamic: bool = False, server: tuple[int, int] = (1, 35)
+) -> list[dict[str, Any]]:
     return resource_slices(
-        devices(*gpus, dynamic=dynamic), driver="gpu.nvidia.com", node_name="n", node_uid="u"
+        devices(*gpus, dynamic=dynamic),
+        driver="gpu.nvidia.com",
+        node_name="n",
+        node_uid="u",
+        server_version=server,
     )
 
 
@@ -404,6 +410,46 @@ def test_dynamic_a100_80gb_partitions_once_mig_mode_is_on() -> None:
     assert counter_set["counters"]["memory"] == {"value": "79Gi"}  # 7g.80gb: 80896 MiB
     assert counter_set["counters"]["multiprocessors"] == {"value": "98"}
     assert [d.name for d in devices({"profile": "a100-80gb"}, dynamic=True)] == ["gpu-0"]
+
+
+@pytest.mark.parametrize("server", [(1, 34), (1, 33)])
+def test_before_1_35_each_gpu_slice_holds_its_counter_set_and_its_devices(server: tuple[int, int]) -> None:
+    # The driver's combined layout (an API server before 1.35): G slices, no counters-only slice.
+    split = slices(
+        {"profile": "h200", "pciBusID": "0000:9a:00.0"},
+        {"profile": "h200", "pciBusID": "0000:1b:00.0"},
+        dynamic=True,
+    )
+    combined = slices(
+        {"profile": "h200", "pciBusID": "0000:9a:00.0"},
+        {"profile": "h200", "pciBusID": "0000:1b:00.0"},
+        dynamic=True,
+        server=server,
+    )
+    assert [list(s["spec"]) for s in combined] == [
+        ["driver", "nodeName", "pool", "sharedCounters", "devices"]
+    ] * 2
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in combined} == {2}
+    # Same counter sets and devices as the 1.35 layout, only regrouped: gpu-1 (lower bus) first.
+    assert [c["name"] for s in combined for c in s["spec"]["sharedCounters"]] == [
+        "gpu-1-counter-set",
+        "gpu-0-counter-set",
+    ]
+    assert [s["spec"]["sharedCounters"] for s in combined] == [
+        [c] for c in split[0]["spec"]["sharedCounters"]
+    ]
+    assert [s["spec"]["devices"] for s in combined] == [s["spec"]["devices"] for s in split[1:]]
+    for s in combined:
+        (counter_set,) = s["spec"]["sharedCounters"]
+        assert {d["consumesCounters"][0]["counterSet"] for d in s["spec"]["devices"]} == {counter_set["name"]}
+    # A GPU without MIG publishes no counter set: its slice has devices only.
+    mixed = slices({"profile": "h200"}, {"profile": "t4"}, dynamic=True, server=server)
+    assert [sorted(s["spec"]) for s in mixed] == [
+        ["devices", "driver", "nodeName", "pool", "sharedCounters"],
+        ["devices", "driver", "nodeName", "pool"],
+    ]
+    # Plain pools are the same on every version.
+    assert slices({"profile": "t4"}, server=server) == slices({"profile": "t4"})
 
 
 def test_dynamic_hopper_ignores_a_static_layout() -> None:

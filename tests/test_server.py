@@ -406,8 +406,19 @@ def test_device_health_streams_all_devices_healthy(serve: Any) -> None:
     assert list(info.supported_versions) == [
         "v1.DRAPlugin",
         "v1beta1.DRAPlugin",
+        "v1.DRAResourceHealth",
         "v1alpha1.DRAResourceHealth",
     ]
+
+    # Kubelet 1.37 picks v1: the same stream under /v1.DRAResourceHealth/ (the messages are identical).
+    v1_watch = running.channel(running.server.paths.dra).unary_stream(
+        "/v1.DRAResourceHealth/NodeWatchResources",
+        request_serializer=dh.NodeWatchResourcesRequest.SerializeToString,
+        response_deserializer=dh.NodeWatchResourcesResponse.FromString,
+    )
+    v1_stream = v1_watch(dh.NodeWatchResourcesRequest(), timeout=RPC_TIMEOUT_S * 3)
+    assert [d.device.device_name for d in next(v1_stream).devices] == list(devices)
+    v1_stream.cancel()
 
     stub = dh_grpc.DRAResourceHealthStub(running.channel(running.server.paths.dra))
     stream = stub.NodeWatchResources(dh.NodeWatchResourcesRequest(), timeout=RPC_TIMEOUT_S * 3)

@@ -9,7 +9,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-K8S_VERSION = "v1.35.4"
+from fakeplugin.cluster import versions
+
+K8S_VERSION = versions.DEFAULT_VERSION
 # Everything `cluster up` runs; helm is built by the script too but not needed here.
 CLUSTER_BINARIES = (
     "etcd",
@@ -35,9 +37,11 @@ def cache_root(env: Mapping[str, str] = os.environ) -> Path:
     return Path(env.get("FAKEPLUGIN_CACHE") or Path.home() / ".cache" / "fakeplugin")
 
 
-def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Where hack/build-k8s.sh puts binaries: $FAKEPLUGIN_CACHE/k8s/<version>/bin."""
-    return cache_root(env) / "k8s" / env.get("K8S_VERSION", K8S_VERSION) / "bin"
+def cache_dir(env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
+    """Where hack/build-k8s.sh puts binaries: $FAKEPLUGIN_CACHE/k8s/<version>/bin; the version defaults
+    to $FAKEPLUGIN_K8S_VERSION, else K8S_VERSION (the script's variable), else the default."""
+    chosen = version or env.get(versions.ENV) or env.get("K8S_VERSION") or K8S_VERSION
+    return cache_root(env) / "k8s" / chosen / "bin"
 
 
 def asset_env_var(name: str) -> str:
@@ -45,8 +49,9 @@ def asset_env_var(name: str) -> str:
     return "TEST_ASSET_" + re.sub(r"[^A-Z0-9]", "_", name.upper())
 
 
-def location(name: str, env: Mapping[str, str] = os.environ) -> Path:
-    """Where `name` should be, first match wins: TEST_ASSET_<NAME>, $KUBEBUILDER_ASSETS/<name>, the cache.
+def location(name: str, env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
+    """Where `name` should be, first match wins: TEST_ASSET_<NAME>, $KUBEBUILDER_ASSETS/<name>, the cache
+    (of `version`, see cache_dir).
 
     As in envtest, a set environment variable is taken as is: no fallback when the file is missing.
     """
@@ -54,32 +59,37 @@ def location(name: str, env: Mapping[str, str] = os.environ) -> Path:
         return Path(env[asset_env_var(name)])
     if env.get("KUBEBUILDER_ASSETS"):
         return Path(env["KUBEBUILDER_ASSETS"]) / name
-    return cache_dir(env) / name
+    return cache_dir(env, version) / name
 
 
-def find(name: str, env: Mapping[str, str] = os.environ) -> Path:
-    return find_all((name,), env)[name]
+def find(name: str, env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
+    return find_all((name,), env, version)[name]
 
 
 def find_all(
-    names: tuple[str, ...] = CLUSTER_BINARIES, env: Mapping[str, str] = os.environ
+    names: tuple[str, ...] = CLUSTER_BINARIES, env: Mapping[str, str] = os.environ, version: str | None = None
 ) -> dict[str, Path]:
     """All binaries, or one error naming every missing one and how to build them."""
-    found = {name: location(name, env) for name in names}
+    found = {name: location(name, env, version) for name in names}
     missing = {n: p for n, p in found.items() if not (p.is_file() and os.access(p, os.X_OK))}
     if missing:
         raise BinaryNotFound(
             "missing binaries (looked up as TEST_ASSET_<NAME>, else $KUBEBUILDER_ASSETS/<name>, else the "
             "build cache):\n"
             + "".join(f"  {n}: no executable at {p}\n" for n, p in missing.items())
-            + f"build them with `fakeplugin cluster build --only {','.join(missing)}` (runs {BUILD_SCRIPT}; "
-            "needs Go >= 1.25 and the Go module proxy)"
+            + f"build them with `fakeplugin cluster build{_version_flag(version)} "
+            f"--only {','.join(missing)}` (runs {BUILD_SCRIPT}; needs Go and the Go module proxy)"
         )
     return found
 
 
-def build(only: list[str] | None = None) -> int:
-    """Run hack/build-k8s.sh (idempotent; progress goes to stderr); returns its exit status."""
+def _version_flag(version: str | None) -> str:
+    return f" --kubernetes-version {version}" if version and version != K8S_VERSION else ""
+
+
+def build(only: list[str] | None = None, version: str | None = None) -> int:
+    """Run hack/build-k8s.sh for `version` (default: as cache_dir picks it; idempotent; progress goes to
+    stderr); returns its exit status."""
     if not BUILD_SCRIPT.is_file():
         raise BinaryNotFound(
             f"build script {BUILD_SCRIPT} not found (it ships as package data: reinstall fakeplugin)"
@@ -87,4 +97,7 @@ def build(only: list[str] | None = None) -> int:
     argv = ["bash", str(BUILD_SCRIPT)]
     if only:
         argv += ["--only", ",".join(only)]
-    return subprocess.run(argv, stdout=sys.stderr, check=False).returncode
+    env = dict(os.environ)
+    if version:
+        env["K8S_VERSION"] = version
+    return subprocess.run(argv, stdout=sys.stderr, check=False, env=env).returncode

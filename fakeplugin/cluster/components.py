@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
+from fakeplugin.cluster.versions import DEFAULT_VERSION, Release, release
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 
 LOOPBACK = "127.0.0.1"
@@ -21,13 +22,8 @@ SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.64.0.0/12"
 CLUSTER_DNS = "10.0.0.10"
 
-# Kubernetes feature gates on by default: the DRA alphas the NVIDIA driver's features need in 1.35.
-DEFAULT_FEATURE_GATES: dict[str, bool] = {
-    "DRAPartitionableDevices": True,
-    "DRAExtendedResource": True,
-    "DRADeviceTaints": True,
-    "ResourceHealthStatus": True,
-}
+# The feature gates `cluster up` turns on for the default version (each minor's: versions.RELEASES).
+DEFAULT_FEATURE_GATES: dict[str, bool] = dict(release(DEFAULT_VERSION).feature_gates)
 
 # The kubelet tunes these at start (container_manager_linux.go setupKernelTunables); it only ever
 # sees stand-in files bound over them in its private mount namespace.
@@ -81,7 +77,7 @@ class KubeletPorts:
 
 
 def parse_feature_gates(
-    text: str | None, defaults: dict[str, bool] = DEFAULT_FEATURE_GATES
+    text: str | None, defaults: Mapping[str, bool] = DEFAULT_FEATURE_GATES
 ) -> dict[str, bool]:
     """`A=true,B=false` over the defaults. Names are Kubernetes' own; the components reject unknown ones."""
     gates = dict(defaults)
@@ -111,7 +107,9 @@ def etcd_argv(binary: Path, layout: StateLayout, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool]) -> list[str]:
+def apiserver_argv(
+    binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool], kube: Release
+) -> list[str]:
     argv = [
         str(binary),
         f"--etcd-servers=http://{LOOPBACK}:{ports.etcd_client}",
@@ -132,8 +130,8 @@ def apiserver_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         f"--feature-gates={gates_flag(gates)}",
     ]
-    if gates.get("DRADeviceTaintRules"):
-        argv.append("--runtime-config=resource.k8s.io/v1alpha3=true")  # DeviceTaintRule's API in 1.35
+    if kube.taint_rule_runtime_config and gates.get(kube.taint_rule_gate):
+        argv.append(f"--runtime-config={kube.taint_rule_api}=true")  # DeviceTaintRule's API, off by default
     return argv
 
 

@@ -43,17 +43,18 @@ def check_host(root: Path, kubelet_dirs: list[NodeDirs]) -> None:
         )
 
 
-def find_binaries(build: bool) -> dict[str, Path]:
-    """The cluster's binaries; with `build`, missing ones are built first (hack/build-k8s.sh)."""
+def find_binaries(build: bool, version: str) -> dict[str, Path]:
+    """The cluster's binaries of Kubernetes `version`; with `build`, missing ones are built first
+    (hack/build-k8s.sh)."""
     try:
-        found = binaries.find_all()
+        found = binaries.find_all(version=version)
     except binaries.BinaryNotFound:
         if not build:
             raise
-        log.info("building missing binaries with %s", binaries.BUILD_SCRIPT)
-        if binaries.build(list(binaries.CLUSTER_BINARIES)) != 0:
+        log.info("building missing binaries of %s with %s", version, binaries.BUILD_SCRIPT)
+        if binaries.build(list(binaries.CLUSTER_BINARIES), version) != 0:
             raise ClusterError(f"{binaries.BUILD_SCRIPT} failed (its output is above)") from None
-        found = binaries.find_all()
+        found = binaries.find_all(version=version)
     for name, path in found.items():
         log.info("using %s: %s", name, path)
     return found

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.cluster import binaries, components, containers
+from fakeplugin.cluster import binaries, containers, versions
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
@@ -50,7 +50,11 @@ class Cluster:
         self.layout = StateLayout(Path(state_dir).absolute())
         self._store = StateStore(self.layout)
         self._processes = Supervisor(self._store)
-        self._kubectl = Kubectl(self.layout.kubeconfig, cache_dir=self.layout.kubectl_cache)
+        self._kubectl = Kubectl(
+            self.layout.kubeconfig,
+            cache_dir=self.layout.kubectl_cache,
+            binary=lambda: binaries.find("kubectl", version=self._store.kubernetes_version()),
+        )
         self._kubelets = KubeletNodes(self._store, self._processes, self._kubectl)
         self._plugins = Plugins(self._store, self._processes, self._kubectl)
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
@@ -68,17 +72,25 @@ class Cluster:
         workers: int = 0,
         build: bool = False,
         plugin_args: Sequence[str] = (),
+        kubernetes_version: str | None = None,
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
-        plugin has published its slices). On failure everything started is stopped again (logs stay)."""
+        plugin has published its slices). On failure everything started is stopped again (logs stay).
+
+        `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
+        $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's."""
         cluster = cls(state_dir)
         cluster.layout.root.mkdir(parents=True, exist_ok=True)
         with cluster._store.locked():
             cluster._refuse_if_running()
             started = time.monotonic()
             try:
-                gates = dict(components.DEFAULT_FEATURE_GATES) if feature_gates is None else feature_gates
-                cluster._start(Path(inventory).absolute(), gates, plugin, workers, build, plugin_args)
+                version = kubernetes_version or versions.selected()
+                kube = versions.release(version)
+                gates = dict(kube.feature_gates) if feature_gates is None else feature_gates
+                cluster._start(
+                    Path(inventory).absolute(), gates, plugin, workers, build, plugin_args, version
+                )
             except BaseException:
                 state = cluster._store.state
                 if state and state.processes:
@@ -113,13 +125,15 @@ class Cluster:
         workers: int,
         build: bool,
         plugin_args: Sequence[str],
+        version: str,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs."""
         inventory = load_inventory(inventory_path)
         nodes = cluster_nodes(inventory, workers)
         kubelet_nodes = [n for n in nodes if n.kubelet]
         check_host(self.layout.root, [self._store.dirs(n) for n in kubelet_nodes])
-        bins = find_binaries(build)
+        bins = find_binaries(build, version)
+        log.info("Kubernetes %s", version)
         cp, kubelet_ports = allocate_ports([n.name for n in kubelet_nodes])
         self._store.state = State(
             inventory=str(inventory_path),
@@ -136,10 +150,13 @@ class Cluster:
             },
             nodes=nodes,
             kubelet_ports=kubelet_ports,
+            kubernetes_version=version,
         )
         self._store.save()
         make_credentials(self.layout, self._store.state.server)
-        start_control_plane(self._processes, self._kubectl, self.layout, bins, cp, gates)
+        start_control_plane(
+            self._processes, self._kubectl, self.layout, bins, cp, gates, versions.release(version)
+        )
         simulated = [n for n in nodes if not n.kubelet]
         register_simulated_nodes(self._kubectl, simulated)
         if simulated:
@@ -175,6 +192,11 @@ class Cluster:
     @property
     def kubeconfig(self) -> Path:
         return self.layout.kubeconfig
+
+    @property
+    def kubernetes_version(self) -> str:
+        """The Kubernetes version the cluster runs, e.g. v1.37.2."""
+        return self._store.require().kubernetes_version
 
     @property
     def inventory(self) -> Path:

@@ -66,7 +66,8 @@ class KubeletNodes:
     def start_kubelet(self, node: ClusterNode) -> None:
         """Start the node's kubelet (same config, same root dir every time); returns once it is healthy."""
         dirs = self._store.dirs(node)
-        argv = components.kubelet_argv(binaries.find("kubelet"), self._store.layout, dirs)
+        kubelet = binaries.find("kubelet", version=self._store.kubernetes_version())
+        argv = components.kubelet_argv(kubelet, self._store.layout, dirs)
         unshare, sh = shutil.which("unshare"), shutil.which("sh")
         assert unshare and sh
         self._processes.launch(f"kubelet/{node.name}", components.isolated_argvs(unshare, sh, dirs, argv))

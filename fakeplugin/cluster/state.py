@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
+from fakeplugin.cluster import versions
 from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, processes_of
+from fakeplugin.cluster.versions import DEFAULT_VERSION
 from fakeplugin.publish.inventory import Inventory
 
 
@@ -87,6 +89,7 @@ class State:
     kubelet_ports: dict[str, dict[str, int]] = field(default_factory=dict)
     processes: list[ProcessRecord] = field(default_factory=list)
     plugin_args: list[str] = field(default_factory=list)  # extra `fakeplugin serve` flags, e.g. feature gates
+    kubernetes_version: str = DEFAULT_VERSION  # every binary of the cluster is this version's
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +102,7 @@ class State:
             "nodes": [n.to_json() for n in self.nodes],
             "processes": [p.to_json() for p in self.processes],
             "pluginArgs": self.plugin_args,
+            "kubernetesVersion": self.kubernetes_version,
         }
 
     @classmethod
@@ -113,6 +117,7 @@ class State:
             nodes=[ClusterNode(**n) for n in data["nodes"]],
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
             plugin_args=list(data.get("pluginArgs", [])),
+            kubernetes_version=data.get("kubernetesVersion", DEFAULT_VERSION),
         )
 
 
@@ -159,6 +164,10 @@ class StateStore:
 
     def dirs(self, node: ClusterNode) -> NodeDirs:
         return self.layout.node(node.name, node.index)
+
+    def kubernetes_version(self) -> str:
+        """The version of the cluster's binaries; before the state exists, the selected one."""
+        return self.state.kubernetes_version if self.state else versions.selected()
 
     def kubelet_ports(self, node: str) -> KubeletPorts:
         ports = self.require().kubelet_ports[node]

@@ -1,4 +1,4 @@
-"""`fakeplugin cluster`: a real local Kubernetes 1.35 cluster (no Docker) for tests and demos."""
+"""`fakeplugin cluster`: a real local Kubernetes cluster, 1.34 to 1.37 (no Docker), for tests and demos."""
 
 from __future__ import annotations
 
@@ -19,9 +19,14 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
 
+Kubernetes versions: any 1.34.x to 1.37.x the Go module proxy serves (v1.34.4, v1.35.4, v1.36.3, v1.37.2
+checked), default v1.35.4; binaries cached per version. Per minor the etcd, helm, feature gates and
+DeviceTaintRule API come from one table: fakeplugin/cluster/versions.py (docs/kubernetes-versions.md).
+
 examples:
   fakeplugin cluster build                                   build the binaries (Go, module proxy)
   fakeplugin cluster up --config examples/seed-lab.yaml --workers 3
+  fakeplugin cluster up --config examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -32,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cluster",
         help="a real local Kubernetes cluster (no Docker) for tests and demos",
-        description="Run a real local Kubernetes 1.35 cluster: control plane, real kubelets with a fake "
-        "CRI for GPU nodes, kwok-simulated nodes for the rest, and this plugin on every node.",
+        description="Run a real local Kubernetes cluster (1.34 to 1.37): control plane, real kubelets with "
+        "a fake CRI for GPU nodes, kwok-simulated nodes for the rest, and this plugin on every node.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -49,14 +54,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="inventory YAML (nodes, their labels, `kubelet`, GPUs)",
     )
     state_dir_flag(up)
+    kubernetes_version_flag(up)
     flag(
         up,
         "--feature-gates",
         env="KUBE_FEATURE_GATES",
         default="",
         metavar="LIST",
-        help="Kubernetes feature gates for every component, over the defaults "
-        "DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus (all on)",
+        help="Kubernetes feature gates for every component, over the version's defaults (1.34, 1.35: "
+        "DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus on; "
+        "1.36, 1.37: none, those are on by default there)",
     )
     flag(
         up,
@@ -104,6 +111,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(func=run_status)
 
     build = actions.add_parser("build", help="build the Kubernetes binaries, etcd, helm and the fake CRI")
+    kubernetes_version_flag(build)
     flag(
         build,
         "--only",
@@ -129,15 +137,31 @@ def state_dir_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def kubernetes_version_flag(p: argparse.ArgumentParser) -> None:
+    """--kubernetes-version, for every command that builds or runs a local cluster."""
+    from fakeplugin.cluster import versions
+
+    flag(
+        p,
+        "--kubernetes-version",
+        env=versions.ENV,
+        default=versions.DEFAULT_VERSION,
+        metavar="vX.Y.Z",
+        help="Kubernetes version of the local cluster, any 1.34.x to 1.37.x the Go module proxy serves",
+    )
+
+
 def run_up(args: argparse.Namespace) -> int:
-    from fakeplugin.cluster import Cluster, parse_feature_gates
+    from fakeplugin.cluster import Cluster, parse_feature_gates, versions
 
     if not args.config:
         raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
+    kube = versions.release(args.kubernetes_version)
     cluster = Cluster.up(
         Path(args.config),
         Path(args.state_dir),
-        feature_gates=parse_feature_gates(args.feature_gates),
+        kubernetes_version=args.kubernetes_version,
+        feature_gates=parse_feature_gates(args.feature_gates, kube.feature_gates),
         plugin=not args.no_plugin,
         workers=args.workers,
         build=args.build,
@@ -175,6 +199,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from fakeplugin.cluster import binaries
+    from fakeplugin.cluster import binaries, versions
 
-    return binaries.build([n for n in args.only.split(",") if n] or None)
+    versions.minor_of(args.kubernetes_version)  # a clear error before any Go runs
+    return binaries.build([n for n in args.only.split(",") if n] or None, args.kubernetes_version)

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.commands import flag
+from fakeplugin.commands.cluster import kubernetes_version_flag
 from fakeplugin.testing.objects import container_gpus
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
@@ -29,6 +30,7 @@ steps:
 
 examples:
   fakeplugin demo
+  fakeplugin demo --kubernetes-version v1.37.2     the same on Kubernetes 1.37 (built on first use)
   fakeplugin demo --keep     then: export KUBECONFIG=~/.cache/fakeplugin/demo/admin.kubeconfig
 """
 
@@ -58,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the demo cluster's state dir",
     )
+    kubernetes_version_flag(p)
     p.set_defaults(func=run)
 
 
@@ -69,14 +72,17 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.cluster import Cluster
 
     state = Path(args.state_dir)
-    step("seed lab: 2 x NVIDIA T10 and 1 x RTX A5000 on real kubelets, plus 3 plain workers")
+    step(
+        f"seed lab on Kubernetes {args.kubernetes_version}: 2 x NVIDIA T10 and 1 x RTX A5000 on real "
+        "kubelets, plus 3 plain workers"
+    )
     inventory = yaml.safe_load((EXAMPLES / "seed-lab.yaml").read_text())
     for node in inventory["nodes"]:
         node["labels"] = {**node.get("labels", {}), **GPU_NODE_LABELS}
     state.mkdir(parents=True, exist_ok=True)
     lab = state.parent / f"{state.name}-inventory.yaml"
     lab.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    cluster = Cluster.up(lab, state, workers=3, build=True)
+    cluster = Cluster.up(lab, state, workers=3, build=True, kubernetes_version=args.kubernetes_version)
     try:
         show_lab(cluster)
         cluster.kubectl("create", "namespace", NAMESPACE)

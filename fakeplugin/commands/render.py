@@ -10,10 +10,12 @@ from typing import Any
 import yaml
 
 from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
+from fakeplugin.cluster import versions
 from fakeplugin.commands import flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
+from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
 
 DESCRIPTION = """\
@@ -86,6 +88,15 @@ def add_parser(subparsers: Any) -> None:
         help="NVIDIA driver release to emulate, overriding the inventory's driverRelease; known: "
         + releases.known(),
     )
+    flag(
+        p,
+        "--kubernetes-version",
+        env=versions.ENV,
+        default=versions.DEFAULT_VERSION,
+        metavar="vX.Y.Z",
+        help="the API server's version the slices are laid out for (DynamicMIG: before 1.35 each GPU's "
+        "counter set shares its slice with the GPU's devices)",
+    )
     p.set_defaults(func=run, parser=p)
 
 
@@ -103,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
         gates = featuregates.parse(args.feature_gates, release)
+        server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
     if args.node is None:
@@ -121,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         node_uid=args.node_uid,
         dynamic_mig=gates["DynamicMIG"],
         release=release,
+        server_version=server_version,
     )
     sys.stdout.write(to_yaml(docs))
     return 0
@@ -140,10 +153,12 @@ def render_documents(
     node_uid: str | None = None,
     dynamic_mig: bool = False,
     release: DriverRelease | None = None,
+    server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
 ) -> list[dict[str, Any]]:
     """DeviceClasses, then the slices of `node` (or of every node the inventory names, by name or by
     name prefix, in inventory order);
-    `dynamic_mig`: the plugin's DynamicMIG gate; `release`: default the inventory's driverRelease."""
+    `dynamic_mig`: the plugin's DynamicMIG gate; `release`: default the inventory's driverRelease;
+    `server_version`: the API server's (major, minor), for the DynamicMIG layout."""
     release = release or releases.get(inv.driver_release)
     if node is None:
         targets = [name for entry in inv.nodes for name in entry.node_names()]
@@ -165,6 +180,7 @@ def render_documents(
             labels=labels or {},
             dynamic_mig=dynamic_mig,
             release=release,
+            server_version=server_version,
         )
     return docs
 

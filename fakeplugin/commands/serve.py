@@ -219,10 +219,15 @@ def run(args: argparse.Namespace) -> int:
     kube = Kube(new_api_client(args.kubeconfig or None, connections=workers + 3))
     plugin_dir = Path(args.kubelet_plugins_directory_path) / args.driver_name
 
+    server_version: list[tuple[int, int]] = []  # asked once, on the first publish
+
     def desired_slices() -> list[dict]:
         node = kube.get_node(args.node_name)
         devices.set_node(node.labels, node.uid, node.annotations)
-        return devices.desired_slices()
+        if not server_version:
+            server_version.append(kube.server_version())
+            log.info("API server %d.%d: slices laid out for it", *server_version[0])
+        return devices.desired_slices(server_version[0])
 
     preparer = Preparer(
         driver_name=args.driver_name,

@@ -74,6 +74,7 @@ class Fleet:
         self._mutex = threading.Lock()
         self._devices: dict[str, NodeDevices] = {}  # kwok-managed nodes, by name
         self._preparers: dict[str, Preparer] = {}
+        self._server_version: tuple[int, int] | None = None  # asked once, on the first publish
         self.publisher = FleetPublisher(
             kube, driver=driver, desired=self._desired, release=release, writers=workers
         )
@@ -186,7 +187,9 @@ class Fleet:
     def _desired(self) -> dict[str, list[Obj]]:
         with self._mutex:
             nodes = list(self._devices.values())
-        return {n.node_name: n.desired_slices() for n in nodes}
+        if self._server_version is None:  # the DynamicMIG layout follows it, as in `serve`
+            self._server_version = self._kube.server_version()
+        return {n.node_name: n.desired_slices(self._server_version) for n in nodes}
 
     def _preparer(self, node: str) -> Preparer | None:
         with self._mutex:

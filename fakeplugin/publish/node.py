@@ -31,7 +31,7 @@ from fakeplugin.publish import devicefaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
-from fakeplugin.publish.slices import resource_slices
+from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE, resource_slices
 from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
@@ -57,12 +57,21 @@ def node_slices(
     labels: Mapping[str, str] = MappingProxyType({}),
     dynamic_mig: bool = False,
     release: DriverRelease | None = None,
+    server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints),
-    shaped as `release` publishes them (default: the inventory's driverRelease)."""
+    shaped as `release` publishes them (default: the inventory's driverRelease), laid out for an API
+    server of `server_version` (major, minor)."""
     devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig)
     release = release or releases.get(inventory.driver_release)
-    return resource_slices(devices, driver=driver, node_name=node_name, node_uid=node_uid, release=release)
+    return resource_slices(
+        devices,
+        driver=driver,
+        node_name=node_name,
+        node_uid=node_uid,
+        release=release,
+        server_version=server_version,
+    )
 
 
 class InventoryFile:
@@ -188,8 +197,9 @@ class NodeDevices(Mapping[str, GpuDevice]):
         with self._lock:
             return self._faults.get(name)
 
-    def desired_slices(self) -> list[dict[str, Any]]:
-        """The ResourceSlices of this node's pool, once `set_node` gave the node's UID."""
+    def desired_slices(self, server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE) -> list[dict[str, Any]]:
+        """The ResourceSlices of this node's pool, once `set_node` gave the node's UID, laid out for an API
+        server of `server_version` (major, minor)."""
         with self._lock:
             assert self._uid, "set_node() first: slices are owned by the Node object"
             devices, uid = list(self._devices.values()), self._uid
@@ -201,6 +211,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
             node_uid=uid,
             taints=taints,
             release=self._release,
+            server_version=server_version,
         )
 
     def _set_faults(self, text: str | None) -> bool:

@@ -10,7 +10,10 @@ Rules (nvidia-driver-shape.md §2, §4; wire-protocol.md §7.2, §7.3):
   GPU-less pool never appears in `kubectl get resourceslices`);
 - DynamicMIG (devices consuming counters), with the 1.35 rule that one slice never holds both devices
   and sharedCounters: first the counter sets of all GPUs (at most 8 per slice), then each GPU's devices
-  in slices of their own (at most 64 per slice), GPUs sorted by PCI bus ID, devices by name.
+  in slices of their own (at most 64 per slice), GPUs sorted by PCI bus ID, devices by name. Against an
+  API server before 1.35 the driver publishes the combined layout instead: per GPU one slice with its
+  counter set and its devices. It picks by the server's version (dra-driver-nvidia-gpu
+  cmd/gpu-kubelet-plugin/driver.go `shouldUseSplitResourceSlices`: < 1.35.0 → combined); so do we.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ MAX_DEVICES = 128
 MAX_DEVICES_RESTRICTED = 64  # when any device in the slice has taints or consumesCounters (1.35+)
 MAX_COUNTER_SETS = 8  # sharedCounters per slice (1.35+)
 SLICE_INDEX_MIN_DIGITS = 5  # resourceslice controller (k8s libs 0.36) resourceSliceIndexMinLength
+SPLIT_COUNTERS_SINCE = (1, 35)  # (major, minor) of the first API server wanting counters in own slices
 
 _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
@@ -180,6 +184,27 @@ def partitionable_layout(
     return contents
 
 
+def combined_layout(
+    devices: Sequence[GpuDevice],
+    taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
+    release: DriverRelease | None = None,
+) -> list[dict[str, Any]]:
+    """DynamicMIG slice contents for API servers before 1.35: per GPU (sorted by PCI bus ID) one slice
+    with that GPU's counter set and its devices sorted by name (the driver's
+    generateCombinedResourceSlices)."""
+    by_gpu: dict[str, list[GpuDevice]] = {}
+    for dev in devices:
+        by_gpu.setdefault(dev.pci_bus_id, []).append(dev)
+    contents: list[dict[str, Any]] = []
+    for bus in sorted(by_gpu):
+        gpu = sorted(by_gpu[bus], key=lambda d: d.name)
+        sets = shared_counters(gpu)  # none for a GPU without MIG: the key is left out (Go's omitempty)
+        contents.append(
+            {**({"sharedCounters": sets} if sets else {}), "devices": [_api(d, taints, release) for d in gpu]}
+        )
+    return contents
+
+
 def resource_slices(
     devices: Sequence[GpuDevice | dict[str, Any]],
     *,
@@ -189,6 +214,7 @@ def resource_slices(
     generation: int = 1,
     taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
     release: DriverRelease | None = None,
+    server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, as the API server receives them on create.
 
@@ -197,11 +223,13 @@ def resource_slices(
     takes `partitionable_layout`, which needs GpuDevices only. `taints`: device name → the taints of
     that GpuDevice (publish.devicefaults), set before the pool is split (a tainted device's slice
     holds at most 64). `release`: the emulated driver release (default: the default release).
+    `server_version`: the API server's (major, minor); it picks the DynamicMIG layout.
     """
     if any(isinstance(d, GpuDevice) and d.counter_set is not None for d in devices):
         if not all(isinstance(d, GpuDevice) for d in devices):
             raise ValueError("a DynamicMIG pool is laid out from GpuDevices only, not API-shaped dicts")
-        contents = partitionable_layout([d for d in devices if isinstance(d, GpuDevice)], taints, release)
+        layout = partitionable_layout if server_version >= SPLIT_COUNTERS_SINCE else combined_layout
+        contents = layout([d for d in devices if isinstance(d, GpuDevice)], taints, release)
     else:
         chunks = split_devices([_api(d, taints, release) if isinstance(d, GpuDevice) else d for d in devices])
         contents = [{"devices": chunk} for chunk in chunks]

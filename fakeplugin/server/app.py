@@ -24,6 +24,7 @@ from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as registration
 from fakeplugin.logs import GRPC_TRACE_LEVEL
 from fakeplugin.server.calllog import CALL_LOG_NAME, DEFAULT_MAX_BYTES, CallLog, CallLogInterceptor
 from fakeplugin.server.device_health import DeviceHealthServicer, HealthOf
+from fakeplugin.server.device_health import v1_handler as v1_health_handler
 from fakeplugin.server.dra_v1 import DRAPluginV1
 from fakeplugin.server.dra_v1beta1 import DRAPluginV1beta1
 from fakeplugin.server.driver import Driver
@@ -48,7 +49,7 @@ class ServerSettings:
     pod_uid: str = ""  # set: socket names carry it, so two plugin pods can overlap in a rolling update
     health_address: str = "127.0.0.1"
     health_port: int = -1  # < 0: no liveness service; 0: any free port (see Server.health_port)
-    device_health: bool = False  # serve v1alpha1.DRAResourceHealth on the DRA socket
+    device_health: bool = False  # serve v1alpha1.DRAResourceHealth and v1 on the DRA socket
     device_health_pool: str = ""
     device_health_devices: Collection[str] = ()  # may be live (the node inventory): read for every report
     device_health_interval_s: float = 10.0
@@ -146,6 +147,7 @@ class Server:
         )
         if self._device_health is not None:
             device_health_grpc.add_DRAResourceHealthServicer_to_server(self._device_health, server)
+            server.add_generic_rpc_handlers((v1_health_handler(self._device_health),))
         return server
 
     async def _serve_unix(self, server: grpc.aio.Server, path: Path) -> None:

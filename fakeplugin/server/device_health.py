@@ -1,5 +1,6 @@
-"""v1alpha1.DRAResourceHealth: every device of the pool, the complete list each time; HEALTHY unless an
-injected fault (a Node's fakeplugin.dev/device-faults, fakeplugin.publish.devicefaults) says otherwise."""
+"""v1alpha1.DRAResourceHealth and v1.DRAResourceHealth (kubelet 1.37+): every device of the pool, the
+complete list each time; HEALTHY unless an injected fault (a Node's fakeplugin.dev/device-faults,
+fakeplugin.publish.devicefaults) says otherwise."""
 
 from __future__ import annotations
 
@@ -20,6 +21,22 @@ HEALTH_CHECK_TIMEOUT_S = 30
 
 # Device name → (healthy, message) when a fault was injected, else None (healthy, no message).
 HealthOf = Callable[[str], "tuple[bool, str] | None"]
+
+
+def v1_handler(servicer: api_pb2_grpc.DRAResourceHealthServicer) -> grpc.GenericRpcHandler:
+    """The same servicer as v1.DRAResourceHealth: its api.proto differs from v1alpha1's only in the
+    package line (kubernetes/kubelet pkg/apis/dra-health/{v1,v1alpha1}/api.proto, v0.37.2), so the
+    messages are byte-identical on the wire and v1alpha1's classes encode them."""
+    return grpc.method_handlers_generic_handler(
+        "v1.DRAResourceHealth",
+        {
+            "NodeWatchResources": grpc.unary_stream_rpc_method_handler(
+                servicer.NodeWatchResources,
+                request_deserializer=api_pb2.NodeWatchResourcesRequest.FromString,
+                response_serializer=api_pb2.NodeWatchResourcesResponse.SerializeToString,
+            )
+        },
+    )
 
 
 def _no_fault(name: str) -> tuple[bool, str] | None:

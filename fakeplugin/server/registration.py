@@ -14,11 +14,14 @@ log = logging.getLogger(__name__)
 PLUGIN_TYPE = "DRAPlugin"
 # The kubelet uses the first entry it knows, so v1 comes first; it skips entries it does not know.
 DRA_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-DEVICE_HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
+# Kubelets 1.37+ take the first health service of theirs that the plugin lists (v1, then v1alpha1,
+# `pickHealthService` in kubernetes/kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go v1.37.2);
+# 1.34 to 1.36 know v1alpha1 only and call it whenever the driver registered.
+DEVICE_HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
 
 
 def supported_versions(device_health: bool) -> list[str]:
-    return [*DRA_SERVICES, *((DEVICE_HEALTH_SERVICE,) if device_health else ())]
+    return [*DRA_SERVICES, *(DEVICE_HEALTH_SERVICES if device_health else ())]
 
 
 class RegistrationServicer(api_pb2_grpc.RegistrationServicer):

@@ -13,6 +13,8 @@ Options (command line, or the ini key without `--` and with `_`):
   --fakeplugin-workers N         plain simulated (kwok) workers besides the inventory's nodes (default 0)
   --fakeplugin-plugin-args ARGS  extra `fakeplugin serve` flags for every node (e.g. --device-health)
   --fakeplugin-feature-gates G   A=true,B=false over the local cluster's default gates
+  --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.37.x
+                                 (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ OPTIONS = {
     "workers": "plain simulated (kwok) worker nodes besides the inventory's (default 0)",
     "plugin-args": "extra `fakeplugin serve` flags for every node's plugin, shell-quoted",
     "feature-gates": "feature gates A=true,B=false over the local cluster's defaults",
+    "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.37.x (default: "
+    "$FAKEPLUGIN_K8S_VERSION, else v1.35.4)",
 }
 
 
@@ -65,7 +69,7 @@ def fakeplugin_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FakepluginCluster]:
     """The session's cluster: attached to (--fakeplugin-kubeconfig), else started (and stopped after)."""
-    from fakeplugin.cluster import parse_feature_gates
+    from fakeplugin.cluster import parse_feature_gates, versions
     from fakeplugin.testing.session import FakepluginCluster
 
     config = request.config
@@ -74,12 +78,16 @@ def fakeplugin_cluster(
     if kubeconfig:
         yield FakepluginCluster.attach(Path(kubeconfig), state_dir=Path(state_dir) if state_dir else None)
         return
+    version = option(config, "kubernetes-version") or versions.selected()
     cluster = FakepluginCluster.start(
         request.getfixturevalue("fakeplugin_config"),
         Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
         workers=int(option(config, "workers") or 0),
         plugin_args=shlex.split(option(config, "plugin-args")),
-        feature_gates=parse_feature_gates(option(config, "feature-gates")),
+        feature_gates=parse_feature_gates(
+            option(config, "feature-gates"), versions.release(version).feature_gates
+        ),
+        kubernetes_version=version,
     )
     with cluster:
         yield cluster

@@ -63,9 +63,11 @@ class FakepluginCluster:
         plugin_args: Sequence[str] = (),
         feature_gates: Mapping[str, bool] | None = None,
         build: bool = False,
+        kubernetes_version: str | None = None,
     ) -> FakepluginCluster:
         """Start a local cluster (fakeplugin.cluster.Cluster.up) for `inventory` (default: the seed lab)
-        in `state_dir` (default: the user's cache, ~/.cache/fakeplugin/cluster)."""
+        in `state_dir` (default: the user's cache, ~/.cache/fakeplugin/cluster), of Kubernetes
+        `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)."""
         local = Cluster.up(
             inventory or seed_lab_inventory(),
             state_dir or DEFAULT_STATE_DIR,
@@ -73,6 +75,7 @@ class FakepluginCluster:
             plugin_args=plugin_args,
             feature_gates=None if feature_gates is None else dict(feature_gates),
             build=build,
+            kubernetes_version=kubernetes_version,
         )
         return cls(local.kubeconfig, local=local, owned=True)
 
@@ -258,7 +261,8 @@ class FakepluginCluster:
     def _kubectl_path(self) -> Path:
         if self._kubectl_binary is None:
             try:
-                self._kubectl_binary = binaries.find("kubectl")
+                version = self._local.kubernetes_version if self._local is not None else None
+                self._kubectl_binary = binaries.find("kubectl", version=version)
             except BinaryNotFound:
                 on_path = shutil.which("kubectl")
                 if on_path is None:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import binaries, components
+from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
 from tests.e2e.kube import wait_for
 from tests.tooling import unavailable
@@ -58,7 +58,7 @@ def render(namespace: str, release: str, driver: str) -> list[dict[str, Any]]:
             "--namespace",
             namespace,
             "--kube-version",
-            binaries.K8S_VERSION,
+            versions.selected(),
             "-f",
             "examples/seed-lab-values.yaml",
             "--set-file",
@@ -179,7 +179,9 @@ def rbac_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServ
     )
     apiserver_argv = [
         arg
-        for arg in components.apiserver_argv(bins["kube-apiserver"], layout, ports, {})
+        for arg in components.apiserver_argv(
+            bins["kube-apiserver"], layout, ports, {}, versions.release(versions.selected())
+        )
         if not arg.startswith(ours)
     ] + [
         "--authorization-mode=RBAC",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakeplugin.cluster import Cluster, binaries
+from fakeplugin.cluster import Cluster, binaries, versions
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from tests.e2e.conftest import GPU_NODE_LABELS, WORKERS, HostBefore, read_sysctls, require_cluster_host
 from tests.e2e.kube import apply, items, pod_phase, wait_for
@@ -58,7 +58,7 @@ def test_nodes_are_ready_with_their_inventory_labels(cluster: Cluster) -> None:
         assert (
             node["status"]["nodeInfo"]["containerRuntimeVersion"] == "fakeRuntime://0.1.0"
         )  # a real kubelet
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == binaries.K8S_VERSION
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == versions.selected()
     for worker, labels in WORKERS.items():
         node = nodes[worker]
         assert labels.items() <= node["metadata"]["labels"].items()

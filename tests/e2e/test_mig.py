@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import Cluster
+from fakeplugin.cluster import Cluster, versions
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.mig import mig_uuid
@@ -87,25 +87,39 @@ def unschedulable_message(cluster: Cluster, pod: str) -> str:
 
 
 def test_slices_as_published_by_the_api_server(mig_cluster: Cluster) -> None:
+    server = versions.server_version(mig_cluster.kubernetes_version)
+    split = server >= (1, 35)  # the real driver's rule, by the API server's version
+    count = 3 if split else 2
     slices = wait_for(
-        lambda: len(node_slices(mig_cluster)) == 3 and node_slices(mig_cluster), what="3 slices"
+        lambda: len(node_slices(mig_cluster)) == count and node_slices(mig_cluster), what=f"{count} slices"
     )
     counters = [s for s in slices if "sharedCounters" in s["spec"]]
     with_devices = [s for s in slices if s["spec"].get("devices")]
-    assert len(counters) == 1 and len(with_devices) == 2
-    assert not any("devices" in s["spec"] for s in counters), "1.35: counters and devices never share a slice"
-    assert [c["name"] for c in counters[0]["spec"]["sharedCounters"]] == [
-        "gpu-0-counter-set",
-        "gpu-1-counter-set",
-    ]
-    assert {s["spec"]["pool"]["resourceSliceCount"] for s in slices} == {3}
+    if split:
+        assert len(counters) == 1 and len(with_devices) == 2
+        assert not any("devices" in s["spec"] for s in counters), (
+            "1.35: counters and devices never share a slice"
+        )
+        assert [c["name"] for c in counters[0]["spec"]["sharedCounters"]] == [
+            "gpu-0-counter-set",
+            "gpu-1-counter-set",
+        ]
+    else:  # before 1.35: each GPU's slice holds its counter set and its devices
+        assert counters == with_devices and len(counters) == 2
+        assert sorted(c["name"] for s in counters for c in s["spec"]["sharedCounters"]) == [
+            "gpu-0-counter-set",
+            "gpu-1-counter-set",
+        ]
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in slices} == {count}
     assert len({s["spec"]["pool"]["generation"] for s in slices}) == 1
     assert sorted(len(s["spec"]["devices"]) for s in with_devices) == [26, 26]
 
     # The API server keeps every field as sent (DRAPartitionableDevices on), so the publisher sees no
     # difference to its desired state and never rewrites the slices.
     node_uid = get(mig_cluster, "node", NODE)["metadata"]["uid"]
-    desired = render_documents(parse_inventory(INVENTORY), node=NODE, node_uid=node_uid, dynamic_mig=True)[3:]
+    desired = render_documents(
+        parse_inventory(INVENTORY), node=NODE, node_uid=node_uid, dynamic_mig=True, server_version=server
+    )[3:]
 
     def content(s: dict[str, Any]) -> dict[str, Any]:
         spec = {k: v for k, v in s["spec"].items() if k != "pool"}

@@ -1,0 +1,180 @@
+"""The Kubernetes versions the local cluster runs (1.34 → 1.37): one row of data per minor.
+
+Everything that differs between minors lives here and nowhere else: the etcd and helm built with it,
+the Go it needs, the feature gates `cluster up` turns on, where DeviceTaintRule is served, the
+kubelet's health API. Code asks `release(version)` and never compares version numbers itself.
+
+Sources, all at the tag of the row's newest patch (kubernetes/kubernetes, read from the module the
+Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`):
+- gates: `pkg/features/kube_features.go` (versioned specs: alpha/beta/GA, default, locked);
+- etcd: `build/dependencies.yaml` (`name: "etcd"`) and `hack/lib/etcd.sh`: 3.6.5 (1.34), 3.6.6 (1.35),
+  3.6.8 (1.36), 3.7.0 (1.37); we build the newest patch of that etcd minor the proxy serves;
+- Go: the `go` line of `k8s.io/kubernetes`'s go.mod: 1.24.0 (1.34), 1.25.0 (1.35), 1.26.0 (1.36, 1.37);
+- DeviceTaintRule: `pkg/registry/resource/rest/storage_resource.go` (v1alpha3 in 1.34/1.35, v1beta2 from
+  1.36, v1 from 1.37) and `pkg/controlplane/instance.go` (v1beta2 and v1alpha3 are off by default);
+- health API: `pkg/kubelet/cm/dra/plugin/dra_plugin.go` (`healthServicesSupportedByKubelet`: v1 and
+  v1alpha1 from 1.37, v1alpha1 alone before);
+- kubelet config: every field we set (`failCgroupV1` included, since 1.31) exists in all four minors
+  (`pkg/kubelet/apis/config/types.go`), so the KubeletConfiguration is the same for all;
+- the API server serves `resource.k8s.io/v1` by default in all four (`pkg/controlplane/instance.go`).
+- helm: helm.sh/docs/topics/version_skew (a helm release supports the Kubernetes minor of its client-go
+  and the three before: 3.19 → 1.34, 3.20 → 1.35, 3.21 → 1.36, 3.22 → 1.37). 1.35 keeps the seed's 3.19.0
+  (built and proven with it; 1.35 is one past its range, which the chart test shows harmless).
+
+Stdlib only: hack/build-k8s.sh runs this file (`python3 versions.py pins vX.Y.Z`) for the etcd, helm and
+Go it must use, so the pins are never written twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+DEFAULT_VERSION = "v1.35.4"  # the seed lab's line (it ran v1.35.3)
+ENV = "FAKEPLUGIN_K8S_VERSION"  # selects the version for `cluster up/build`, `demo`, the pytest plugin
+
+
+@dataclass(frozen=True)
+class Release:
+    """What one Kubernetes minor needs from us."""
+
+    minor: str  # "1.37"
+    newest: str  # the newest patch the Go module proxy served when this row was checked
+    go: str  # the `go` line of k8s.io/kubernetes's go.mod: the oldest Go that builds it
+    etcd: str
+    helm: str
+    # Gates `cluster up` turns on in every component: the DRA features NVIDIA's driver uses that are
+    # off by default in this minor. Beta-on and GA gates are left out (GA ones may be locked or removed).
+    feature_gates: Mapping[str, bool]
+    # DeviceTaintRule (a cluster-scoped taint for devices): the gate that serves it and its API version;
+    # `runtime_config` when that API version is off by default and has to be switched on.
+    taint_rule_gate: str
+    taint_rule_api: str
+    taint_rule_runtime_config: bool
+    # DRAResourceHealth services the kubelet accepts, newest first (it takes the first the plugin lists).
+    health_services: tuple[str, ...] = ("v1alpha1.DRAResourceHealth",)
+
+
+_ALPHA_DRA = MappingProxyType(
+    {
+        "DRAPartitionableDevices": True,  # DynamicMIG: consumesCounters / sharedCounters
+        "DRAExtendedResource": True,  # the chart's DeviceClass extendedResourceName: nvidia.com/gpu
+        "DRADeviceTaints": True,  # the driver's health taints on devices
+        "ResourceHealthStatus": True,  # the kubelet asks the health service, pods show it
+    }
+)
+
+RELEASES: Mapping[str, Release] = MappingProxyType(
+    {
+        r.minor: r
+        for r in (
+            Release(
+                minor="1.34",
+                newest="v1.34.4",
+                go="1.24",
+                etcd="v3.6.16",
+                helm="v3.19.0",
+                feature_gates=_ALPHA_DRA,
+                # No DRADeviceTaintRules gate yet: DRADeviceTaints serves DeviceTaintRule (v1alpha3).
+                taint_rule_gate="DRADeviceTaints",
+                taint_rule_api="resource.k8s.io/v1alpha3",
+                taint_rule_runtime_config=True,
+            ),
+            Release(
+                minor="1.35",
+                newest="v1.35.4",
+                go="1.25",
+                etcd="v3.6.16",
+                helm="v3.19.0",
+                feature_gates=_ALPHA_DRA,
+                taint_rule_gate="DRADeviceTaintRules",  # alpha, new in 1.35
+                taint_rule_api="resource.k8s.io/v1alpha3",
+                taint_rule_runtime_config=True,
+            ),
+            Release(
+                minor="1.36",
+                newest="v1.36.3",
+                go="1.26",
+                etcd="v3.6.16",
+                helm="v3.21.4",
+                # DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus,
+                # DRAConsumableCapacity: beta, on by default; DRAAdminAccess, DRAPrioritizedList: GA.
+                feature_gates=MappingProxyType({}),
+                taint_rule_gate="DRADeviceTaintRules",  # beta, off by default
+                taint_rule_api="resource.k8s.io/v1beta2",
+                taint_rule_runtime_config=True,
+            ),
+            Release(
+                minor="1.37",
+                newest="v1.37.2",
+                go="1.26",
+                etcd="v3.7.3",
+                helm="v3.22.0",
+                # DRADeviceTaints, DRADeviceTaintRules: GA; DRAExtendedResource: GA and locked.
+                feature_gates=MappingProxyType({}),
+                taint_rule_gate="DRADeviceTaintRules",
+                taint_rule_api="resource.k8s.io/v1",
+                taint_rule_runtime_config=False,
+                health_services=("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"),
+            ),
+        )
+    }
+)
+
+_VERSION = re.compile(r"^v1\.(\d+)\.(\d+)$")
+
+
+class UnsupportedVersion(ValueError):
+    pass
+
+
+def minor_of(version: str) -> str:
+    """`v1.37.2` → "1.37"; a clear error for anything that is not a served 1.34 to 1.37 version."""
+    m = _VERSION.match(version)
+    if not m:
+        raise UnsupportedVersion(f"Kubernetes version {version!r}: expected vMAJOR.MINOR.PATCH, e.g. v1.37.2")
+    minor = f"1.{m.group(1)}"
+    if minor not in RELEASES:
+        raise UnsupportedVersion(
+            f"Kubernetes version {version}: minor {minor} is not supported; supported minors: "
+            + ", ".join(f"{r.minor} (e.g. {r.newest})" for r in RELEASES.values())
+        )
+    return minor
+
+
+def release(version: str) -> Release:
+    return RELEASES[minor_of(version)]
+
+
+def selected(env: Mapping[str, str] = os.environ) -> str:
+    """The version asked for in the environment ($FAKEPLUGIN_K8S_VERSION), else the default; checked."""
+    version = env.get(ENV) or DEFAULT_VERSION
+    minor_of(version)
+    return version
+
+
+def server_version(version: str) -> tuple[int, int]:
+    """`v1.34.4` → (1, 34): what an API server of `version` reports as major and minor in /version."""
+    major, minor = minor_of(version).split(".")
+    return int(major), int(minor)
+
+
+def build_pins(version: str) -> dict[str, str]:
+    """The environment hack/build-k8s.sh builds `version` (empty: the default) with."""
+    version = version or DEFAULT_VERSION
+    r = release(version)
+    return {"K8S_VERSION": version, "ETCD_VERSION": r.etcd, "HELM_VERSION": r.helm, "GO_MIN": r.go}
+
+
+if __name__ == "__main__":  # `python3 versions.py pins v1.37.2`: shell assignments for hack/build-k8s.sh
+    if len(sys.argv) != 3 or sys.argv[1] != "pins":
+        sys.exit(f"usage: {sys.argv[0]} pins vX.Y.Z")
+    try:
+        pins = build_pins(sys.argv[2])
+    except UnsupportedVersion as exc:
+        sys.exit(str(exc))
+    print("\n".join(f"{k}={v}" for k, v in pins.items()))

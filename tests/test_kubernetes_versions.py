@@ -1,0 +1,139 @@
+"""The Kubernetes version table (fakeplugin.cluster.versions) and what reads it: the build script's
+pins, the binaries' cache per version, the API server's DeviceTaintRule API, the CLI's version flag."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fakeplugin.cluster import binaries, components, versions
+from fakeplugin.cluster.layout import StateLayout
+
+REPO = Path(__file__).resolve().parents[1]
+MATRIX = ("v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2")
+
+
+def test_every_minor_from_1_34_to_1_37_has_a_row_and_the_default_is_the_seeds_line() -> None:
+    assert [versions.minor_of(v) for v in MATRIX] == ["1.34", "1.35", "1.36", "1.37"]
+    assert [r.newest for r in versions.RELEASES.values()] == list(MATRIX)
+    assert versions.DEFAULT_VERSION == "v1.35.4" == binaries.K8S_VERSION
+    assert versions.release("v1.37.0") is versions.RELEASES["1.37"]  # any patch of a supported minor
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("v1.33.1", r"minor 1\.33 is not supported; supported minors: 1\.34 \(e\.g\. v1\.34\.4\)"),
+        ("1.35.4", r"expected vMAJOR\.MINOR\.PATCH, e\.g\. v1\.37\.2"),
+        ("v1.38", r"expected vMAJOR\.MINOR\.PATCH"),
+    ],
+)
+def test_unsupported_versions_are_refused_with_the_supported_ones(version: str, message: str) -> None:
+    with pytest.raises(versions.UnsupportedVersion, match=message):
+        versions.release(version)
+    with pytest.raises(versions.UnsupportedVersion, match=message):
+        versions.selected({versions.ENV: version})
+
+
+def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_none_after() -> None:
+    alpha = {"DRAPartitionableDevices", "DRAExtendedResource", "DRADeviceTaints", "ResourceHealthStatus"}
+    assert set(versions.release("v1.34.4").feature_gates) == alpha
+    assert set(versions.release("v1.35.4").feature_gates) == alpha
+    # Beta (on by default) in 1.36; DRAExtendedResource GA and locked in 1.37: never passed there.
+    assert dict(versions.release("v1.36.3").feature_gates) == {}
+    assert dict(versions.release("v1.37.2").feature_gates) == {}
+    assert dict(versions.release("v1.35.4").feature_gates) == components.DEFAULT_FEATURE_GATES
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "runtime_config"),
+    [
+        ("v1.34.4", None, "--runtime-config=resource.k8s.io/v1alpha3=true"),  # DRADeviceTaints serves it
+        ("v1.35.4", None, None),
+        ("v1.35.4", {"DRADeviceTaintRules": True}, "--runtime-config=resource.k8s.io/v1alpha3=true"),
+        ("v1.36.3", None, None),
+        ("v1.36.3", {"DRADeviceTaintRules": True}, "--runtime-config=resource.k8s.io/v1beta2=true"),
+        ("v1.37.2", None, None),  # GA: resource.k8s.io/v1 serves DeviceTaintRule by default
+    ],
+)
+def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
+    tmp_path: Path, version: str, gates: dict[str, bool] | None, runtime_config: str | None
+) -> None:
+    kube = versions.release(version)
+    all_gates = {**kube.feature_gates, **(gates or {})}
+    argv = components.apiserver_argv(
+        Path("/x"), StateLayout(tmp_path), components.Ports(1, 2, 3, 4, 5), all_gates, kube
+    )
+    assert [a for a in argv if a.startswith("--runtime-config")] == (
+        [runtime_config] if runtime_config else []
+    )
+    gates_flag = next(a for a in argv if a.startswith("--feature-gates="))
+    assert gates_flag == f"--feature-gates={components.gates_flag(all_gates)}"
+
+
+def test_build_script_takes_etcd_helm_and_go_from_the_table() -> None:
+    table = REPO / "fakeplugin" / "cluster" / "versions.py"
+    for version in MATRIX:
+        out = subprocess.run(
+            [sys.executable, str(table), "pins", version], capture_output=True, text=True, check=True
+        ).stdout
+        kube = versions.release(version)
+        assert out.splitlines() == [
+            f"K8S_VERSION={version}",
+            f"ETCD_VERSION={kube.etcd}",
+            f"HELM_VERSION={kube.helm}",
+            f"GO_MIN={kube.go}",
+        ]
+    default = subprocess.run([sys.executable, str(table), "pins", ""], capture_output=True, text=True)
+    assert default.stdout.splitlines()[0] == "K8S_VERSION=v1.35.4"
+    refused = subprocess.run(
+        ["bash", str(REPO / "hack" / "build-k8s.sh")],
+        env={"PATH": "/usr/bin:/bin", "K8S_VERSION": "v1.33.0", "HOME": "/nonexistent"},
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0
+    assert "minor 1.33 is not supported" in refused.stderr
+
+
+def test_binaries_are_cached_per_version(tmp_path: Path) -> None:
+    env = {"FAKEPLUGIN_CACHE": str(tmp_path)}
+    assert binaries.cache_dir(env) == tmp_path / "k8s" / "v1.35.4" / "bin"
+    assert binaries.cache_dir({**env, versions.ENV: "v1.37.2"}) == tmp_path / "k8s" / "v1.37.2" / "bin"
+    assert binaries.cache_dir(env, "v1.34.4") == tmp_path / "k8s" / "v1.34.4" / "bin"
+    with pytest.raises(
+        binaries.BinaryNotFound,
+        match=r"fakeplugin cluster build --kubernetes-version v1\.36\.3 --only kubelet`",
+    ):
+        binaries.find("kubelet", env, "v1.36.3")
+
+
+def test_cli_version_flag_refuses_an_unsupported_version_before_building() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "fakeplugin", "cluster", "build", "--kubernetes-version", "v1.30.0"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode != 0
+    assert "minor 1.30 is not supported" in run.stderr
+    assert "[build-k8s" not in run.stderr  # refused before the script ran
+
+
+def test_render_lays_dynamic_mig_out_for_the_api_servers_version() -> None:
+    def kinds(version: str) -> list[list[str]]:
+        out = subprocess.run(
+            [sys.executable, "-m", "fakeplugin", "render", "--config", str(REPO / "examples" / "mig.yaml"),
+             "--node", "h200-dynamic", "--feature-gates", "DynamicMIG=true", "--kubernetes-version", version],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        docs = [d for d in yaml.safe_load_all(out) if d["kind"] == "ResourceSlice"]
+        return [sorted(k for k in ("sharedCounters", "devices") if k in d["spec"]) for d in docs]
+
+    assert versions.server_version("v1.34.4") == (1, 34)
+    # 1.34: each GPU's slice holds its counter set and its devices; 1.35+: counters in a slice of their own.
+    assert kinds("v1.34.4") == [["devices", "sharedCounters"]] * 2
+    assert kinds("v1.35.4") == kinds("v1.37.2") == [["sharedCounters"], ["devices"], ["devices"]]
