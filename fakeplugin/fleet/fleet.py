@@ -135,7 +135,14 @@ class Fleet:
         for gone in set(self.node_names()) - names:
             self._drop(gone)
         changed = [self._node(n, wake=False) for n in nodes]
-        log.info("fleet: %d kwok-managed nodes", len(self.node_names()))
+        with self._mutex:
+            devices = [len(d) for d in self._devices.values()]
+        log.info(
+            "fleet: %d kwok-managed nodes, %d of them with %d devices",
+            len(devices),
+            sum(1 for n in devices if n),
+            sum(devices),
+        )
         if any(changed):
             self.publisher.wake.set()
 
@@ -155,6 +162,7 @@ class Fleet:
                     driver=self._driver,
                     dynamic_mig=self._gates.get("DynamicMIG", False),
                     release=self._release,
+                    log_level=logging.DEBUG,
                 )
             changed = devices.set_node(meta.get("labels") or {}, meta["uid"], meta.get("annotations") or {})
         except ValueError as exc:  # this node's entry cannot make devices: the others still can
