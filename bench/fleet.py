@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -236,6 +237,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = parser.parse_args()
+    # SIGTERM (e.g. `timeout`) ends the run through the `finally` below: the cluster goes down with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     args.state_dir.mkdir(parents=True, exist_ok=True)
     inventory = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
