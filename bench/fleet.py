@@ -110,14 +110,17 @@ class PodWatch(threading.Thread):
     def run(self) -> None:
         path = f"/api/v1/namespaces/{NAMESPACE}/pods"
         while not self.stop.is_set():
-            pods, version = self.kube.list(path)
-            self.phase = {p["metadata"]["uid"]: p.get("status", {}).get("phase", "") for p in pods}
-            for event in self.kube.watch(path, resource_version=version, timeout_seconds=60):
-                obj = event["object"]
-                if event["type"] == "DELETED":
-                    self.phase.pop(obj["metadata"]["uid"], None)
-                elif event["type"] in ("ADDED", "MODIFIED"):
-                    self.phase[obj["metadata"]["uid"]] = obj.get("status", {}).get("phase", "")
+            try:
+                pods, version = self.kube.list(path)
+                self.phase = {p["metadata"]["uid"]: p.get("status", {}).get("phase", "") for p in pods}
+                for event in self.kube.watch(path, resource_version=version, timeout_seconds=60):
+                    obj = event["object"]
+                    if event["type"] == "DELETED":
+                        self.phase.pop(obj["metadata"]["uid"], None)
+                    elif event["type"] in ("ADDED", "MODIFIED"):
+                        self.phase[obj["metadata"]["uid"]] = obj.get("status", {}).get("phase", "")
+            except Exception:  # the watch broke (e.g. the cluster is going down): list again, or stop
+                self.stop.wait(1.0)
 
 
 def cpu_by_process(cluster: Cluster) -> dict[str, float]:
@@ -290,6 +293,7 @@ def main() -> int:
         watch.start()
         results["waves"] = [wave(cluster, kube, watch, args.pods, first=i == 0) for i in range(args.waves)]
         sampler.stop.set()
+        watch.stop.set()
         results["peakRssMiB"] = {
             "fleet": round(sampler.peak.get("fleet", 0) / 2**20, 1),
             "cluster": round(sampler.peak_total / 2**20, 1),
