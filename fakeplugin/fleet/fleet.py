@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.kubelet import FleetKubelet
+from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.publisher import FleetPublisher
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.kube import describe_api_error
@@ -78,13 +79,10 @@ class Fleet:
         self.publisher = FleetPublisher(
             kube, driver=driver, desired=self._desired, release=release, writers=workers
         )
-        self.kubelet = FleetKubelet(
-            kube,
-            preparer=self._preparer,
-            containers_dir=self.dirs.containers,
-            cdi_root=self.dirs.cdi,
-            workers=workers,
+        self._dra = PodDRA(
+            kube, preparer=self._preparer, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
         )
+        self.kubelet = FleetKubelet(kube, self._dra, workers=workers)
         self.nodes_synced = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
@@ -211,7 +209,7 @@ class Fleet:
             driver_name=self._driver,
             node_name=node,
             devices=devices,
-            get_claim=self.kubelet.get_claim,
+            get_claim=self._dra.get_claim,
             cdi_root=self.dirs.cdi(node),
             plugin_dir=self.dirs.plugin(node),
             feature_gates=self._gates,
