@@ -84,6 +84,7 @@ class FleetKubelet:
         if self._dra.preparer(node) is None:
             return
         uid = obj["metadata"]["uid"]
+        obj = _slim(obj)
         with self._mutex:
             self._pods.setdefault(uid, _Pod(obj)).obj = obj
             self._on_node[node].add(uid)
@@ -166,3 +167,27 @@ def _wants_work(obj: Obj) -> bool:
         None,
         "Pending",
     )
+
+
+def _slim(obj: Obj) -> Obj:
+    """What the fleet reads of a pod (thousands are held at once): its identity, annotations and deletion,
+    node, claims, containers' names, env and claim references, and its claim statuses and phase."""
+    meta, spec, status = obj["metadata"], obj["spec"], obj.get("status") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("namespace", "name", "uid", "annotations", "deletionTimestamp") if k in meta
+        },
+        "spec": {
+            "nodeName": spec["nodeName"],
+            "resourceClaims": spec.get("resourceClaims") or [],
+            "containers": [
+                {k: c[k] for k in ("name", "env", "resources") if k in c}
+                for c in spec.get("containers") or []
+            ],
+        },
+        "status": {
+            k: status[k]
+            for k in ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+            if k in status
+        },
+    }
