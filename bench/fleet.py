@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -93,6 +94,35 @@ class Sampler(threading.Thread):
             self.peak_total = max(self.peak_total, total)
 
 
+class PodWatch(threading.Thread):
+    """Phases of the namespace's pods, from one watch: counting Running pods by listing them every
+    half second would itself load the API server we measure."""
+
+    def __init__(self, kube: FleetKube) -> None:
+        super().__init__(daemon=True)
+        self.kube = kube
+        self.phase: dict[str, str] = {}
+        self.stop = threading.Event()
+
+    def running(self) -> int:
+        return sum(1 for p in list(self.phase.values()) if p == "Running")
+
+    def run(self) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        while not self.stop.is_set():
+            try:
+                pods, version = self.kube.list(path)
+                self.phase = {p["metadata"]["uid"]: p.get("status", {}).get("phase", "") for p in pods}
+                for event in self.kube.watch(path, resource_version=version, timeout_seconds=60):
+                    obj = event["object"]
+                    if event["type"] == "DELETED":
+                        self.phase.pop(obj["metadata"]["uid"], None)
+                    elif event["type"] in ("ADDED", "MODIFIED"):
+                        self.phase[obj["metadata"]["uid"]] = obj.get("status", {}).get("phase", "")
+            except Exception:  # the watch broke (e.g. the cluster is going down): list again, or stop
+                self.stop.wait(1.0)
+
+
 def cpu_by_process(cluster: Cluster) -> dict[str, float]:
     return {p.name: cpu_seconds(p.pid) for p in cluster.status() if p.running}
 
@@ -147,7 +177,7 @@ def cdi_specs(cluster: Cluster) -> int:
     return sum(1 for _ in (cluster.layout.root / "nodes").glob("*/cdi/k8s.gpu.nvidia.com-claim_*.yaml"))
 
 
-def wave(cluster: Cluster, kube: FleetKube, pods: int, *, first: bool) -> dict[str, Any]:
+def wave(cluster: Cluster, kube: FleetKube, watch: PodWatch, pods: int, *, first: bool) -> dict[str, Any]:
     pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
     before = cpu_by_process(cluster)
     started = time.monotonic()
@@ -161,10 +191,9 @@ def wave(cluster: Cluster, kube: FleetKube, pods: int, *, first: bool) -> dict[s
     else:
         cluster.kubectl("scale", "deployment", "gpu-pods", "-n", NAMESPACE, f"--replicas={pods}")
 
-    def running() -> int:
-        return kube.count(pods_path, field_selector="status.phase=Running")
-
-    wait_until(f"{pods} pods Running", lambda: running() >= pods, 1800, lambda: f"{running()} Running")
+    wait_until(
+        f"{pods} pods Running", lambda: watch.running() >= pods, 1800, lambda: f"{watch.running()} Running"
+    )
     elapsed = time.monotonic() - started
     after = cpu_by_process(cluster)
     specs = cdi_specs(cluster)
@@ -211,6 +240,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = parser.parse_args()
+    # SIGTERM (e.g. `timeout`) ends the run through the `finally` below: the cluster goes down with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     args.state_dir.mkdir(parents=True, exist_ok=True)
     inventory = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
@@ -258,8 +289,11 @@ def main() -> int:
         sampler = Sampler(cluster)
         sampler.start()
         cluster.kubectl("create", "namespace", NAMESPACE)
-        results["waves"] = [wave(cluster, kube, args.pods, first=i == 0) for i in range(args.waves)]
+        watch = PodWatch(kube)
+        watch.start()
+        results["waves"] = [wave(cluster, kube, watch, args.pods, first=i == 0) for i in range(args.waves)]
         sampler.stop.set()
+        watch.stop.set()
         results["peakRssMiB"] = {
             "fleet": round(sampler.peak.get("fleet", 0) / 2**20, 1),
             "cluster": round(sampler.peak_total / 2**20, 1),

@@ -187,9 +187,12 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: dict[str, Any] | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         """One request with a JSON answer, decoded."""
-        response = self._request(method, path, query=query, body=body, content_type=content_type)
+        response = self._request(
+            method, path, query=query, body=body, content_type=content_type, accept=accept
+        )
         return json.loads(response.data)
 
     def _request(
@@ -201,10 +204,11 @@ class Kube:
         body: dict[str, Any] | None = None,
         timeout: float = REQUEST_TIMEOUT,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         """Send a request (auth, default headers and TLS as the client is configured); a non-2xx answer
         raises ApiException. The response is unread: `.data` reads it whole, `.stream()` in chunks."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         method, url, headers, body, _ = self._api.param_serialize(

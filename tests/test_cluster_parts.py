@@ -108,7 +108,9 @@ def test_everything_listens_on_loopback_only(tmp_path: Path) -> None:
         components.apiserver_argv(bin_, layout, ports, gates, versions.release(versions.DEFAULT_VERSION)),
         components.scheduler_argv(bin_, layout, ports, gates),
         components.controller_manager_argv(bin_, layout, ports, gates),
+        components.kwok_argv(bin_, layout),
     ]
+    assert "--node-ip=127.0.0.1" in argvs[-1]
     urls_and_addresses = [a for argv in argvs for a in argv if "://" in a or "address=" in a]
     assert urls_and_addresses and all("127.0.0.1" in a for a in urls_and_addresses)
     config = components.kubelet_config(layout.node("n", 0), components.KubeletPorts(6, 7), gates)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
+from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import components
 from fakeplugin.cluster.components import LOOPBACK, Ports
 from fakeplugin.cluster.kubectl import Kubectl
@@ -28,6 +31,8 @@ def start_control_plane(
         "kube-apiserver", [components.apiserver_argv(bins["kube-apiserver"], layout, ports, gates, kube)]
     )
     processes.wait("kube-apiserver", lambda: kubectl("get", "--raw", "/readyz", check=False).returncode == 0)
+    config = yaml.safe_dump(components.scheduler_config(layout), sort_keys=False).encode()
+    write_atomic(layout.scheduler_config, config, mode=0o644)
     processes.launch(
         "kube-scheduler", [components.scheduler_argv(bins["kube-scheduler"], layout, ports, gates)]
     )

@@ -52,6 +52,10 @@ class StateLayout:
         return self.root / "etcd"
 
     @property
+    def scheduler_config(self) -> Path:
+        return self.root / "kube-scheduler.yaml"
+
+    @property
     def kwok_config(self) -> Path:
         """kwok's --config: the Stages of the simulated nodes (fakeplugin.fleet.stages)."""
         return self.root / "kwok.yaml"
@@ -85,6 +89,7 @@ class StateLayout:
             self.cluster_file,
             self.kubeconfig,
             self.kwok_config,
+            self.scheduler_config,
             self.pki,
             self.etcd_data,
             self.kcm_volume_plugin_dir,

@@ -11,6 +11,9 @@ from urllib.parse import quote
 from fakeplugin.kube import SLICES, Kube
 
 Obj = dict[str, Any]
+# Lists of metadata only (names, labels, ...): a fraction of the full objects (apimachinery's
+# PartialObjectMetadataList, as `kubectl get -o name` asks).
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 
 
 class FleetKube(Kube):
@@ -28,10 +31,21 @@ class FleetKube(Kube):
                 return items, page["metadata"]["resourceVersion"]
 
     def count(self, path: str, *, field_selector: str = "") -> int:
-        """How many objects `path` holds, without listing them: one item and the remainingItemCount."""
-        query = [("limit", "1")] + ([("fieldSelector", field_selector)] if field_selector else [])
-        page = self._json("GET", path, query=query)
-        return len(page.get("items") or []) + int(page["metadata"].get("remainingItemCount") or 0)
+        """How many objects `path` holds. Without a selector: one item and the server's
+        remainingItemCount; with one (the server then gives no count): their metadata only, paged."""
+        if not field_selector:
+            page = self._json("GET", path, query=[("limit", "1")])
+            return len(page.get("items") or []) + int(page["metadata"].get("remainingItemCount") or 0)
+        total, token = 0, ""
+        while True:
+            query = [("limit", "1000"), ("fieldSelector", field_selector)] + (
+                [("continue", token)] if token else []
+            )
+            page = self._json("GET", path, query=query, accept=METADATA_ONLY)
+            total += len(page.get("items") or [])
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return total
 
     def watch(
         self, path: str, *, resource_version: str, timeout_seconds: int, field_selector: str = ""

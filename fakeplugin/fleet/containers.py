@@ -103,6 +103,12 @@ def write_record(
     }
     if errors:
         record["error"] = "; ".join(errors)
-    name = f"{meta['namespace']}_{meta['name']}_{container['name']}.json"
     directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(directory / name, json.dumps(record, indent=2).encode(), mode=0o644, sync=False)
+    write_atomic(
+        directory / record_name(pod, container), json.dumps(record, indent=2).encode(), mode=0o644, sync=False
+    )
+
+
+def record_name(pod: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+    """<namespace>_<pod>_<container>.json (names cannot hold "_")."""
+    return f"{pod['metadata']['namespace']}_{pod['metadata']['name']}_{container['name']}.json"

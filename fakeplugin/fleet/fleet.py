@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.kubelet import FleetKubelet
+from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.publisher import FleetPublisher
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.kube import describe_api_error
@@ -78,13 +79,10 @@ class Fleet:
         self.publisher = FleetPublisher(
             kube, driver=driver, desired=self._desired, release=release, writers=workers
         )
-        self.kubelet = FleetKubelet(
-            kube,
-            preparer=self._preparer,
-            containers_dir=self.dirs.containers,
-            cdi_root=self.dirs.cdi,
-            workers=workers,
+        self._dra = PodDRA(
+            kube, preparer=self._preparer, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
         )
+        self.kubelet = FleetKubelet(kube, self._dra, workers=workers)
         self.nodes_synced = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
@@ -135,7 +133,14 @@ class Fleet:
         for gone in set(self.node_names()) - names:
             self._drop(gone)
         changed = [self._node(n, wake=False) for n in nodes]
-        log.info("fleet: %d kwok-managed nodes", len(self.node_names()))
+        with self._mutex:
+            devices = [len(d) for d in self._devices.values()]
+        log.info(
+            "fleet: %d kwok-managed nodes, %d of them with %d devices",
+            len(devices),
+            sum(1 for n in devices if n),
+            sum(devices),
+        )
         if any(changed):
             self.publisher.wake.set()
 
@@ -155,6 +160,7 @@ class Fleet:
                     driver=self._driver,
                     dynamic_mig=self._gates.get("DynamicMIG", False),
                     release=self._release,
+                    log_level=logging.DEBUG,
                 )
             changed = devices.set_node(meta.get("labels") or {}, meta["uid"], meta.get("annotations") or {})
         except ValueError as exc:  # this node's entry cannot make devices: the others still can
@@ -203,7 +209,7 @@ class Fleet:
             driver_name=self._driver,
             node_name=node,
             devices=devices,
-            get_claim=self.kubelet.get_claim,
+            get_claim=self._dra.get_claim,
             cdi_root=self.dirs.cdi(node),
             plugin_dir=self.dirs.plugin(node),
             feature_gates=self._gates,

@@ -1,14 +1,11 @@
-"""The DRA part of a kubelet, for every simulated node: prepare a pod's claims before it may run,
-unprepare them when it goes (wire-protocol.md §6.3, §6.4), with kwok moving the pods (fleet.stages).
+"""The DRA part of a kubelet, for every simulated node at once: one pod watch and a work queue.
 
-One pod watch serves the fleet. A pod bound to a simulated node is queued; a worker prepares its claims
-with that node's Preparer, writes what each container would get (fleet.containers), then annotates the
-pod PREPARED, on which kwok makes it Running. A failure gives the pod the kubelet's event and is retried
-with backoff (the kubelet retries on pod sync). A deleting pod is unprepared (claims that no other pod
-of the node still uses), then annotated UNPREPARED, on which kwok deletes it.
+A pod with claims bound to a simulated node is queued; a worker prepares it (fleet.poddra), on which kwok
+makes it Running (fleet.stages). A failure is retried with backoff (the kubelet retries on pod sync). A
+deleting pod is unprepared, claims other pods of its node still use excepted, on which kwok deletes it;
+a pod deleted without waiting (forced) is unprepared all the same, as the kubelet's reconcile loop does.
 
-Invariants: a pod is handled by one worker at a time (the queue holds each pod once); a pod is never
-annotated PREPARED before every claim's CDI spec is on disk.
+Invariant: a pod is handled by one worker at a time (the queue holds each pod once).
 """
 
 from __future__ import annotations
@@ -16,19 +13,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from kubernetes.client.exceptions import ApiException
+from dataclasses import dataclass
 
 from fakeplugin.fleet import podclaims, stages
 from fakeplugin.fleet.api import FleetKube, Obj
-from fakeplugin.fleet.containers import write_record
+from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.kube import describe_api_error
-from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare.preparer import Preparer
 
 log = logging.getLogger(__name__)
 
@@ -40,43 +32,19 @@ RETRY_FIRST, RETRY_MAX = 2.0, 30.0  # seconds between attempts for a pod whose c
 @dataclass
 class _Pod:
     obj: Obj
-    prepared: dict[str, ClaimRef] = field(default_factory=dict)  # ResourceClaim name → what we prepared
     failures: int = 0
 
 
 class FleetKubelet:
-    """`preparer(node)`: the node's Preparer, or None when the node is not one of the fleet's;
-    `containers_dir(node)`, `cdi_root(node)`: where the node keeps container records and CDI specs."""
-
-    def __init__(
-        self,
-        kube: FleetKube,
-        *,
-        preparer: Callable[[str], Preparer | None],
-        containers_dir: Callable[[str], Path],
-        cdi_root: Callable[[str], Path],
-        workers: int = 8,
-    ) -> None:
+    def __init__(self, kube: FleetKube, dra: PodDRA, *, workers: int = 8) -> None:
         self._kube = kube
-        self._preparer = preparer
-        self._containers_dir = containers_dir
-        self._cdi_root = cdi_root
-        self._pods: dict[str, _Pod] = {}  # pod UID → what we know, for pods on the fleet's nodes
+        self._dra = dra
         self._mutex = threading.Lock()
+        self._pods: dict[str, _Pod] = {}  # pod UID → what we know, for pods with claims on the fleet's nodes
+        self._on_node: dict[str, set[str]] = defaultdict(set)  # node → UIDs of those pods
         self._queued: set[str] = set()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="fleet-kubelet")
-        self._fetched = threading.local()  # claims the worker already read, for the Preparer's get_claim
         self.synced = threading.Event()
-
-    # -- the Preparer's claim reads ---------------------------------------------------------------------
-
-    def get_claim(self, namespace: str, name: str) -> Obj:
-        """A claim this worker read a moment ago (checked against the pod), else a fresh GET."""
-        fetched = getattr(self._fetched, "claims", {})
-        claim = fetched.get((namespace, name))
-        return claim if claim is not None else self._kube.get_claim(namespace, name)
-
-    # -- the pod watch -----------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         backoff = 1.0
@@ -88,12 +56,10 @@ class FleetKubelet:
                 backoff = 1.0
                 for event in self._kube.watch(PODS, resource_version=version, timeout_seconds=WATCH_SECONDS):
                     if stop.is_set():
-                        return
-                    if event["type"] == "BOOKMARK":
-                        continue
+                        break
                     if event["type"] == "DELETED":
                         self._gone(event["object"])
-                    else:
+                    elif event["type"] in ("ADDED", "MODIFIED"):
                         self._seen(event["object"])
             except Exception as exc:  # never fatal: list again, as an informer does
                 log.warning("watching pods failed: %s; retrying in %.0f s", describe_api_error(exc), backoff)
@@ -112,20 +78,20 @@ class FleetKubelet:
 
     def _seen(self, obj: Obj) -> None:
         node = (obj.get("spec") or {}).get("nodeName")
-        if not node or not (obj["spec"].get("resourceClaims") or _extended(obj)):
+        status = obj.get("status") or {}
+        if not node or not (obj["spec"].get("resourceClaims") or status.get("extendedResourceClaimStatus")):
             return
-        if self._preparer(node) is None:
+        if self._dra.preparer(node) is None:
             return
         uid = obj["metadata"]["uid"]
+        obj = _slim(obj)
         with self._mutex:
-            pod = self._pods.setdefault(uid, _Pod(obj))
-            pod.obj = obj
-        if self._wants_work(obj):
+            self._pods.setdefault(uid, _Pod(obj)).obj = obj
+            self._on_node[node].add(uid)
+        if _wants_work(obj):
             self._enqueue(uid)
 
     def _gone(self, obj: Obj) -> None:
-        """Deleted without waiting for us (forced): unprepare all the same, as the kubelet's reconcile
-        does."""
         uid = obj["metadata"]["uid"]
         with self._mutex:
             pod = self._pods.get(uid)
@@ -133,16 +99,6 @@ class FleetKubelet:
                 return
             pod.obj = {**obj, "gone": True}
         self._enqueue(uid)
-
-    @staticmethod
-    def _wants_work(obj: Obj) -> bool:
-        annotations = obj["metadata"].get("annotations") or {}
-        if obj["metadata"].get("deletionTimestamp"):
-            return annotations.get(stages.UNPREPARED) != "true"
-        return annotations.get(stages.PREPARED) != "true" and obj.get("status", {}).get("phase") in (
-            None,
-            "Pending",
-        )
 
     def _enqueue(self, uid: str, delay: float = 0.0) -> None:
         with self._mutex:
@@ -169,15 +125,14 @@ class FleetKubelet:
         obj = pod.obj
         try:
             if obj.get("gone") or obj["metadata"].get("deletionTimestamp"):
-                done = self._unprepare(pod)
-            elif self._wants_work(obj):
-                done = self._prepare(pod)
+                done = self._dra.unprepare(obj, self._in_use_by_others(obj))
+                if done:
+                    self._forget(obj)
             else:
-                done = True
+                done = not _wants_work(obj) or self._dra.prepare(obj)
         except Exception:  # a bug: logged with its trace, retried like a failure
-            log.exception(
-                "pod %s/%s: unexpected failure", obj["metadata"]["namespace"], obj["metadata"]["name"]
-            )
+            meta = obj["metadata"]
+            log.exception("pod %s/%s: unexpected failure", meta["namespace"], meta["name"])
             done = False
         if done:
             pod.failures = 0
@@ -185,118 +140,54 @@ class FleetKubelet:
         pod.failures += 1
         self._enqueue(uid, min(RETRY_FIRST * 2 ** (pod.failures - 1), RETRY_MAX))
 
-    # -- prepare -----------------------------------------------------------------------------------------
-
-    def _prepare(self, pod: _Pod) -> bool:
-        obj = pod.obj
+    def _in_use_by_others(self, obj: Obj) -> set[str]:
+        """Claims other live pods of the node, in the pod's namespace, use."""
         meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        preparer = self._preparer(node)
-        assert preparer is not None
-        claims = podclaims.pod_claims(obj)
-        if claims.pending:
-            return True  # the pod's next update (its claim statuses) queues it again
-        fetched: dict[tuple[str, str], Obj] = {}
-        refs: list[ClaimRef] = []
-        for claim_name in dict.fromkeys(claims.names.values()):
-            try:
-                claim = self._kube.get_claim(meta["namespace"], claim_name)
-            except Exception as exc:
-                return self._failed(obj, node, claim_name, f"retrieve claim: {describe_api_error(exc)}")
-            reserved = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []}
-            if meta["uid"] not in reserved:
-                message = (
-                    f"pod {meta['namespace']}/{meta['name']} is not allowed to use ResourceClaim {claim_name}"
-                )
-                return self._failed(obj, node, claim_name, message, wrapped=False)
-            fetched[(meta["namespace"], claim_name)] = claim
-            refs.append(ClaimRef(meta["namespace"], claim["metadata"]["uid"], claim_name))
-        self._fetched.claims = fetched
-        try:
-            results = preparer.prepare(refs)
-        finally:
-            self._fetched.claims = {}
-        by_name: dict[str, PrepareResult] = {}
-        for ref in refs:
-            result = results[ref.uid]
-            if result.error:
-                return self._failed(obj, node, ref.name, result.error)
-            by_name[ref.name] = result
-            pod.prepared[ref.name] = ref
-        for container in obj["spec"].get("containers") or []:
-            ids = podclaims.container_cdi_devices(obj, container, by_name)
-            write_record(self._containers_dir(node), obj, container, ids, self._cdi_root(node))
-        return self._annotate(obj, stages.PREPARED)
-
-    def _failed(self, obj: Obj, node: str, claim_name: str, error: str, *, wrapped: bool = True) -> bool:
-        message = (
-            podclaims.prepare_failed_message(claim_name, error)
-            if wrapped
-            else (f"Failed to prepare dynamic resources: {error}")
-        )
-        log.warning(
-            "pod %s/%s on %s: %s", obj["metadata"]["namespace"], obj["metadata"]["name"], node, message
-        )
-        try:
-            self._kube.pod_event(obj, node=node, reason="FailedPrepareDynamicResources", message=message)
-        except Exception as exc:  # the event is a report; the retry matters more
-            log.warning("event for pod %s: %s", obj["metadata"]["name"], describe_api_error(exc))
-        return False
-
-    def _annotate(self, obj: Obj, key: str) -> bool:
-        meta = obj["metadata"]
-        try:
-            self._kube.annotate_pod(meta["namespace"], meta["name"], {key: "true"})
-        except ApiException as exc:
-            if exc.status == 404:
-                return True  # gone meanwhile: its DELETED event unprepares
-            log.warning("annotating pod %s/%s: %s", meta["namespace"], meta["name"], describe_api_error(exc))
-            return False
-        return True
-
-    # -- unprepare ---------------------------------------------------------------------------------------
-
-    def _unprepare(self, pod: _Pod) -> bool:
-        obj = pod.obj
-        meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        preparer = self._preparer(node)
-        assert preparer is not None
-        refs = self._claims_to_unprepare(pod, node, preparer)
-        results = preparer.unprepare(refs) if refs else {}
-        errors = [e for e in results.values() if e]
-        if errors:
-            log.warning(
-                "pod %s/%s on %s: unprepare failed: %s", meta["namespace"], meta["name"], node, errors[0]
-            )
-            return False
-        directory = self._containers_dir(node)
-        for container in obj["spec"].get("containers") or []:
-            (directory / f"{meta['namespace']}_{meta['name']}_{container['name']}.json").unlink(
-                missing_ok=True
-            )
-        if obj.get("gone") or self._annotate(obj, stages.UNPREPARED):
-            with self._mutex:
-                self._pods.pop(meta["uid"], None)
-            return True
-        return False
-
-    def _claims_to_unprepare(self, pod: _Pod, node: str, preparer: Preparer) -> list[ClaimRef]:
-        """The pod's claims that no other live pod on `node` uses (upstream: a shared claim stays prepared
-        while any pod of the node references it). Known from our prepare, else from the checkpoint."""
-        names = set(podclaims.pod_claims(pod.obj).names.values()) | set(pod.prepared)
-        namespace = pod.obj["metadata"]["namespace"]
         with self._mutex:
-            others = [
-                p.obj
-                for uid, p in self._pods.items()
-                if uid != pod.obj["metadata"]["uid"]
-                and p.obj["spec"].get("nodeName") == node
-                and p.obj["metadata"]["namespace"] == namespace
-                and not p.obj.get("gone")
-            ]
-        in_use = {n for o in others for n in podclaims.pod_claims(o).names.values()}
-        held = {ref.name: ref for ref in preparer.prepared_claims() if ref.namespace == namespace}
-        return [held[n] for n in sorted(names - in_use) if n in held]
+            others = [self._pods[u].obj for u in self._on_node[node] if u != meta["uid"]]
+        return {
+            name
+            for o in others
+            if not o.get("gone") and o["metadata"]["namespace"] == meta["namespace"]
+            for name in podclaims.pod_claims(o).names.values()
+        }
+
+    def _forget(self, obj: Obj) -> None:
+        uid, node = obj["metadata"]["uid"], obj["spec"]["nodeName"]
+        with self._mutex:
+            self._pods.pop(uid, None)
+            self._on_node[node].discard(uid)
 
 
-def _extended(obj: Obj) -> bool:
-    return bool((obj.get("status") or {}).get("extendedResourceClaimStatus"))
+def _wants_work(obj: Obj) -> bool:
+    annotations = obj["metadata"].get("annotations") or {}
+    if obj["metadata"].get("deletionTimestamp"):
+        return annotations.get(stages.UNPREPARED) != "true"
+    return annotations.get(stages.PREPARED) != "true" and (obj.get("status") or {}).get("phase") in (
+        None,
+        "Pending",
+    )
+
+
+def _slim(obj: Obj) -> Obj:
+    """What the fleet reads of a pod (thousands are held at once): its identity, annotations and deletion,
+    node, claims, containers' names, env and claim references, and its claim statuses and phase."""
+    meta, spec, status = obj["metadata"], obj["spec"], obj.get("status") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("namespace", "name", "uid", "annotations", "deletionTimestamp") if k in meta
+        },
+        "spec": {
+            "nodeName": spec["nodeName"],
+            "resourceClaims": spec.get("resourceClaims") or [],
+            "containers": [
+                {k: c[k] for k in ("name", "env", "resources") if k in c}
+                for c in spec.get("containers") or []
+            ],
+        },
+        "status": {
+            k: status[k]
+            for k in ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+            if k in status
+        },
+    }

@@ -123,8 +123,10 @@ class NodeDevices(Mapping[str, GpuDevice]):
         driver: str,
         dynamic_mig: bool = False,
         release: DriverRelease | None = None,
+        log_level: int = logging.INFO,
     ) -> None:
         self._source = source if isinstance(source, InventoryFile) else InventoryFile(source)
+        self._log_level = log_level  # of the line naming the node's devices when they change
         self._node = node_name
         self._driver = driver
         self._dynamic_mig = dynamic_mig
@@ -255,7 +257,9 @@ class NodeDevices(Mapping[str, GpuDevice]):
             before = set(self._devices)
             self._devices = {d.name: d for d in devices}
         if before != set(self._devices) or not devices:
-            log.info(
+            # A fleet has a thousand of these: its own summary line is enough at info.
+            log.log(
+                self._log_level,
                 "node %s: %s",
                 self._node,
                 ", ".join(f"{d.name} {d.product_name} {d.uuid}" for d in devices)

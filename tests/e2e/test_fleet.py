@@ -103,6 +103,21 @@ def test_simulated_slices_are_what_render_prints(mixed: Cluster) -> None:
         assert len(published["spec"]["devices"]) == 8
 
 
+def test_a_deleted_slice_of_a_simulated_node_comes_back(mixed: Cluster) -> None:
+    (old,) = [s for s in items(mixed, "resourceslices") if s["spec"]["nodeName"] == "h100-3"]
+    mixed.kubectl("delete", "resourceslice", old["metadata"]["name"])
+
+    def back() -> list[dict[str, Any]]:
+        return [
+            s
+            for s in items(mixed, "resourceslices")
+            if s["spec"]["nodeName"] == "h100-3" and s["metadata"]["uid"] != old["metadata"]["uid"]
+        ]
+
+    (new,) = wait_for(back, what="the fleet to publish h100-3's slice again")
+    assert new["spec"]["devices"] == old["spec"]["devices"]
+
+
 def test_cel_claim_runs_on_a_simulated_h100_only_after_prepare(mixed: Cluster) -> None:
     # The delay holds prepare open: the pod is bound but must stay Pending, with no CDI spec yet.
     apply(mixed, NAMESPACE, h100_claim_template({"fakeplugin.dev/prepare-delay": "4s"}))

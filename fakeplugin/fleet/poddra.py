@@ -1,0 +1,134 @@
+"""What a kubelet's DRA manager does for one pod (wire-protocol.md §6.3, §6.4), against a node's Preparer:
+read and check the pod's claims, prepare them, record what each container would get, tell kwok
+(fleet.stages) by annotating the pod; and the reverse when the pod goes.
+
+Invariant: a pod is annotated PREPARED only once every claim's CDI spec is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Set
+from pathlib import Path
+
+from kubernetes.client.exceptions import ApiException
+
+from fakeplugin.fleet import podclaims, stages
+from fakeplugin.fleet.api import FleetKube, Obj
+from fakeplugin.fleet.containers import record_name, write_record
+from fakeplugin.kube import describe_api_error
+from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare.preparer import Preparer
+
+log = logging.getLogger(__name__)
+
+
+class PodDRA:
+    """`preparer(node)`: the node's Preparer (None: not a node of the fleet); `containers_dir(node)`,
+    `cdi_root(node)`: where the node keeps container records and CDI specs."""
+
+    def __init__(
+        self,
+        kube: FleetKube,
+        *,
+        preparer: Callable[[str], Preparer | None],
+        containers_dir: Callable[[str], Path],
+        cdi_root: Callable[[str], Path],
+    ) -> None:
+        self._kube = kube
+        self.preparer = preparer
+        self._containers_dir = containers_dir
+        self._cdi_root = cdi_root
+        self._fetched = threading.local()  # claims this thread just read, for the Preparer's get_claim
+
+    def get_claim(self, namespace: str, name: str) -> Obj:
+        """The Preparer's claim read: the claim this thread read a moment ago (checked against the pod),
+        else a fresh GET."""
+        claim = getattr(self._fetched, "claims", {}).get((namespace, name))
+        return claim if claim is not None else self._kube.get_claim(namespace, name)
+
+    def prepare(self, obj: Obj) -> bool:
+        """Prepare the pod's claims on its node; False: failed (event sent), try again later."""
+        meta, node = obj["metadata"], obj["spec"]["nodeName"]
+        preparer = self.preparer(node)
+        assert preparer is not None
+        claims = podclaims.pod_claims(obj)
+        if claims.pending:
+            return True  # the pod's next update (its claim statuses) queues it again
+        fetched: dict[tuple[str, str], Obj] = {}
+        refs: list[ClaimRef] = []
+        for claim_name in dict.fromkeys(claims.names.values()):
+            try:
+                claim = self._kube.get_claim(meta["namespace"], claim_name)
+            except Exception as exc:
+                return self._failed(obj, claim_name, f"retrieve claim: {describe_api_error(exc)}")
+            reserved = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []}
+            if meta["uid"] not in reserved:
+                message = (
+                    f"pod {meta['namespace']}/{meta['name']} is not allowed to use ResourceClaim {claim_name}"
+                )
+                return self._failed(obj, claim_name, message, wrapped=False)
+            fetched[(meta["namespace"], claim_name)] = claim
+            refs.append(ClaimRef(meta["namespace"], claim["metadata"]["uid"], claim_name))
+        self._fetched.claims = fetched
+        try:
+            results = preparer.prepare(refs)
+        finally:
+            self._fetched.claims = {}
+        by_name: dict[str, PrepareResult] = {}
+        for ref in refs:
+            if results[ref.uid].error:
+                return self._failed(obj, ref.name, results[ref.uid].error)
+            by_name[ref.name] = results[ref.uid]
+        for container in obj["spec"].get("containers") or []:
+            ids = podclaims.container_cdi_devices(obj, container, by_name)
+            write_record(self._containers_dir(node), obj, container, ids, self._cdi_root(node))
+        return self._annotate(obj, stages.PREPARED)
+
+    def unprepare(self, obj: Obj, in_use: Set[str]) -> bool:
+        """Unprepare the pod's claims but those in `in_use` (names of claims other pods of the node in its
+        namespace still use: upstream keeps a shared claim prepared while any pod of the node uses it).
+        The claims are found in the node's checkpoint, so this works after a restart of the fleet too.
+        False: failed, try again later. `obj["gone"]`: the pod object is deleted already."""
+        meta, node = obj["metadata"], obj["spec"]["nodeName"]
+        preparer = self.preparer(node)
+        assert preparer is not None
+        names = set(podclaims.pod_claims(obj).names.values()) - in_use
+        refs = [r for r in preparer.prepared_claims() if r.namespace == meta["namespace"] and r.name in names]
+        errors = [e for e in (preparer.unprepare(refs) if refs else {}).values() if e]
+        if errors:
+            log.warning(
+                "pod %s/%s on %s: unprepare failed: %s", meta["namespace"], meta["name"], node, errors[0]
+            )
+            return False
+        for container in obj["spec"].get("containers") or []:
+            (self._containers_dir(node) / record_name(obj, container)).unlink(missing_ok=True)
+        return bool(obj.get("gone")) or self._annotate(obj, stages.UNPREPARED)
+
+    def _failed(self, obj: Obj, claim_name: str, error: str, *, wrapped: bool = True) -> bool:
+        node = obj["spec"]["nodeName"]
+        message = (
+            podclaims.prepare_failed_message(claim_name, error)
+            if wrapped
+            else f"Failed to prepare dynamic resources: {error}"
+        )
+        log.warning(
+            "pod %s/%s on %s: %s", obj["metadata"]["namespace"], obj["metadata"]["name"], node, message
+        )
+        try:
+            self._kube.pod_event(obj, node=node, reason="FailedPrepareDynamicResources", message=message)
+        except Exception as exc:  # the event is a report; the retry matters more
+            log.warning("event for pod %s: %s", obj["metadata"]["name"], describe_api_error(exc))
+        return False
+
+    def _annotate(self, obj: Obj, key: str) -> bool:
+        meta = obj["metadata"]
+        try:
+            self._kube.annotate_pod(meta["namespace"], meta["name"], {key: "true"})
+        except ApiException as exc:
+            if exc.status == 404:
+                return True  # gone meanwhile: its DELETED event unprepares
+            log.warning("annotating pod %s/%s: %s", meta["namespace"], meta["name"], describe_api_error(exc))
+            return False
+        return True
