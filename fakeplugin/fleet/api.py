@@ -4,11 +4,15 @@ of the driver's slices, pod annotations and events. Plain dicts in API shape, li
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-from fakeplugin.kube import SLICES, Kube
+from fakeplugin.kube import SLICES, Kube, describe_api_error
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 # Lists of metadata only (names, labels, ...): a fraction of the full objects (apimachinery's
@@ -100,3 +104,35 @@ class FleetKube(Kube):
             "count": 1,
         }
         return self._json("POST", f"/api/v1/namespaces/{quote(meta['namespace'], safe='')}/events", body=body)
+
+
+def list_and_watch(
+    kube: FleetKube,
+    path: str,
+    *,
+    stop: threading.Event,
+    on_list: Callable[[list[Obj]], None],
+    on_event: Callable[[str, Obj], None],
+    synced: threading.Event,
+    watch_seconds: int = 300,
+    max_backoff: float = 30.0,
+) -> None:
+    """An informer's loop until `stop`: list (then `on_list(items)`, `synced` set), watch from the list's
+    version (`on_event(type, object)` for ADDED, MODIFIED, DELETED), list again when the watch ends. Any
+    failure is logged and retried with backoff, never fatal."""
+    backoff = 1.0
+    while not stop.is_set():
+        try:
+            items, version = kube.list(path)
+            on_list(items)
+            synced.set()
+            backoff = 1.0
+            for event in kube.watch(path, resource_version=version, timeout_seconds=watch_seconds):
+                if stop.is_set():
+                    return
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    on_event(event["type"], event["object"])
+        except Exception as exc:
+            log.warning("watching %s failed: %s; retrying in %.0f s", path, describe_api_error(exc), backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, max_backoff)

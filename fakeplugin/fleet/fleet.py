@@ -14,12 +14,11 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from fakeplugin.fleet.api import FleetKube, Obj
+from fakeplugin.fleet.api import FleetKube, Obj, list_and_watch
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.publisher import FleetPublisher
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
-from fakeplugin.kube import describe_api_error
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.node import InventoryFile, NodeDevices
 from fakeplugin.releases import DriverRelease
@@ -28,8 +27,6 @@ log = logging.getLogger(__name__)
 
 NODES = "/api/v1/nodes"
 INVENTORY_POLL_SECONDS = 5.0
-WATCH_SECONDS = 300
-MAX_BACKOFF = 30.0
 
 
 class FleetDirs:
@@ -109,24 +106,15 @@ class Fleet:
             return sorted(self._devices)
 
     def _watch_nodes(self, stop: threading.Event) -> None:
-        backoff = 1.0
-        while not stop.is_set():
-            try:
-                nodes, version = self._kube.list(NODES)
-                self._set_nodes(nodes)
-                self.nodes_synced.set()
-                backoff = 1.0
-                for event in self._kube.watch(NODES, resource_version=version, timeout_seconds=WATCH_SECONDS):
-                    if stop.is_set():
-                        return
-                    if event["type"] == "DELETED":
-                        self._drop(event["object"]["metadata"]["name"])
-                    elif event["type"] in ("ADDED", "MODIFIED"):
-                        self._node(event["object"])
-            except Exception as exc:  # never fatal: list again
-                log.warning("watching nodes failed: %s; retrying in %.0f s", describe_api_error(exc), backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+        def on_event(kind: str, obj: Obj) -> None:
+            if kind == "DELETED":
+                self._drop(obj["metadata"]["name"])
+            else:
+                self._node(obj)
+
+        list_and_watch(
+            self._kube, NODES, stop=stop, on_list=self._set_nodes, on_event=on_event, synced=self.nodes_synced
+        )
 
     def _set_nodes(self, nodes: list[Obj]) -> None:
         names = {n["metadata"]["name"] for n in nodes}

@@ -18,14 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fakeplugin.fleet import podclaims, stages
-from fakeplugin.fleet.api import FleetKube, Obj
+from fakeplugin.fleet.api import FleetKube, Obj, list_and_watch
 from fakeplugin.fleet.poddra import PodDRA
-from fakeplugin.kube import describe_api_error
 
 log = logging.getLogger(__name__)
 
 PODS = "/api/v1/pods"
-WATCH_SECONDS = 300
 RETRY_FIRST, RETRY_MAX = 2.0, 30.0  # seconds between attempts for a pod whose claims failed
 
 
@@ -47,24 +45,15 @@ class FleetKubelet:
         self.synced = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
-        backoff = 1.0
-        while not stop.is_set():
-            try:
-                pods, version = self._kube.list(PODS)
-                self._resync(pods)
-                self.synced.set()
-                backoff = 1.0
-                for event in self._kube.watch(PODS, resource_version=version, timeout_seconds=WATCH_SECONDS):
-                    if stop.is_set():
-                        break
-                    if event["type"] == "DELETED":
-                        self._gone(event["object"])
-                    elif event["type"] in ("ADDED", "MODIFIED"):
-                        self._seen(event["object"])
-            except Exception as exc:  # never fatal: list again, as an informer does
-                log.warning("watching pods failed: %s; retrying in %.0f s", describe_api_error(exc), backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, RETRY_MAX)
+        def on_event(kind: str, obj: Obj) -> None:
+            if kind == "DELETED":
+                self._gone(obj)
+            else:
+                self._seen(obj)
+
+        list_and_watch(
+            self._kube, PODS, stop=stop, on_list=self._resync, on_event=on_event, synced=self.synced
+        )
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _resync(self, pods: list[Obj]) -> None:
