@@ -135,6 +135,10 @@ helm upgrade --install fakeplugin charts/fakeplugin --namespace "$NAMESPACE" --c
   -f examples/seed-lab-values.yaml --set-file inventory=demo/kind/inventory.yaml \
   --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
   --wait --timeout 5m
+if ((!created)); then
+  # A rebuilt image under the same tag does not change the DaemonSet: restart its pods onto it.
+  kubectl -n "$NAMESPACE" rollout restart daemonset/fakeplugin-kubelet-plugin
+fi
 kubectl -n "$NAMESPACE" rollout status daemonset/fakeplugin-kubelet-plugin --timeout="$TIMEOUT"
 kubectl get deviceclasses gpu.nvidia.com mig.nvidia.com vfio.gpu.nvidia.com
 
