@@ -113,7 +113,9 @@ mapfile -t NODES < <("$KIND" get nodes --name "$CLUSTER")
 
 say "checking that containerd has CDI enabled on every node"
 for node in "${NODES[@]}"; do
-  docker exec "$node" containerd config dump | grep -Eq '^\s*enable_cdi\s*=\s*true' \
+  # The dump first, then grep: `grep -q` closing the pipe early would fail the pipeline (pipefail).
+  dump="$(docker exec "$node" containerd config dump 2>/dev/null)" || die "containerd config dump failed on $node"
+  grep -Eq '^\s*enable_cdi\s*=\s*true' <<<"$dump" \
     || die "CDI is off in containerd on $node: set enable_cdi = true in its CRI plugin config"
 done
 
