@@ -113,7 +113,9 @@ mapfile -t NODES < <("$KIND" get nodes --name "$CLUSTER")
 
 say "checking that containerd has CDI enabled on every node"
 for node in "${NODES[@]}"; do
-  docker exec "$node" containerd config dump | grep -Eq '^\s*enable_cdi\s*=\s*true' \
+  # The dump first, then grep: `grep -q` closing the pipe early would fail the pipeline (pipefail).
+  dump="$(docker exec "$node" containerd config dump 2>/dev/null)" || die "containerd config dump failed on $node"
+  grep -Eq '^\s*enable_cdi\s*=\s*true' <<<"$dump" \
     || die "CDI is off in containerd on $node: set enable_cdi = true in its CRI plugin config"
 done
 
@@ -135,6 +137,10 @@ helm upgrade --install fakeplugin charts/fakeplugin --namespace "$NAMESPACE" --c
   -f examples/seed-lab-values.yaml --set-file inventory=demo/kind/inventory.yaml \
   --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
   --wait --timeout 5m
+if ((!created)); then
+  # A rebuilt image under the same tag does not change the DaemonSet: restart its pods onto it.
+  kubectl -n "$NAMESPACE" rollout restart daemonset/fakeplugin-kubelet-plugin
+fi
 kubectl -n "$NAMESPACE" rollout status daemonset/fakeplugin-kubelet-plugin --timeout="$TIMEOUT"
 kubectl get deviceclasses gpu.nvidia.com mig.nvidia.com vfio.gpu.nvidia.com
 

@@ -38,11 +38,12 @@ use_our_docker() {
   fi
 }
 
-# A short content hash of files and strings: cache keys for images.
+# A short hash of files (their content) and strings: cache keys for images.
 content_key() {
   local item
   for item in "$@"; do
-    if [[ -f "$item" ]]; then sha256sum "$item"; else printf '%s\n' "$item"; fi
+    # A file's content, not its path: a clone elsewhere (CI) finds the same images.
+    if [[ -f "$item" ]]; then sha256sum <"$item"; else printf '%s\n' "$item"; fi
   done | sha256sum | cut -c1-12
 }
 

@@ -1,0 +1,159 @@
+"""The kind e2e (marker `kind`): one kind cluster for the session, made by `demo/kind/run.sh --local --keep`
+from images built on this machine (hack/kind), with our image loaded and our chart installed.
+
+The tests run in CI (CI=true: anything missing fails them) or when FAKEPLUGIN_KIND=1; otherwise they
+skip, as they take minutes (tens of minutes with a cold image cache). FAKEPLUGIN_KIND_REUSE=1 keeps
+the cluster after the session and reuses it next time (for working on the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakeplugin.cluster import BinaryNotFound, binaries
+from fakeplugin.cluster.kubectl import Kubectl
+from tests.tooling import unavailable
+
+REPO = Path(__file__).resolve().parents[2]
+KIND = REPO / "hack" / "kind" / "kind"
+CLUSTER = "fakeplugin-e2e"
+NAMESPACE = "nvidia-dra-driver-gpu"
+IMAGE = "fakeplugin:dev"
+DAEMONSET = "fakeplugin-kubelet-plugin"
+
+
+@dataclass
+class KindCluster:
+    """The session's kind cluster: kubectl on it, docker on its nodes, what run.sh printed."""
+
+    kubeconfig: Path
+    env: dict[str, str]
+    demo_output: str
+    kubectl: Kubectl = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kubectl = Kubectl(self.kubeconfig)
+
+    def run(self, *argv: str, input: str | None = None, timeout: float = 300) -> str:
+        """A command (docker, helm, hack/kind/kind) against this cluster; its stdout, or fail with stderr."""
+        result = subprocess.run(
+            argv, input=input, capture_output=True, text=True, timeout=timeout, env=self.env, cwd=REPO
+        )
+        if result.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+        return result.stdout
+
+    def node_exec(self, node: str, *argv: str) -> str:
+        """A command on a kind node (its container)."""
+        return self.run("docker", "exec", node, *argv)
+
+    def gpu_nodes(self) -> list[str]:
+        nodes = self.get("nodes", "-l", "nvidia.com/dra-kubelet-plugin=true")["items"]
+        return sorted(n["metadata"]["name"] for n in nodes)
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def helm(self, *args: str) -> str:
+        return self.run("helm", f"--kubeconfig={self.kubeconfig}", *args)
+
+    def logs(self, namespace: str, pod: str, container: str) -> str:
+        return self.kubectl("logs", "-n", namespace, pod, "-c", container).stdout
+
+
+def _enabled() -> bool:
+    return os.environ.get("CI") == "true" or os.environ.get("FAKEPLUGIN_KIND") == "1"
+
+
+def _tool_path() -> str:
+    """PATH with our kubectl and helm (hack/build-k8s.sh) when the machine has none."""
+    path = os.environ.get("PATH", "")
+    missing = [t for t in ("kubectl", "helm") if shutil.which(t) is None]
+    try:
+        extra = {str(binaries.find(t).parent) for t in missing}
+    except BinaryNotFound as exc:
+        unavailable(str(exc))
+    return ":".join([path, *sorted(extra)])
+
+
+def _dockerd(action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(REPO / "hack/kind/dockerd.sh"), action], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+@pytest.fixture(scope="session")
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+    if not _enabled():
+        pytest.skip("kind e2e: runs in CI or with FAKEPLUGIN_KIND=1 (minutes; builds images when cold)")
+    if os.geteuid() != 0:
+        unavailable("the kind e2e needs root (our dockerd, debootstrap)")
+    for tool in ("go", "python3"):
+        if shutil.which(tool) is None:
+            unavailable(f"the kind e2e needs {tool}")
+    env = {**os.environ, "PATH": _tool_path()}
+    env.pop("DOCKER_HOST", None)
+    started = _dockerd("status", env).returncode != 0
+    start = _dockerd("start", env)
+    if start.returncode != 0:
+        pytest.fail(f"hack/kind/dockerd.sh start failed:\n{start.stderr[-4000:]}", pytrace=False)
+    key, _, value = start.stdout.strip().partition("=")
+    env[key] = value
+    reuse = os.environ.get("FAKEPLUGIN_KIND_REUSE") == "1"
+    if not reuse:
+        subprocess.run([str(KIND), "delete", "cluster", "--name", CLUSTER], env=env, capture_output=True)
+    kubeconfig = tmp_path_factory.mktemp("kind") / "kubeconfig"
+    demo = subprocess.run(
+        [str(REPO / "demo/kind/run.sh"), "--local", "--keep"],
+        env={
+            **env,
+            "CLUSTER": CLUSTER,
+            "KIND_CONFIG": str(REPO / "tests/kind/kind-config.yaml"),
+            "KUBECONFIG_OUT": str(kubeconfig),
+            "IMAGE": IMAGE,
+        },
+        capture_output=True,
+        text=True,
+        timeout=5400,
+    )
+    output = demo.stdout + demo.stderr
+    if demo.returncode != 0:
+        pytest.fail(f"demo/kind/run.sh --local --keep failed:\n{output[-8000:]}", pytrace=False)
+    cluster = KindCluster(kubeconfig, env, output)
+    # The demo's pods hold all three GPUs: the tests need them free.
+    cluster.kubectl(
+        "delete", "namespace", "lab01", "lab02", "--ignore-not-found", "--wait", "--timeout=180s", timeout=200
+    )
+    yield cluster
+    if not reuse:
+        subprocess.run([str(KIND), "delete", "cluster", "--name", CLUSTER], env=env, capture_output=True)
+        if started:
+            _dockerd("stop", env)
+
+
+@pytest.fixture
+def kind_namespace(kind_cluster: KindCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (with its pods and claims) after it."""
+    name = f"t-{request.node.name.lower().replace('_', '-')[:40].strip('-')}-{int(time.time()) % 100000}"
+    kind_cluster.kubectl("create", "namespace", name)
+    yield name
+    kind_cluster.kubectl("delete", "namespace", name, "--wait", "--timeout=180s", timeout=200)
+
+
+@pytest.fixture(scope="session")
+def busybox(kind_cluster: KindCluster) -> str:
+    """The busybox-only image of hack/kind/images.sh, loaded into the cluster's nodes."""
+    out = kind_cluster.run(str(REPO / "hack/kind/images.sh"), "--bases", timeout=1800)
+    image = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)["BUSYBOX_IMAGE"]
+    kind_cluster.run(str(KIND), "load", "docker-image", "--name", CLUSTER, image)
+    return image

@@ -1,0 +1,447 @@
+"""The kind path end to end: our image and chart in a kind cluster, workloads in real containers run by
+the nodes' containerd with our CDI devices injected. What the fake CRI of tests/e2e cannot show: file
+modes and mounts as a real runtime makes them, a minimal (busybox) image running our nvidia-smi, device
+nodes created by runc, the order in which image, pod and CDI env merge, the chart's probes and security
+context under a real kubelet + runtime, a rolling update of the DaemonSet, and an uninstall.
+
+Tests run in file order on one cluster (tests/kind/conftest.py); the last one uninstalls the chart.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.e2e.kube import wait_for
+from tests.kind.conftest import CLUSTER as CLUSTER_NAME
+from tests.kind.conftest import DAEMONSET, IMAGE, NAMESPACE, KindCluster
+from tests.kind.conftest import KIND as KIND_BIN
+
+# The first test also waits for the session cluster (run.sh: image build, cluster, chart, demo).
+pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
+
+WORKLOAD = "fakeplugin.local/debian:bookworm"  # loaded into the nodes by run.sh --local
+BUSYBOX = "fakeplugin.local/busybox:1"  # hack/kind/images.sh --bases
+SLEEP = "trap 'exit 0' TERM; while true; do sleep 600 & wait; done"
+END = "=== end of output ==="
+
+
+def claim(name: str, *requests: tuple[str, int], selector: str | None = None) -> dict[str, Any]:
+    """A ResourceClaim with `requests` (name, count) of gpu.nvidia.com devices."""
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com"}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {"requests": [{"name": r, "exactly": {**exactly, "count": n}} for r, n in requests]}
+        },
+    }
+
+
+def pod(
+    name: str, claim_name: str, containers: dict[str, tuple[str, list[str] | None]], **spec: Any
+) -> dict[str, Any]:
+    """A pod using claim `claim_name`; containers: name -> (shell script, requests it uses or None: all).
+    Each script ends printing END, then sleeps: the pod keeps its claim while the test reads its output."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {
+                    "name": ctr,
+                    "image": spec.pop("image", None) or WORKLOAD,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", f"{script}; echo '{END}'; {SLEEP}"],
+                    "resources": {
+                        "claims": [{"name": "gpu"}]
+                        if requests is None
+                        else [{"name": "gpu", "request": r} for r in requests]
+                    },
+                }
+                for ctr, (script, requests) in containers.items()
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+            **spec,
+        },
+    }
+
+
+def send(kind: KindCluster, namespace: str, *objects: dict[str, Any]) -> None:
+    kind.kubectl.send(
+        "apply", [{**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects]
+    )
+
+
+def wait_ready(kind: KindCluster, namespace: str, name: str) -> dict[str, Any]:
+    kind.kubectl(
+        "wait", "-n", namespace, f"pod/{name}", "--for=condition=Ready", "--timeout=180s", timeout=200
+    )
+    return kind.get("pod", "-n", namespace, name)
+
+
+def output(kind: KindCluster, namespace: str, name: str, container: str = "ctr") -> str:
+    """What a container printed, once it printed END (it then sleeps on: the pod keeps its claim)."""
+
+    def done() -> str | None:
+        result = kind.kubectl("logs", "-n", namespace, name, "-c", container, check=False)
+        return result.stdout if END in result.stdout else None
+
+    return wait_for(done, what=f"{namespace}/{name}/{container} to print its output", timeout=180)
+
+
+def allocated_uuids(kind: KindCluster, namespace: str, claim_name: str) -> dict[str, str]:
+    """request name -> UUID of the device allocated for it (one device per request)."""
+    results = kind.get("resourceclaim", "-n", namespace, claim_name)["status"]["allocation"]["devices"][
+        "results"
+    ]
+    slices = kind.get("resourceslices")["items"]
+    uuid = {
+        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
+        for s in slices
+        if s["spec"]["driver"] == "gpu.nvidia.com"
+        for d in s["spec"].get("devices", [])
+    }
+    return {r["request"]: uuid[(r["pool"], r["device"])] for r in results}
+
+
+def env_of(log: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in log.splitlines() if re.match(r"^[A-Z_][A-Z0-9_]*=", line))
+
+
+def smi_uuids(log: str) -> list[str]:
+    return re.findall(r"^GPU \d+: .* \(UUID: (GPU-[0-9a-f-]+)\)$", log, re.M)
+
+
+def test_demo_scenario_i_and_template_through_real_containers(kind_cluster: KindCluster) -> None:
+    """run.sh showed what each container printed (kubectl logs) and checked it; the same, here."""
+    out = kind_cluster.demo_output
+    assert "both containers see GPU-" in out and "replicas got GPU-" in out, out[-3000:]
+    shown = {
+        (m["ns"], m["pod"], m["ctr"]): m["body"]
+        for m in re.finditer(
+            r"^--- kubectl -n (?P<ns>\S+) logs (?P<pod>\S+) -c (?P<ctr>\S+) .*\n"
+            r"(?P<body>(?:(?:[A-Z][A-Z0-9_]*=|GPU ).*\n)+)",
+            out,
+            re.M,
+        )
+    }
+    lab01 = [shown[("lab01", "shared-gpu", c)] for c in ("ctr0", "ctr1")]
+    assert len(smi_uuids(lab01[0])) == 1 and smi_uuids(lab01[0]) == smi_uuids(lab01[1]), shown
+    lab02 = [body for (ns, _, _), body in shown.items() if ns == "lab02"]
+    assert len(lab02) == 2 and all(len(smi_uuids(b)) == 1 for b in lab02), shown
+    assert smi_uuids(lab02[0]) != smi_uuids(lab02[1])
+
+
+def test_mounted_nvidia_smi_runs_for_a_non_root_user_and_is_read_only(
+    kind_cluster: KindCluster, kind_namespace: str
+) -> None:
+    script = (
+        "id -u; stat -c 'mode %a %u:%g %F' /usr/bin/nvidia-smi; "
+        "for f in /run/fakeplugin/gpus/*; do stat -c 'data %a %u:%g %n' \"$f\"; done; "
+        "touch /usr/bin/nvidia-smi 2>/dev/null && echo writable || echo read-only; "
+        "nvidia-smi -L; echo exit=$?"
+    )
+    send(
+        kind_cluster,
+        kind_namespace,
+        claim("one", ("gpu", 1)),
+        pod(
+            "non-root",
+            "one",
+            {"ctr": (script, None)},
+            securityContext={"runAsUser": 1000, "runAsGroup": 1000},
+        ),
+    )
+    log = output(kind_cluster, kind_namespace, "non-root")
+    lines = log.splitlines()
+    assert lines[0] == "1000", log
+    mode = re.search(r"^mode (\d+) (\d+):(\d+) (.*)$", log, re.M)
+    assert mode, log
+    assert int(mode.group(1), 8) & 0o005 == 0o005, f"others cannot read and run nvidia-smi: {log}"
+    assert mode.group(4) == "regular file"
+    data = re.findall(r"^data (\d+) \d+:\d+ (\S+)$", log, re.M)
+    assert len(data) == 1 and int(data[0][0], 8) & 0o004, log
+    assert "read-only" in lines, log
+    (uuid,) = allocated_uuids(kind_cluster, kind_namespace, "one").values()
+    assert smi_uuids(log) == [uuid] and "exit=0" in lines, log
+
+
+def test_nvidia_smi_in_a_busybox_image_prints_what_it_prints_in_debian(
+    kind_cluster: KindCluster, kind_namespace: str, busybox: str
+) -> None:
+    """busybox alone (its sh and awk, no dash, no mawk): our nvidia-smi prints the same as in Debian."""
+    # Less the timestamps (the summary's first line, -q's Timestamp).
+    script = (
+        "{ nvidia-smi -L; echo exit=$?; nvidia-smi -q; nvidia-smi --query-gpu=name,memory.total,uuid "
+        "--format=csv; nvidia-smi; } | grep -v -e '^[A-Z][a-z][a-z] [A-Z][a-z][a-z] ' -e '^Timestamp'"
+    )
+    send(
+        kind_cluster,
+        kind_namespace,
+        claim(
+            "one",
+            ("gpu", 1),
+            selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'",
+        ),
+        pod("bb", "one", {"ctr": (script, None)}, image=busybox),
+        pod("deb", "one", {"ctr": (script, None)}),
+    )
+    busybox_log = output(kind_cluster, kind_namespace, "bb")
+    debian_log = output(kind_cluster, kind_namespace, "deb")
+    (uuid,) = allocated_uuids(kind_cluster, kind_namespace, "one").values()
+    assert smi_uuids(debian_log) == [uuid] and "exit=0" in debian_log, debian_log
+    assert f"NVIDIA RTX A5000, 23028 MiB, {uuid}" in debian_log, debian_log
+    assert busybox_log == debian_log
+
+
+def test_env_merge_order_image_then_pod_then_cdi(kind_cluster: KindCluster, kind_namespace: str) -> None:
+    """containerd starts from the image's ENV, lays the pod's env over it, then applies the CDI edits:
+    for a variable our spec sets, the spec wins over both (CUDA images set NVIDIA_VISIBLE_DEVICES=all);
+    every other variable of the image or the pod stays."""
+    image = "fakeplugin.local/env-image:1"
+    dockerfile = (
+        f"FROM {WORKLOAD}\nENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility "
+        "FROM_IMAGE=image FAKEPLUGIN_CLAIM_UID=from-image\n"
+    )
+    kind_cluster.run("docker", "build", "-q", "-t", image, "-", input=dockerfile)
+    kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, image)
+    spec = pod("env", "one", {"ctr": ("env | sort", None)}, image=image)
+    spec["spec"]["containers"][0]["env"] = [
+        {"name": "FAKEPLUGIN_CLAIM_UID", "value": "from-pod"},
+        {"name": "FROM_POD", "value": "pod"},
+        {"name": "FROM_IMAGE", "value": "pod-over-image"},
+    ]
+    send(kind_cluster, kind_namespace, claim("one", ("gpu", 1)), spec)
+    env = env_of(output(kind_cluster, kind_namespace, "env"))
+    claim_uid = kind_cluster.get("resourceclaim", "-n", kind_namespace, "one")["metadata"]["uid"]
+    (uuid,) = allocated_uuids(kind_cluster, kind_namespace, "one").values()
+    assert env["FAKEPLUGIN_CLAIM_UID"] == claim_uid  # CDI over pod over image
+    assert env["NVIDIA_VISIBLE_DEVICES"] != "all"  # the spec's value replaces the image's
+    assert uuid in {v for k, v in env.items() if k.startswith("FAKEPLUGIN_GPU_")} | set(
+        env["NVIDIA_VISIBLE_DEVICES"].split(",")
+    )
+    assert env["FROM_POD"] == "pod" and env["FROM_IMAGE"] == "pod-over-image"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+
+
+def plugin_pods(kind: KindCluster) -> list[dict[str, Any]]:
+    return kind.get("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=kubelet-plugin")["items"]
+
+
+def test_plugin_pods_pass_their_probes_as_root_in_a_privileged_container(kind_cluster: KindCluster) -> None:
+    pods = plugin_pods(kind_cluster)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == kind_cluster.gpu_nodes()
+    for p in pods:
+        (ctr,) = p["spec"]["containers"]
+        assert ctr["startupProbe"]["grpc"]["port"] == ctr["livenessProbe"]["grpc"]["port"] == 51516
+        assert ctr["securityContext"] == {"privileged": True, "runAsUser": 0}
+        (status,) = p["status"]["containerStatuses"]
+        assert status["ready"] and status["started"] and status["restartCount"] == 0, status
+        name = p["metadata"]["name"]
+        events = kind_cluster.get(
+            "events", "-n", NAMESPACE, "--field-selector", f"involvedObject.name={name}"
+        )
+        # A startup probe may fail while the plugin starts (that is what it is for); nothing else may.
+        bad = [
+            f"{e['reason']}: {e['message']}"
+            for e in events["items"]
+            if e["type"] == "Warning" and not e["message"].startswith("Startup probe failed")
+        ]
+        assert bad == [], bad
+        # The image's user is not root; the chart's securityContext makes the kubelet plugin root.
+        uid = kind_cluster.kubectl(
+            "exec", "-n", NAMESPACE, name, "--", "python3", "-c", "import os; print(os.getuid())"
+        )
+        assert uid.stdout.strip() == "0"
+    config = kind_cluster.run("docker", "image", "inspect", "-f", "{{.Config.User}}", IMAGE).strip()
+    assert config == "65532:65532"
+
+
+T10 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
+SHOW = "env | sort; nvidia-smi -L"
+
+
+def test_multi_request_claim_split_across_containers(kind_cluster: KindCluster, kind_namespace: str) -> None:
+    """Each container gets only the CDI devices of the requests it names: in env and in nvidia-smi."""
+    send(
+        kind_cluster,
+        kind_namespace,
+        claim("two", ("gpu-a", 1), ("gpu-b", 1), selector=T10),
+        pod(
+            "split", "two", {"ctr-a": (SHOW, ["gpu-a"]), "ctr-b": (SHOW, ["gpu-b"]), "ctr-all": (SHOW, None)}
+        ),
+    )
+    wait_ready(kind_cluster, kind_namespace, "split")
+    uuids = allocated_uuids(kind_cluster, kind_namespace, "two")
+    seen = {}
+    for ctr, want in (
+        ("ctr-a", [uuids["gpu-a"]]),
+        ("ctr-b", [uuids["gpu-b"]]),
+        ("ctr-all", sorted(uuids.values())),
+    ):
+        log = output(kind_cluster, kind_namespace, "split", ctr)
+        env = env_of(log)
+        env_uuids = sorted(v for k, v in env.items() if re.fullmatch(r"FAKEPLUGIN_GPU_\d+_UUID", k))
+        seen[ctr] = (sorted(smi_uuids(log)), env_uuids, env.get("NVIDIA_VISIBLE_DEVICES"))
+        assert sorted(smi_uuids(log)) == want, (ctr, log)
+        assert env_uuids == want, (ctr, log)
+        others = set(uuids.values()) - set(want)
+        assert not others & set(env.get("NVIDIA_VISIBLE_DEVICES", "").split(",")), (ctr, log)
+    assert seen["ctr-a"][0] != seen["ctr-b"][0]
+
+
+def cdi_files(kind: KindCluster, node: str) -> list[str]:
+    return sorted(kind.node_exec(node, "ls", "/var/run/cdi").split())
+
+
+def registered(kind: KindCluster, node: str) -> list[str]:
+    """The kubelet plugin registration sockets of gpu.nvidia.com on a node."""
+    names = kind.node_exec(node, "ls", "/var/lib/kubelet/plugins_registry").split()
+    return sorted(n for n in names if n.startswith("gpu.nvidia.com"))
+
+
+def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
+    kind_cluster: KindCluster, kind_namespace: str
+) -> None:
+    send(
+        kind_cluster,
+        kind_namespace,
+        claim("held", ("gpu", 1), selector=T10),
+        pod("holder", "held", {"ctr": (SHOW, None)}),
+    )
+    holder = wait_ready(kind_cluster, kind_namespace, "holder")
+    node = holder["spec"]["nodeName"]
+    held = kind_cluster.get("resourceclaim", "-n", kind_namespace, "held")
+    spec_file = f"k8s.gpu.nvidia.com-claim_{held['metadata']['uid']}.yaml"
+    assert spec_file in cdi_files(kind_cluster, node)
+    before = {p["metadata"]["uid"] for p in plugin_pods(kind_cluster)}
+    assert len(registered(kind_cluster, node)) == 1
+
+    # A new image (one more layer), loaded, then the chart upgraded to it: the DaemonSet rolls.
+    kind_cluster.run(
+        "docker", "build", "-q", "-t", "fakeplugin:rollout", "-", input=f"FROM {IMAGE}\nLABEL rollout=1\n"
+    )
+    kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, "fakeplugin:rollout")
+    kind_cluster.helm(
+        "upgrade",
+        "fakeplugin",
+        "charts/fakeplugin",
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        "--set",
+        "image.tag=rollout",
+        "--wait",
+        "--timeout=5m",
+    )
+    kind_cluster.kubectl(
+        "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
+    )
+    after = plugin_pods(kind_cluster)
+    assert not before & {p["metadata"]["uid"] for p in after}
+    assert {p["spec"]["containers"][0]["image"] for p in after} == {"fakeplugin:rollout"}
+    wait_for(
+        lambda: registered(kind_cluster, node) if len(registered(kind_cluster, node)) == 1 else None,
+        what=f"one registration socket on {node}",
+    )
+
+    # The running pod kept its claim and its GPU.
+    holder = kind_cluster.get("pod", "-n", kind_namespace, "holder")
+    assert holder["status"]["phase"] == "Running"
+    assert holder["status"]["containerStatuses"][0]["restartCount"] == 0
+    held = kind_cluster.get("resourceclaim", "-n", kind_namespace, "held")
+    assert [r["name"] for r in held["status"]["reservedFor"]] == ["holder"]
+    assert spec_file in cdi_files(kind_cluster, node)
+
+    # New pods are prepared by the new plugin pods.
+    send(
+        kind_cluster,
+        kind_namespace,
+        claim("fresh", ("gpu", 1), selector=T10),
+        pod("newcomer", "fresh", {"ctr": (SHOW, None)}),
+    )
+    wait_ready(kind_cluster, kind_namespace, "newcomer")
+    (uuid,) = allocated_uuids(kind_cluster, kind_namespace, "fresh").values()
+    assert smi_uuids(output(kind_cluster, kind_namespace, "newcomer")) == [uuid]
+
+    # The claim prepared before the update is unprepared by the new plugin when its pod goes.
+    kind_cluster.kubectl(
+        "delete", "pod", "-n", kind_namespace, "holder", "--wait", "--timeout=120s", timeout=130
+    )
+    wait_for(lambda: spec_file not in cdi_files(kind_cluster, node), what=f"{spec_file} removed on {node}")
+    held = kind_cluster.get("resourceclaim", "-n", kind_namespace, "held")
+    assert not held["status"].get("reservedFor")
+
+
+def test_fake_device_nodes_are_made_by_the_runtime(kind_cluster: KindCluster, kind_namespace: str) -> None:
+    kind_cluster.helm(
+        "upgrade",
+        "fakeplugin",
+        "charts/fakeplugin",
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        "--set-json",
+        'kubeletPlugin.containers.gpus.env=[{"name":"FAKE_DEVICE_NODES","value":"true"}]',
+        "--wait",
+        "--timeout=5m",
+    )
+    kind_cluster.kubectl(
+        "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
+    )
+    script = "for d in /dev/nvidia*; do stat -c '%n %F %t:%T' \"$d\"; done; nvidia-smi -L"
+    send(
+        kind_cluster,
+        kind_namespace,
+        claim("one", ("gpu", 1), selector=T10),
+        pod("nodes", "one", {"ctr": (script, None)}),
+    )
+    log = output(kind_cluster, kind_namespace, "nodes")
+    nodes = dict(re.findall(r"^(/dev/nvidia\S*) character special file (\S+)$", log, re.M))
+    gpus = {path: numbers for path, numbers in nodes.items() if re.fullmatch(r"/dev/nvidia\d+", path)}
+    assert len(gpus) == 1, log
+    ((path, numbers),) = gpus.items()
+    assert numbers == f"c3:{int(path.removeprefix('/dev/nvidia')):x}", log  # major 195
+    assert nodes["/dev/nvidiactl"] == "c3:ff", log
+    assert {"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} <= set(nodes), log
+    assert len(smi_uuids(log)) == 1, log
+
+
+def test_uninstall_leaves_no_cdi_files_nor_registrations(kind_cluster: KindCluster) -> None:
+    """Last: workloads gone first (their claims unprepared), then `helm uninstall`."""
+    kind_cluster.kubectl(
+        "delete", "namespace", "lab01", "lab02", "--ignore-not-found", "--wait", "--timeout=180s", timeout=200
+    )
+    nodes = kind_cluster.gpu_nodes()
+    for node in nodes:
+        wait_for(
+            lambda n=node: not [f for f in cdi_files(kind_cluster, n) if f.startswith("k8s.gpu.nvidia.com")],
+            what=f"claim CDI specs removed on {node} once no pod uses a claim",
+        )
+    kind_cluster.helm("uninstall", "fakeplugin", "-n", NAMESPACE, "--wait", "--timeout=5m")
+    wait_for(lambda: not plugin_pods(kind_cluster), what="kubelet plugin pods gone")
+    for node in nodes:
+        assert [f for f in cdi_files(kind_cluster, node) if "nvidia" in f] == [], node
+        wait_for(
+            lambda n=node: not registered(kind_cluster, n), what=f"no gpu.nvidia.com registration on {node}"
+        )
+    wait_for(
+        lambda: (
+            not [
+                s
+                for s in kind_cluster.get("resourceslices")["items"]
+                if s["spec"]["driver"] == "gpu.nvidia.com"
+            ]
+        ),
+        what="the driver's ResourceSlices removed",
+        timeout=180,
+    )
