@@ -130,6 +130,7 @@ def apiserver_argv(
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         f"--feature-gates={gates_flag(gates)}",
     ]
+    argv += kube.apiserver_args
     if kube.taint_rule_runtime_config and gates.get(kube.taint_rule_gate):
         argv.append(f"--runtime-config={kube.taint_rule_api}=true")  # DeviceTaintRule's API, off by default
     return argv

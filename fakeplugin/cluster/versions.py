@@ -57,6 +57,8 @@ class Release:
     taint_rule_runtime_config: bool
     # DRAResourceHealth services the kubelet accepts, newest first (it takes the first the plugin lists).
     health_services: tuple[str, ...] = ("v1alpha1.DRAResourceHealth",)
+    # Extra kube-apiserver flags this minor needs for a loopback-only control plane.
+    apiserver_args: tuple[str, ...] = ()
 
 
 _ALPHA_DRA = MappingProxyType(
@@ -120,6 +122,11 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 taint_rule_api="resource.k8s.io/v1",
                 taint_rule_runtime_config=False,
                 health_services=("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"),
+                # 1.37's endpoint reconcilers refuse a loopback --advertise-address ("cannot use public
+                # IP 127.0.0.1 with endpoint reconciler", pkg/controlplane/instance.go, ValidateIP in
+                # pkg/controlplane/reconcilers/lease.go); `none` accepts it. Nothing of ours reaches the
+                # API server through the `kubernetes` Service, so its endpoints may stay empty.
+                apiserver_args=("--endpoint-reconciler-type=none",),
             ),
         )
     }

@@ -110,7 +110,8 @@ func (r *runtime) resolve(cfg *runtimeapi.ContainerConfig, pod *runtimeapi.PodSa
 	}
 	spec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
 	for _, kv := range cfg.GetEnvs() {
-		spec.Process.Env = append(spec.Process.Env, kv.GetKey()+"="+kv.GetValue())
+		// string(): KeyValue.Value is a string in k8s.io/cri-api up to v0.36.1, bytes in v0.36.3 and v0.37.x.
+		spec.Process.Env = append(spec.Process.Env, kv.GetKey()+"="+string(kv.GetValue()))
 	}
 	for _, m := range cfg.GetMounts() {
 		opts := []string{"rbind"}
