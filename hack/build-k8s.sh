@@ -214,15 +214,22 @@ build_helm() {
 }
 
 # kwok (sigs.k8s.io/kwok) plays the local cluster's simulated nodes and their pods (fakeplugin fleet).
+# It does not depend on the Kubernetes version: built once per kwok version, copied into each version's bin.
 build_kwok() {
   want kwok || return 0
   have kwok && { say "kwok: cached"; return; }
-  local mod="$WORK/kwok"
-  mkdir -p "$mod" && cd "$mod"
-  [[ -f go.mod ]] || printf 'module local/kwokbin\n\ngo 1.25.0\n' > go.mod
-  say "kwok $KWOK_VERSION: resolving sigs.k8s.io/kwok (module proxy)"
-  quiet_go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
+  local shared="$CACHE/kwok/$KWOK_VERSION" mod="$CACHE/kwok/$KWOK_VERSION/src"
+  if [[ ! -x "$shared/kwok" ]]; then
+    mkdir -p "$mod" && cd "$mod"
+    [[ -f go.mod ]] || printf 'module local/kwokbin\n\ngo 1.25.0\n' > go.mod
+    say "kwok $KWOK_VERSION: resolving sigs.k8s.io/kwok (module proxy)"
+    quiet_go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    say "building kwok"
+    go build -trimpath -ldflags "-s -w" -o "$shared/.kwok.tmp" sigs.k8s.io/kwok/cmd/kwok
+    mv "$shared/.kwok.tmp" "$shared/kwok"
+  fi
+  cp "$shared/kwok" "$BIN/.kwok.tmp" && mv "$BIN/.kwok.tmp" "$BIN/kwok"
+  say "kwok $KWOK_VERSION: in $BIN"
 }
 
 T0=$SECONDS
