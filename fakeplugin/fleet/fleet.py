@@ -90,7 +90,10 @@ class Fleet:
         ]
         for t in threads:
             t.start()
-        self.nodes_synced.wait()  # the publisher must not see an empty fleet and delete nothing, or worse
+        # The publisher and the pod watch act on the nodes they know: start them once the nodes are listed.
+        while not self.nodes_synced.wait(1.0):
+            if stop.is_set():
+                return
         workers = [
             threading.Thread(target=self.publisher.run, args=(stop,), name="publisher", daemon=True),
             threading.Thread(target=self.kubelet.run, args=(stop,), name="pods", daemon=True),
