@@ -20,7 +20,7 @@ mkdir -p "$LOGS"
 say() { printf '[matrix %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # pytest's summary line, e.g. "41 passed, 1 skipped in 300.12s", without the time.
-summary() { grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$1" | tail -1 | sed -E 's/^=+ //; s/ in [0-9.]+s.*//' || true; }
+summary() { grep -E '[0-9]+ (passed|failed|error).* in [0-9.]+s' "$1" | tail -1 | sed -E 's/^=+ //; s/ in [0-9.]+s.*//' || true; }
 
 ROWS=()
 FAILED=0

@@ -18,8 +18,8 @@ Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`):
   (`pkg/kubelet/apis/config/types.go`), so the KubeletConfiguration is the same for all;
 - the API server serves `resource.k8s.io/v1` by default in all four (`pkg/controlplane/instance.go`).
 - helm: helm.sh/docs/topics/version_skew (a helm release supports the Kubernetes minor of its client-go
-  and the three before: 3.19 → 1.34, 3.20 → 1.35, 3.21 → 1.36, 3.22 → 1.37). 1.35 keeps the seed's 3.19.0
-  (built and proven with it; 1.35 is one past its range, which the chart test shows harmless).
+  and the three before: 3.19 → 1.31-1.34, 3.22 → 1.34-1.37). 1.35 keeps the seed's 3.19.0 (built and
+  proven with it; 1.35 is one past its range, which the chart test shows harmless); 1.36 shares 1.37's.
 
 Stdlib only: hack/build-k8s.sh runs this file (`python3 versions.py pins vX.Y.Z`) for the etcd, helm and
 Go it must use, so the pins are never written twice.
@@ -102,7 +102,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 newest="v1.36.3",
                 go="1.26",
                 etcd="v3.6.16",
-                helm="v3.21.4",
+                helm="v3.22.0",  # as 1.37: one helm build less; its n-3 range (1.34-1.37) covers 1.36
                 # DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus,
                 # DRAConsumableCapacity: beta, on by default; DRAAdminAccess, DRAPrioritizedList: GA.
                 feature_gates=MappingProxyType({}),

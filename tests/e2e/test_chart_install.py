@@ -21,7 +21,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -345,10 +345,19 @@ def slice_for(node: str, driver: str) -> dict[str, Any]:
 def write_as_plugin(
     installed: Installed, verb: str, obj: dict[str, Any], node: str | None, dry_run: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """kubectl VERB (create/replace/delete) as the plugin's ServiceAccount on `node` (None: no node extra)."""
-    impersonate = [f"--as={installed.user}"] + ([f"--as-user-extra={NODE_EXTRA}={node}"] if node else [])
-    return installed.server.kubectl(
-        verb, *impersonate, *(["--dry-run=server"] if dry_run else []), "-f", "-", input=json.dumps(obj)
+    """kubectl VERB (create/replace/delete) as the plugin's ServiceAccount on `node` (None: no node extra).
+
+    The impersonation goes into a kubeconfig (`as`, `as-user-extra`): kubectl's --as-user-extra flag is
+    new in 1.35, the kubeconfig fields work with every kubectl of the matrix."""
+    config = yaml.safe_load(installed.server.kubeconfig.read_text())
+    user = config["users"][0]["user"]
+    user["as"] = installed.user
+    if node:
+        user["as-user-extra"] = {NODE_EXTRA: [node]}
+    kubeconfig = installed.server.kubeconfig.with_name(f"as-plugin-{node or 'no-node'}.kubeconfig")
+    kubeconfig.write_text(yaml.safe_dump(config))
+    return replace(installed.server, kubeconfig=kubeconfig).kubectl(
+        verb, *(["--dry-run=server"] if dry_run else []), "-f", "-", input=json.dumps(obj)
     )
 
 
