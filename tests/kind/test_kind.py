@@ -212,6 +212,10 @@ def test_nvidia_smi_needs_a_shell_in_the_image(kind_cluster: KindCluster, kind_n
     send(kind_cluster, kind_namespace, claim("one", ("gpu", 1)), spec)
 
     def start_error() -> str | None:
+        # runc reports the failed exec in the container's log (exit code 1), some runtimes in its status.
+        log = kind_cluster.kubectl("logs", "-n", kind_namespace, "scratch", "-c", "ctr", check=False).stdout
+        if "no such file or directory" in log:
+            return log
         statuses = kind_cluster.get("pod", "-n", kind_namespace, "scratch")["status"].get(
             "containerStatuses", []
         )
