@@ -128,7 +128,9 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
     )
     output = demo.stdout + demo.stderr
     if demo.returncode != 0:
-        pytest.fail(f"demo/kind/run.sh --local --keep failed:\n{output[-8000:]}", pytrace=False)
+        # Both ends: kind prints its error first, then the failed command's whole output.
+        shown = output if len(output) < 12000 else f"{output[:4000]}\n[...]\n{output[-8000:]}"
+        pytest.fail(f"demo/kind/run.sh --local --keep failed:\n{shown}", pytrace=False)
     cluster = KindCluster(kubeconfig, env, output)
     # The demo's pods hold all three GPUs: the tests need them free.
     cluster.kubectl(

@@ -23,7 +23,7 @@ from tests.kind.conftest import KIND as KIND_BIN
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 WORKLOAD = "fakeplugin.local/debian:bookworm"  # loaded into the nodes by run.sh --local
-BUSYBOX = "fakeplugin.local/busybox:1"  # hack/kind/images.sh --bases
+PAUSE = "registry.k8s.io/pause:3.10.1"  # in every node image, ours and kind's
 SLEEP = "trap 'exit 0' TERM; while true; do sleep 600 & wait; done"
 END = "=== end of output ==="
 
@@ -201,6 +201,33 @@ def test_nvidia_smi_in_a_busybox_image_prints_what_it_prints_in_debian(
     assert smi_uuids(debian_log) == [uuid] and "exit=0" in debian_log, debian_log
     assert f"NVIDIA RTX A5000, 23028 MiB, {uuid}" in debian_log, debian_log
     assert busybox_log == debian_log
+
+
+def test_nvidia_smi_needs_a_shell_in_the_image(kind_cluster: KindCluster, kind_namespace: str) -> None:
+    """Our nvidia-smi is a POSIX shell script: in an image without /bin/sh (scratch, distroless; here the
+    pause image, preloaded on every node) the runtime cannot start it, where the real tool, a binary,
+    would run. What we do about it: README.md and docs/kind.md say so."""
+    spec = pod("scratch", "one", {"ctr": ("", None)}, image=PAUSE)
+    spec["spec"]["containers"][0]["command"] = ["/usr/bin/nvidia-smi", "-L"]
+    send(kind_cluster, kind_namespace, claim("one", ("gpu", 1)), spec)
+
+    def start_error() -> str | None:
+        # runc reports the failed exec in the container's log (exit code 1), some runtimes in its status.
+        log = kind_cluster.kubectl("logs", "-n", kind_namespace, "scratch", "-c", "ctr", check=False).stdout
+        if "no such file or directory" in log:
+            return log
+        statuses = kind_cluster.get("pod", "-n", kind_namespace, "scratch")["status"].get(
+            "containerStatuses", []
+        )
+        for status in statuses:
+            for state in (status.get("state", {}), status.get("lastState", {})):
+                detail = state.get("terminated") or state.get("waiting") or {}
+                if "no such file or directory" in detail.get("message", ""):
+                    return str(detail["message"])
+        return None
+
+    message = wait_for(start_error, what="the runtime's start error", timeout=180)
+    assert "/usr/bin/nvidia-smi" in message, message
 
 
 def test_env_merge_order_image_then_pod_then_cdi(kind_cluster: KindCluster, kind_namespace: str) -> None:
