@@ -103,8 +103,14 @@ if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
 else
   created=1
   say "creating kind cluster $CLUSTER ($KIND_CONFIG${KIND_NODE_IMAGE:+, node image $KIND_NODE_IMAGE})"
-  "$KIND" create cluster --name "$CLUSTER" --config "$KIND_CONFIG" --wait 180s \
-    ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
+  # One retry: on a busy host kubeadm's init has failed once with "failed to reload systemd".
+  for attempt in 1 2; do
+    "$KIND" create cluster --name "$CLUSTER" --config "$KIND_CONFIG" --wait 180s \
+      ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} && break
+    ((attempt == 1)) || die "kind create cluster failed twice"
+    say "kind create cluster failed; deleting what it left and trying once more"
+    "$KIND" delete cluster --name "$CLUSTER" >&2 || true
+  done
 fi
 KUBECONFIG="${KUBECONFIG_OUT:-$(mktemp)}"
 export KUBECONFIG
