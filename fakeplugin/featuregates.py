@@ -38,4 +38,6 @@ def parse(text: str | None, release: DriverRelease | None = None) -> dict[str, b
 
 def _elsewhere(name: str) -> str:
     others = [r.name for r in releases.RELEASES.values() if name in r.feature_gates]
-    return f" ({name} is a gate of release {', '.join(others)})" if others else ""
+    if not others:
+        return ""
+    return f" ({name} is a gate of release{'s' if len(others) > 1 else ''} {', '.join(others)})"

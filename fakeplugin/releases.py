@@ -3,10 +3,10 @@
 A release is picked by `driverRelease:` in the inventory, `render --driver-release`, `serve
 --driver-release` (the chart's `driverRelease` value); the default is the seed lab's 25.12.
 
-Every field is verified in kubernetes-sigs/dra-driver-nvidia-gpu at the release's tag (`commit` below);
-docs/driver-releases.md has one row per difference with its source, and lists what is the same and what
-fakeplugin does not emulate. Differences that do not show in what fakeplugin publishes or accepts (VFIO
-devices, compute domains, metrics, chart names) are only in the docs.
+Every field is verified in kubernetes-sigs/dra-driver-nvidia-gpu at the release's tag, or for 0.5.0-dev at a
+commit of main (`commit` below); docs/driver-releases.md has one row per difference with its source, and
+lists what is the same and what fakeplugin does not emulate. Differences that do not show in what
+fakeplugin publishes or accepts (VFIO devices, compute domains, metrics, chart names) are only in the docs.
 """
 
 from __future__ import annotations
@@ -75,13 +75,20 @@ _RULES_25_12 = (
     GateRule("DynamicMIG", "MPSSupport", requires=False),
 )
 
+# v0.4.1 adds two rules; main at 95932046 has the same six.
+_RULES_0_4_1 = (
+    *_RULES_25_12,
+    GateRule("PassthroughSupport", "NVMLDeviceHealthCheck", requires=False),
+    GateRule("DeviceMetadata", "PassthroughSupport", requires=True),
+)
+
 
 @dataclass(frozen=True)
 class DriverRelease:
     """What one release of NVIDIA's driver publishes and accepts, where fakeplugin can show it."""
 
     name: str  # what users write: driverRelease: "0.4.1"
-    tag: str  # the upstream git tag
+    tag: str  # the upstream git tag ("" for a snapshot of main)
     commit: str  # the tag's commit in kubernetes-sigs/dra-driver-nvidia-gpu
     k8s_libs: str  # vendored k8s.io/dynamic-resource-allocation
     feature_gates: Mapping[str, bool]  # known gates and their defaults
@@ -122,11 +129,32 @@ RELEASES: dict[str, DriverRelease] = {
             commit="764900e7833798a1528bd52a2af3e1b2d5f7a616",
             k8s_libs="v0.36.0-rc.0",
             feature_gates=MappingProxyType({**_GATES_25_12, "DeviceMetadata": False}),
-            gate_rules=(
-                *_RULES_25_12,
-                GateRule("PassthroughSupport", "NVMLDeviceHealthCheck", requires=False),
-                GateRule("DeviceMetadata", "PassthroughSupport", requires=True),
+            gate_rules=_RULES_0_4_1,
+            attributes=GPU_ATTRIBUTES,
+            device_classes=("gpu", "mig", "vfio"),
+            slice_index_prefix=True,
+            implicit_time_slicing=False,
+            verbose_sharing_errors=True,
+            vfio_iommu_config=True,
+        ),
+        # Not a release: main at 95932046 (2026-08-07, chart 0.5.0-dev), the newest driver source
+        # available here; the v0.5.0 tag (2026-08-18) is not. docs/driver-releases.md marks it unverified.
+        DriverRelease(
+            name="0.5.0-dev",
+            tag="",
+            commit="95932046683719c43b6a0dd9613c2e5aad5d6703",
+            k8s_libs="v0.36.0",
+            feature_gates=MappingProxyType(
+                {
+                    **_GATES_25_12,
+                    "DeviceMetadata": False,
+                    "FabricManagerPartitioning": False,
+                    "HostManagedIMEXDaemon": False,
+                    "DRAListTypeAttributes": False,
+                    "ConsumableShares": False,
+                }
             ),
+            gate_rules=_RULES_0_4_1,
             attributes=GPU_ATTRIBUTES,
             device_classes=("gpu", "mig", "vfio"),
             slice_index_prefix=True,
@@ -139,12 +167,12 @@ RELEASES: dict[str, DriverRelease] = {
 DEFAULT_RELEASE = "25.12"  # the reference lab's (seed-lab.md)
 NEWEST_RELEASE = "0.4.1"
 # Also accepted: the tag, with or without its "v" (v0.4.1, 25.12.0).
-_ALIASES = {alias: r.name for r in RELEASES.values() for alias in (r.tag, r.tag.removeprefix("v"))}
+_ALIASES = {alias: r.name for r in RELEASES.values() if r.tag for alias in (r.tag, r.tag.removeprefix("v"))}
 
 
 def known() -> str:
-    """The selectable releases, for messages: `25.12 (v25.12.0), 0.4.1 (v0.4.1)`."""
-    return ", ".join(f"{r.name} ({r.tag})" for r in RELEASES.values())
+    """The selectable releases, for messages: `25.12 (v25.12.0), …, 0.5.0-dev (main 95932046)`."""
+    return ", ".join(f"{r.name} ({r.tag or 'main ' + r.commit[:8]})" for r in RELEASES.values())
 
 
 def get(name: str | None) -> DriverRelease:

@@ -24,7 +24,7 @@ from tests.test_prepare import gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"
-KNOWN = "25.12 (v25.12.0), 0.4.1 (v0.4.1)"
+KNOWN = "25.12 (v25.12.0), 0.4.1 (v0.4.1), 0.5.0-dev (main 95932046)"
 V25_12, V0_4_1 = releases.get("25.12"), releases.get("0.4.1")
 
 
@@ -76,7 +76,7 @@ def test_feature_gates_follow_the_release() -> None:
         "--feature-gates: unknown feature gate 'DeviceMetadata' in NVIDIA driver release 25.12; known: "
         "ComputeDomainCliques, CrashOnNVLinkFabricErrors, DynamicMIG, IMEXDaemonsWithDNSNames, MPSSupport, "
         "NVMLDeviceHealthCheck, PassthroughSupport, TimeSlicingSettings "
-        "(DeviceMetadata is a gate of release 0.4.1)"
+        "(DeviceMetadata is a gate of releases 0.4.1, 0.5.0-dev)"
     )
     # Same defaults wherever both releases have the gate (pkg/featuregates/featuregates.go at both tags).
     assert {g: d for g, d in V0_4_1.feature_gates.items() if g in V25_12.feature_gates} == dict(
