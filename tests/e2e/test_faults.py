@@ -220,6 +220,64 @@ def test_node_xid_taints_the_device_and_healing_restores_it(
     wait_for(lambda: device_taints(cluster, node)[broken] == [], what="the taint removed", timeout=30)
 
 
+def test_a_toleration_lets_a_claim_take_a_tainted_device(
+    cluster: Any, namespace: str, t10_with_health: str
+) -> None:
+    """The scheduler keeps claims off a NoSchedule device taint unless the request tolerates it (KEP-5055;
+    beta in 1.36, GA in 1.37): both claims pin gpu-1 of the T10 node, only the tolerating one gets it."""
+    node = t10_with_health
+    fault(cluster, "node", node, "--xid", "gpu-1=79")
+    xid79 = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    wait_for(lambda: device_taints(cluster, node)["gpu-1"] == xid79, what="the xid taint", timeout=30)
+
+    pinned = f"{T10_CEL} && device.attributes['gpu.nvidia.com'].uuid == '{gpu_uuid(cluster, node, 'gpu-1')}'"
+
+    def claim(name: str, tolerations: list[dict[str, str]]) -> dict[str, Any]:
+        exactly: dict[str, Any] = {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [{"cel": {"expression": pinned}}],
+        }
+        if tolerations:
+            exactly["tolerations"] = tolerations
+        return resource_claim(name, exactly)
+
+    tolerate_xid = [{"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoSchedule"}]
+    apply(cluster, namespace, claim("plain", []), claim_pod("plain", {"resourceClaimName": "plain"}))
+    apply(
+        cluster,
+        namespace,
+        claim("tolerant", tolerate_xid),
+        claim_pod("tolerant", {"resourceClaimName": "tolerant"}),
+    )
+    wait_for(
+        lambda: pod_phase(cluster, namespace, "tolerant") == "Running", what="the tolerating pod Running"
+    )
+    [result] = get(cluster, "resourceclaim", "tolerant", "-n", namespace)["status"]["allocation"]["devices"][
+        "results"
+    ]
+    assert (result["pool"], result["device"]) == (node, "gpu-1")
+    assert result.get("tolerations") == tolerate_xid
+
+    def unschedulable() -> str:
+        conditions = get(cluster, "pod", "plain", "-n", namespace)["status"].get("conditions") or []
+        return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
+
+    assert "cannot allocate all claims" in wait_for(unschedulable, what="the plain pod unschedulable")
+    assert pod_phase(cluster, namespace, "plain") == "Pending"
+    assert "allocation" not in get(cluster, "resourceclaim", "plain", "-n", namespace).get("status", {})
+
+
+def gpu_uuid(cluster: Any, node: str, device: str) -> str:
+    slices = items(cluster, "resourceslices", "--field-selector", f"spec.nodeName={node}")
+    [uuid] = [
+        d["attributes"]["uuid"]["string"]
+        for s in slices
+        for d in s["spec"].get("devices") or []
+        if d["name"] == device
+    ]
+    return uuid
+
+
 def test_a_template_s_fault_reaches_the_claims_made_from_it(cluster: Any, namespace: str) -> None:
     claim = t10_claim("unused", {})
     template = {
