@@ -294,7 +294,7 @@ class Preparer:
             r.ref.name,
             r.prepared,
             admin_devices=r.admin_devices,
-            configs=_or_none(configs),
+            configs=_stored_configs(configs),
         )
         return checkpoint.with_claim(uid, started)
 
@@ -374,7 +374,7 @@ class Preparer:
         return ""
 
 
-def _or_none(configs: Callable[[], Mapping[str, DeviceConfig]] | None) -> Configs:
+def _stored_configs(configs: Callable[[], Mapping[str, DeviceConfig]] | None) -> Configs:
     """The claim's configs for its checkpoint entry; none without consumable shares, or when they cannot be
     resolved (the claim then fails at its settings with the real error, before PrepareCompleted)."""
     try:
