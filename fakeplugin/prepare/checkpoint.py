@@ -10,6 +10,7 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
           "state": "PrepareStarted" | "PrepareCompleted",
           "namespace": "...", "name": "...",
           "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}],
+          "adminAccessDevices"?: ["<deviceName>", ...]  (allocated with adminAccess only; absent: none)
           "settings"?: {"<deviceName>": {"strategy": "TimeSlicing" | "MPS", "timesliceInterval"?,
                          "mpsControlDaemon"?, "mpsActiveThreadPercentage"?, "mpsPinnedDeviceMemoryLimit"?,
                          "mpsMultiUser"?}}  (what its opaque config applied, typed; only devices with any)
@@ -67,6 +68,9 @@ class ClaimEntry:
     # Device name → what its opaque config applied (prepare.opaqueconfig), so that a spec written again
     # for a prepared claim carries the settings of the original preparation.
     settings: Mapping[str, DeviceSettings] = field(default_factory=dict)
+    # Devices every result of ours allocated with `adminAccess: true`: they never block another claim
+    # (prepare.claims.Allocated). Checkpoints written before fakeplugin knew admin access have none.
+    admin_devices: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ def _claim_json(entry: ClaimEntry) -> dict[str, Any]:
         "name": entry.name,
         "devices": [_device_json(d) for d in entry.devices],
     }
+    if entry.admin_devices:
+        out["adminAccessDevices"] = sorted(entry.admin_devices)
     if entry.settings:
         out["settings"] = {device: _settings_json(s) for device, s in entry.settings.items()}
     return out
@@ -221,6 +227,9 @@ class _Reader:
             name=self.get(obj, "name", str, where),
             devices=tuple(self.device(d, f"{where}.devices[{i}]") for i, d in enumerate(devices)),
             settings=self.settings(obj, where),
+            admin_devices=frozenset(self.strings(obj, "adminAccessDevices", where))
+            if "adminAccessDevices" in obj
+            else frozenset(),
         )
 
     def settings(self, obj: dict, where: str) -> dict[str, DeviceSettings]:

@@ -53,6 +53,7 @@ class _Request:
     prepared: tuple[PreparedDevice, ...]
     pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
     allocation: Mapping[str, Any]
+    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.claims.Allocated)
 
 
 class Preparer:
@@ -181,7 +182,8 @@ class Preparer:
             message = f"allocated device {unknown[0]} does not exist in pool {self._node_name} (has: {known})"
             raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
         prepared = prepared_devices(ref, wanted, pool_name=self._node_name, driver_name=self._driver_name)
-        return _Request(ref, prepared, pool, claim["status"]["allocation"])
+        admin = frozenset(name for name, allocated in wanted.items() if allocated.admin_access)
+        return _Request(ref, prepared, pool, claim["status"]["allocation"], admin)
 
     # -- under the lock: one batch --------------------------------------------------------------------------
 
@@ -210,7 +212,7 @@ class Preparer:
         started: list[_Request] = []
         for r in requests:
             try:
-                checkpoint = self._start(r, checkpoint, results)
+                checkpoint = self._start(r, checkpoint, results, {s.ref.uid for s in started})
             except Exception as e:  # ClaimError; a bug fails this claim only
                 results[r.ref.uid] = _prepare_failed(r.ref, e)
                 continue
@@ -242,9 +244,12 @@ class Preparer:
                 results[r.ref.uid] = PrepareResult(devices=r.prepared)
 
     def _start(
-        self, r: _Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult]
+        self, r: _Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
     ) -> cp.Checkpoint:
-        """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared)."""
+        """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared).
+
+        `batch`: the claims this batch started before `r` (the real driver, one claim at a time, would have
+        completed them already)."""
         uid = r.ref.uid
         entry = checkpoint.claims.get(uid)
         if entry is not None and entry.state is cp.ClaimState.PREPARE_COMPLETED:
@@ -256,17 +261,20 @@ class Preparer:
                 self._files.write(r.ref, entry.devices, r.pool, entry.settings)
             results[uid] = PrepareResult(devices=entry.devices)
             return checkpoint
+        # Before any rollback, as upstream.
+        if overlap := _overlap(r, checkpoint, batch):
+            raise ClaimError(prepare_error(r.ref, f"unable to prepare claim {uid}: {overlap}"))
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", r.ref, entry.state)
             self._files.remove(r.ref, prepare_error)
             checkpoint = checkpoint.without_claim(uid)
-        wanted = {d.device_name for d in r.prepared}
-        for other_uid, other in checkpoint.claims.items():
-            taken = sorted(wanted & {d.device_name for d in other.devices})
-            if taken:
-                message = f"requested device {taken[0]} is already allocated to different claim {other_uid}"
-                raise ClaimError(prepare_error(r.ref, message))
-        started = cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, r.ref.namespace, r.ref.name, r.prepared)
+        started = cp.ClaimEntry(
+            cp.ClaimState.PREPARE_STARTED,
+            r.ref.namespace,
+            r.ref.name,
+            r.prepared,
+            admin_devices=r.admin_devices,
+        )
         return checkpoint.with_claim(uid, started)
 
     def _device_settings(self, r: _Request) -> dict[str, DeviceSettings]:
@@ -332,6 +340,25 @@ class Preparer:
         except OSError as e:
             return f"unable to update checkpoint {self._checkpoint.path}: {e}"
         return ""
+
+
+def _overlap(r: _Request, checkpoint: cp.Checkpoint, batch: set[str]) -> str:
+    """Why `r` may not have its devices: one is prepared for another claim; "" when none is.
+
+    As the real driver (SIGS v25.12.0, v0.4.1: cmd/gpu-kubelet-plugin/device_state.go
+    validateNoOverlappingPreparedDevices): only claims in PrepareCompleted count (an attempt that died midway
+    holds nothing), and devices allocated with admin access are left out on both sides.
+    """
+    wanted = {d.device_name for d in r.prepared} - r.admin_devices
+    for other_uid, other in checkpoint.claims.items():
+        if other_uid == r.ref.uid or (
+            other.state is not cp.ClaimState.PREPARE_COMPLETED and other_uid not in batch
+        ):
+            continue
+        taken = sorted(wanted & ({d.device_name for d in other.devices} - other.admin_devices))
+        if taken:
+            return f"requested device {taken[0]} is already allocated to different claim {other_uid}"
+    return ""
 
 
 def _prepare_failed(ref: ClaimRef, error: Exception) -> PrepareResult:
