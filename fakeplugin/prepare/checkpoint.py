@@ -11,6 +11,8 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
           "namespace": "...", "name": "...",
           "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}],
           "adminAccessDevices"?: ["<deviceName>", ...]  (allocated with adminAccess only; absent: none)
+          "configs"?: {"<deviceName>": {"kind": "GpuConfig" | "MigDeviceConfig", "spec": {...}}}
+                       (each device's normalized opaque config; only written with consumable shares on)
           "settings"?: {"<deviceName>": {"strategy": "TimeSlicing" | "MPS", "timesliceInterval"?,
                          "mpsControlDaemon"?, "mpsActiveThreadPercentage"?, "mpsPinnedDeviceMemoryLimit"?,
                          "mpsMultiUser"?}}  (what its opaque config applied, typed; only devices with any)
@@ -71,6 +73,9 @@ class ClaimEntry:
     # Devices every result of ours allocated with `adminAccess: true`: they never block another claim
     # (prepare.claims.Allocated). Checkpoints written before fakeplugin knew admin access have none.
     admin_devices: frozenset[str] = frozenset()
+    # Device name → its normalized opaque config ({"kind", "spec"}: prepare.opaqueconfig.DeviceConfig), kept
+    # while consumable shares are on: a device is shared only by claims whose configs for it are equal.
+    configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,8 @@ def _claim_json(entry: ClaimEntry) -> dict[str, Any]:
     }
     if entry.admin_devices:
         out["adminAccessDevices"] = sorted(entry.admin_devices)
+    if entry.configs:
+        out["configs"] = {device: dict(config) for device, config in entry.configs.items()}
     if entry.settings:
         out["settings"] = {device: _settings_json(s) for device, s in entry.settings.items()}
     return out
@@ -230,7 +237,22 @@ class _Reader:
             admin_devices=frozenset(self.strings(obj, "adminAccessDevices", where))
             if "adminAccessDevices" in obj
             else frozenset(),
+            configs=self.configs(obj, where),
         )
+
+    def configs(self, obj: dict, where: str) -> dict[str, dict[str, Any]]:
+        if "configs" not in obj:
+            return {}
+        by_device = self.get(obj, "configs", dict, where)
+        out: dict[str, dict[str, Any]] = {}
+        for device in by_device:
+            config = self.get(by_device, device, dict, f"{where}.configs")
+            path = f"{where}.configs.{device}"
+            out[device] = {
+                "kind": self.get(config, "kind", str, path),
+                "spec": self.get(config, "spec", dict, path),
+            }
+        return out
 
     def settings(self, obj: dict, where: str) -> dict[str, DeviceSettings]:
         if "configEnv" in obj:

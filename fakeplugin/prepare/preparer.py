@@ -23,6 +23,7 @@ answered from the checkpoint with the same devices and CDI IDs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import featuregates, releases
+from fakeplugin import consumableshares, featuregates, releases
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare import faults, opaqueconfig, smi, stale
@@ -40,6 +41,15 @@ from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_de
 from fakeplugin.prepare.groupcommit import GroupCommit
 from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
 from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
+from fakeplugin.prepare.opaqueconfig import DeviceConfig
+from fakeplugin.prepare.overlap import (
+    ConfigError,
+    Configs,
+    as_stored,
+    conflict,
+    normalized_configs,
+    validated,
+)
 from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
@@ -62,7 +72,8 @@ class Preparer:
     `devices` (device name → GpuDevice of this node's pool) may be a live mapping; it is read per claim.
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
-    the default release) rule what claims' opaque configs may do.
+    the default release) rule what claims' opaque configs may do. `consumable_shares` (the mode, fakeplugin.
+    consumableshares.parse): any but `disabled` lets claims share a device when their configs for it agree.
     Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
     `checkpoint.CheckpointError`, an unreadable boot ID file too; a held lock raises `LockTimeoutError`.
@@ -84,6 +95,7 @@ class Preparer:
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
         release: DriverRelease | None = None,
+        consumable_shares: str = consumableshares.DISABLED,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._driver_name = driver_name
@@ -92,6 +104,7 @@ class Preparer:
         self._get_claim = get_claim
         self._feature_gates = dict(feature_gates)
         self._release = release or releases.get(None)
+        self._shared = consumable_shares != consumableshares.DISABLED
         self._faults = faults.Injector(get_claim, sleep)
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
@@ -262,7 +275,14 @@ class Preparer:
             results[uid] = PrepareResult(devices=entry.devices)
             return checkpoint
         # Before any rollback, as upstream.
-        if overlap := _overlap(r, checkpoint, batch):
+        devices = [d.device_name for d in r.prepared]
+        configs = functools.cache(lambda: self._normalized_configs(r)) if self._shared else None
+        config_of = (
+            (lambda d: validated(configs().get(d), self._feature_gates, self._release)) if configs else None
+        )
+        if overlap := conflict(
+            uid, devices, r.admin_devices, checkpoint, completed=batch, config_of=config_of
+        ):
             raise ClaimError(prepare_error(r.ref, f"unable to prepare claim {uid}: {overlap}"))
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", r.ref, entry.state)
@@ -274,8 +294,19 @@ class Preparer:
             r.ref.name,
             r.prepared,
             admin_devices=r.admin_devices,
+            configs=_stored_configs(configs),
         )
         return checkpoint.with_claim(uid, started)
+
+    def _normalized_configs(self, r: _Request) -> dict[str, DeviceConfig]:
+        return normalized_configs(
+            r.allocation,
+            r.pool,
+            driver_name=self._driver_name,
+            pool_name=self._node_name,
+            gates=self._feature_gates,
+            release=self._release,
+        )
 
     def _device_settings(self, r: _Request) -> dict[str, DeviceSettings]:
         """Device name → what its opaque config applied (only devices with settings)."""
@@ -288,6 +319,7 @@ class Preparer:
                 claim_uid=r.ref.uid,
                 gates=self._feature_gates,
                 release=self._release,
+                consumable_shares=self._shared,
             )
         except opaqueconfig.OpaqueConfigError as e:
             raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
@@ -342,23 +374,13 @@ class Preparer:
         return ""
 
 
-def _overlap(r: _Request, checkpoint: cp.Checkpoint, batch: set[str]) -> str:
-    """Why `r` may not have its devices: one is prepared for another claim; "" when none is.
-
-    As the real driver (SIGS v25.12.0, v0.4.1: cmd/gpu-kubelet-plugin/device_state.go
-    validateNoOverlappingPreparedDevices): only claims in PrepareCompleted count (an attempt that died midway
-    holds nothing), and devices allocated with admin access are left out on both sides.
-    """
-    wanted = {d.device_name for d in r.prepared} - r.admin_devices
-    for other_uid, other in checkpoint.claims.items():
-        if other_uid == r.ref.uid or (
-            other.state is not cp.ClaimState.PREPARE_COMPLETED and other_uid not in batch
-        ):
-            continue
-        taken = sorted(wanted & ({d.device_name for d in other.devices} - other.admin_devices))
-        if taken:
-            return f"requested device {taken[0]} is already allocated to different claim {other_uid}"
-    return ""
+def _stored_configs(configs: Callable[[], Mapping[str, DeviceConfig]] | None) -> Configs:
+    """The claim's configs for its checkpoint entry; none without consumable shares, or when they cannot be
+    resolved (the claim then fails at its settings with the real error, before PrepareCompleted)."""
+    try:
+        return {device: as_stored(c) for device, c in configs().items()} if configs is not None else {}
+    except ConfigError:
+        return {}
 
 
 def _prepare_failed(ref: ClaimRef, error: Exception) -> PrepareResult:
