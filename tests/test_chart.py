@@ -260,6 +260,16 @@ def test_the_driver_release_reaches_the_plugin(helm: Path) -> None:
     assert "driverRelease" in refusal(helm, "--set", "driverRelease=0.5.0")
 
 
+def test_consumable_shares_reach_the_plugin_only_when_set(helm: Path) -> None:
+    assert "CONSUMABLE_SHARES" not in env_of(plugin_container(objects(render(helm))))
+    for value in ("memory", "4"):
+        objs = objects(render(helm, "--set", f"consumableShares={value}"))
+        assert env_of(plugin_container(objs))["CONSUMABLE_SHARES"] == value
+    for bad in ("shared", "0", "-1"):
+        assert "consumableShares" in refusal(helm, "--set-string", f"consumableShares={bad}")
+    assert "consumableShares" in refusal(helm, "--set", "consumableShares=0")
+
+
 def test_feature_gates_reach_the_plugin_in_its_format(helm: Path) -> None:
     objs = objects(
         render(helm, "--set", "featureGates.TimeSlicingSettings=true,featureGates.MPSSupport=false")

@@ -31,7 +31,12 @@ def sample() -> cp.Checkpoint:
     return (
         cp.Checkpoint(node_boot_id=BOOT)
         .with_claim("uid-1", cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", (device,)))
-        .with_claim("uid-2", cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, "ns", "claim-2", (shared,)))
+        .with_claim(
+            "uid-2",
+            cp.ClaimEntry(
+                cp.ClaimState.PREPARE_STARTED, "ns", "claim-2", (shared,), admin_devices=frozenset({"gpu-1"})
+            ),
+        )
     )
 
 
@@ -73,6 +78,7 @@ def test_encode_writes_the_documented_json() -> None:
                         "shareID": "s1",
                     }
                 ],
+                "adminAccessDevices": ["gpu-1"],
             },
         },
     }
@@ -118,6 +124,9 @@ def corrupt_variants() -> list[tuple[bytes, str]]:
     bad_device = {k: v for k, v in json.loads(cp.encode(sample())).items() if k != "checksum"}
     bad_device["preparedClaims"]["uid-2"]["devices"][0]["requestNames"] = "a"
     bad_device["checksum"] = sha256_of({k: v for k, v in bad_device.items() if k != "checksum"})
+    bad_admin = {k: v for k, v in json.loads(cp.encode(sample())).items() if k != "checksum"}
+    bad_admin["preparedClaims"]["uid-2"]["adminAccessDevices"] = [1]
+    bad_admin["checksum"] = sha256_of(bad_admin)
     return [
         (b'{"version": 1, "nodeBo', "is corrupted: not valid JSON: "),
         (b"[]", "is corrupted: top level must be a JSON object"),
@@ -129,6 +138,10 @@ def corrupt_variants() -> list[tuple[bytes, str]]:
         (
             json.dumps(bad_device).encode(),
             "is corrupted: preparedClaims.uid-2.devices[0].requestNames: expected list, got 'a'",
+        ),
+        (
+            json.dumps(bad_admin).encode(),
+            "is corrupted: preparedClaims.uid-2.adminAccessDevices: expected a list of strings, got [1]",
         ),
         (json.dumps({**good, "version": 3}).encode(), "has version 3; this fakeplugin reads 1 and 2"),
     ]

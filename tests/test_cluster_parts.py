@@ -148,3 +148,16 @@ def test_cluster_command_help_lists_its_actions() -> None:
         check=True,
     )
     assert all(action in out.stdout for action in ("up", "down", "status", "build"))
+
+
+def test_the_fleet_gets_the_plugin_flags_it_shares_and_no_gates_from_the_callers_env() -> None:
+    plugin_args = [
+        "--driver-release=0.5.0-dev",
+        "--feature-gates=ConsumableShares=true",
+        "--consumable-shares=memory",
+        "--device-health",  # serve only
+    ]
+    argv = components.fleet_argv("python3", Path("/i.yaml"), StateLayout(Path("/tmp/s")), plugin_args)
+    assert argv[-3:] == plugin_args[:3]
+    env = components.python_env({"FEATURE_GATES": "x", "CONSUMABLE_SHARES": "4", "HOME": "/h"}, Path("/src"))
+    assert "FEATURE_GATES" not in env and "CONSUMABLE_SHARES" not in env and env["HOME"] == "/h"

@@ -95,6 +95,25 @@ def test_one_gpu_of_a_few_profiles_per_release(release: str, profile: str) -> No
     check_golden(f"releases/{release}/profile-{profile}.yaml", one_gpu(profile, release))
 
 
+# Consumable shares exist only in 0.5.0-dev (fakeplugin.consumableshares): the seed lab shared by memory,
+# the MIG example (static MIG devices too) by a number of shares.
+SHARES_GOLDENS = {
+    "render-seed-lab-consumable-shares-memory.yaml": (SEED, "memory"),
+    "mig-consumable-shares-4.yaml": (MIG, "4"),
+}
+
+
+@pytest.mark.parametrize("name", SHARES_GOLDENS)
+def test_render_with_consumable_shares(name: str) -> None:
+    inventory, mode = SHARES_GOLDENS[name]
+    docs = render_documents(
+        load_inventory(inventory), release=releases.get("0.5.0-dev"), consumable_shares=mode
+    )
+    devices = [d for doc in docs if doc["kind"] == "ResourceSlice" for d in doc["spec"]["devices"]]
+    assert devices and all(d["allowMultipleAllocations"] is True for d in devices)
+    check_golden(f"releases/0.5.0-dev/{name}", docs)
+
+
 @pytest.mark.parametrize(
     ("gates", "name"), [("", "numa.yaml"), ("DRAListTypeAttributes=true", "numa-list.yaml")]
 )
@@ -113,6 +132,7 @@ def test_no_stale_profile_goldens_and_all_parse() -> None:
         *(f"profile-{p}.yaml" for p in profile_names()),
         *(f"releases/{r}/{f}" for r in OTHER_RELEASES for f in ("render-seed-lab.yaml", "mig-dynamic.yaml")),
         *(f"releases/{r}/profile-{p}.yaml" for r in OTHER_RELEASES for p in RELEASE_PROFILES),
+        *(f"releases/0.5.0-dev/{name}" for name in SHARES_GOLDENS),
         "releases/0.5.0-dev/numa.yaml",
         "releases/0.5.0-dev/numa-list.yaml",
     ):

@@ -40,7 +40,13 @@ def test_unsupported_versions_are_refused_with_the_supported_ones(version: str, 
 
 
 def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes_after() -> None:
-    alpha = {"DRAPartitionableDevices", "DRAExtendedResource", "DRADeviceTaints", "ResourceHealthStatus"}
+    alpha = {
+        "DRAPartitionableDevices",
+        "DRAExtendedResource",
+        "DRADeviceTaints",
+        "ResourceHealthStatus",
+        "DRAConsumableCapacity",
+    }
     assert set(versions.release("v1.34.4").feature_gates) == alpha
     assert set(versions.release("v1.35.4").feature_gates) == alpha
     # Beta (on by default) in 1.36; DRAExtendedResource GA and locked in 1.37: never passed there.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -42,11 +43,16 @@ def ref(n: int, ns: str = "ns") -> ClaimRef:
     return ClaimRef(namespace=ns, uid=uid(n), name=f"claim-{n}")
 
 
-def result(device: str, request: str = "gpus", *, driver: str = DRIVER, pool: str = NODE) -> dict[str, str]:
-    return {"request": request, "driver": driver, "pool": pool, "device": device}
+def result(
+    device: str, request: str = "gpus", *, driver: str = DRIVER, pool: str = NODE, admin: bool | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"request": request, "driver": driver, "pool": pool, "device": device}
+    if admin is not None:
+        out["adminAccess"] = admin
+    return out
 
 
-def claim_object(claim: ClaimRef, *results: dict[str, str], allocated: bool = True) -> dict[str, Any]:
+def claim_object(claim: ClaimRef, *results: dict[str, Any], allocated: bool = True) -> dict[str, Any]:
     obj: dict[str, Any] = {"metadata": {"namespace": claim.namespace, "name": claim.name, "uid": claim.uid}}
     obj["status"] = {"allocation": {"devices": {"results": list(results)}}} if allocated else {}
     return obj
@@ -72,7 +78,7 @@ class Node:
     def boot_id_file(self) -> Path:
         return self.root / "boot_id"
 
-    def add(self, claim: ClaimRef, *results: dict[str, str], allocated: bool = True) -> ClaimRef:
+    def add(self, claim: ClaimRef, *results: dict[str, Any], allocated: bool = True) -> ClaimRef:
         self.claims[(claim.namespace, claim.name)] = claim_object(claim, *results, allocated=allocated)
         return claim
 
@@ -218,11 +224,101 @@ def test_a_device_of_another_claim_is_refused(node: Node) -> None:
     assert results == {
         second.uid: PrepareResult(
             error=f"error preparing devices for claim ns/claim-2:{second.uid}: "
+            f"unable to prepare claim {second.uid}: "
             f"requested device gpu-0 is already allocated to different claim {first.uid}"
         )
     }
     assert not node.spec_path(second).exists()
     assert set(node.checkpoint().claims) == {first.uid}
+
+
+def test_an_admin_access_claim_shares_a_prepared_device_and_gets_its_own_spec(node: Node) -> None:
+    user = node.add(ref(1), result("gpu-0"))
+    admin = node.add(ref(2), result("gpu-0", "monitor", admin=True))
+    preparer = node.preparer()
+    preparer.prepare([user])
+
+    results = preparer.prepare([admin])
+
+    assert results == {admin.uid: PrepareResult(devices=prepared(admin, ("gpu-0", ("monitor",))))}
+    spec = yaml.safe_load(node.spec_path(admin).read_text())
+    assert spec == cdi.claim_spec(admin.uid, [gpu(0)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
+    assert node.checkpoint().claims[admin.uid].admin_devices == {"gpu-0"}
+    assert node.checkpoint().claims[user.uid].admin_devices == frozenset()
+    raw = json.loads((node.plugin_dir / cp.FILE_NAME).read_text())["preparedClaims"]
+    assert raw[admin.uid]["adminAccessDevices"] == ["gpu-0"]
+    assert "adminAccessDevices" not in raw[user.uid]
+
+
+def test_a_device_held_with_admin_access_does_not_block_an_ordinary_claim(node: Node) -> None:
+    admin = node.add(ref(1), result("gpu-0", admin=True))
+    user = node.add(ref(2), result("gpu-0"))
+    other = node.add(ref(3), result("gpu-0", admin=False))  # adminAccess: false is an ordinary result
+    preparer = node.preparer()
+    preparer.prepare([admin])
+
+    assert preparer.prepare([user])[user.uid].error == ""
+    assert preparer.prepare([other])[other.uid].error.endswith(
+        f"requested device gpu-0 is already allocated to different claim {user.uid}"
+    )
+
+
+def test_admin_access_is_per_device_and_needs_every_result_for_it(node: Node) -> None:
+    user = node.add(ref(1), result("gpu-0"), result("gpu-1"))
+    # gpu-0 only with admin access; gpu-1 once with and once without: an ordinary device for the check.
+    mixed = node.add(
+        ref(2), result("gpu-0", "a", admin=True), result("gpu-1", "a", admin=True), result("gpu-1", "b")
+    )
+    preparer = node.preparer()
+    preparer.prepare([user])
+
+    error = preparer.prepare([mixed])[mixed.uid].error
+
+    assert error.endswith(f"requested device gpu-1 is already allocated to different claim {user.uid}")
+
+
+def test_an_admin_access_flag_that_is_not_a_boolean_fails_the_claim(node: Node) -> None:
+    claim = node.add(ref(1), {**result("gpu-0"), "adminAccess": "yes"})
+
+    error = node.preparer().prepare([claim])[claim.uid].error
+
+    assert error == (
+        "claim ns/claim-1: status.allocation.devices.results[0].adminAccess: expected a boolean, got 'yes'"
+    )
+
+
+def test_only_completed_claims_and_earlier_claims_of_the_batch_hold_their_devices(node: Node) -> None:
+    node.preparer()  # creates the directories
+    died = node.add(ref(1), result("gpu-0"))
+    started = cp.Checkpoint(BOOT).with_claim(
+        died.uid,
+        cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, "ns", "claim-1", prepared(died, ("gpu-0", ("gpus",)))),
+    )
+    cp.save(node.plugin_dir / cp.FILE_NAME, started)
+    first, second = node.add(ref(2), result("gpu-0")), node.add(ref(3), result("gpu-0"))
+
+    # One batch: an attempt that died midway holds nothing (as upstream), the batch's first claim does.
+    results = node.preparer().prepare([first, second])
+
+    assert results[first.uid].error == ""
+    assert results[second.uid].error.endswith(
+        f"requested device gpu-0 is already allocated to different claim {first.uid}"
+    )
+
+
+def test_a_checkpoint_without_admin_access_devices_reads_as_ordinary_claims(node: Node) -> None:
+    node.preparer()  # creates the directories
+    old = node.add(ref(1), result("gpu-0", admin=True))
+    entry = cp.ClaimEntry(
+        cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", prepared(old, ("gpu-0", ("gpus",)))
+    )
+    cp.save(node.plugin_dir / cp.FILE_NAME, cp.Checkpoint(BOOT).with_claim(old.uid, entry))
+    assert "adminAccessDevices" not in (node.plugin_dir / cp.FILE_NAME).read_text()
+    user = node.add(ref(2), result("gpu-0"))
+
+    error = node.preparer().prepare([user])[user.uid].error
+
+    assert error.endswith(f"requested device gpu-0 is already allocated to different claim {old.uid}")
 
 
 def test_a_reboot_forgets_prepared_claims(node: Node) -> None:

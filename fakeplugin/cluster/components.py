@@ -329,20 +329,24 @@ def kwok_argv(binary: Path, layout: StateLayout) -> list[str]:
 def python_env(environ: Mapping[str, str], source: Path) -> dict[str, str]:
     """The environment of our own Python children (plugins, the fleet): `source` (the dir holding the
     fakeplugin package, maybe a source tree, not installed) importable the same way; the NVIDIA feature
-    gates only from our state, never from FEATURE_GATES of the caller's environment."""
+    gates and consumable shares only from our state, never from FEATURE_GATES or CONSUMABLE_SHARES of the
+    caller's environment (the one needs the other)."""
     return {
-        **{k: v for k, v in environ.items() if k != "FEATURE_GATES"},
+        **{k: v for k, v in environ.items() if k not in ("FEATURE_GATES", "CONSUMABLE_SHARES")},
         "PYTHONPATH": os.pathsep.join(filter(None, [str(source), environ.get("PYTHONPATH")])),
     }
 
 
 def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: Sequence[str]) -> list[str]:
     """`fakeplugin fleet` for the cluster's simulated nodes, with the flags of the plugins' extra flags
-    that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release)."""
+    that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release,
+    consumable shares)."""
     shared = [
         a
         for a in plugin_args
-        if a.startswith(("--feature-gates=", "--fake-device-nodes", "--driver-release="))
+        if a.startswith(
+            ("--feature-gates=", "--fake-device-nodes", "--driver-release=", "--consumable-shares=")
+        )
     ]
     return [
         python,

@@ -68,6 +68,9 @@ _ALPHA_DRA = MappingProxyType(
         "DRAExtendedResource": True,  # the chart's DeviceClass extendedResourceName: nvidia.com/gpu
         "DRADeviceTaints": True,  # the driver's health taints on devices
         "ResourceHealthStatus": True,  # the kubelet asks the health service, pods show it
+        # Consumable shares (driver 0.5.0-dev): without it the API server drops allowMultipleAllocations and
+        # requestPolicy from slices and the scheduler never shares a device. Alpha since 1.34, beta from 1.36.
+        "DRAConsumableCapacity": True,
     }
 )
 

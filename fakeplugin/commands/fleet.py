@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
+from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
 from fakeplugin.commands import flag
 
 log = logging.getLogger("fakeplugin.fleet")
@@ -101,6 +101,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="NVIDIA driver release to emulate; empty: the inventory's driverRelease; known: "
         + releases.known(),
     )
+    flag(
+        p,
+        "--consumable-shares",
+        env="CONSUMABLE_SHARES",
+        default=consumableshares.DISABLED,
+        metavar="MODE",
+        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
+        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
+    )
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -127,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     release = releases.get(args.driver_release or load_inventory(Path(args.config)).driver_release)
     gates = featuregates.parse(args.feature_gates, release)
+    shares = consumableshares.parse(args.consumable_shares, gates, release)
     release = release.with_gates(gates)  # DRAListTypeAttributes: the form of numaNode
     # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.workers + 3))
@@ -137,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=Path(args.state_dir),
         feature_gates=gates,
         release=release,
+        consumable_shares=shares,
         device_nodes=args.fake_device_nodes,
         workers=args.workers,
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
+from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
 from fakeplugin.cluster import versions
 from fakeplugin.commands import flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
@@ -90,6 +90,15 @@ def add_parser(subparsers: Any) -> None:
     )
     flag(
         p,
+        "--consumable-shares",
+        env="CONSUMABLE_SHARES",
+        default=consumableshares.DISABLED,
+        metavar="MODE",
+        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
+        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
+    )
+    flag(
+        p,
         "--kubernetes-version",
         env=versions.ENV,
         default=versions.DEFAULT_VERSION,
@@ -114,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
         gates = featuregates.parse(args.feature_gates, release)
+        shares = consumableshares.parse(args.consumable_shares, gates, release)
         server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
@@ -134,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         dynamic_mig=gates["DynamicMIG"],
         release=release.with_gates(gates),  # DRAListTypeAttributes: the form of numaNode
         server_version=server_version,
+        consumable_shares=shares,
     )
     sys.stdout.write(to_yaml(docs))
     return 0
@@ -154,11 +165,13 @@ def render_documents(
     dynamic_mig: bool = False,
     release: DriverRelease | None = None,
     server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
+    consumable_shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
     """DeviceClasses, then the slices of `node` (or of every node the inventory names, by name or by
     name prefix, in inventory order);
     `dynamic_mig`: the plugin's DynamicMIG gate; `release`: default the inventory's driverRelease;
-    `server_version`: the API server's (major, minor), for the DynamicMIG layout."""
+    `server_version`: the API server's (major, minor), for the DynamicMIG layout; `consumable_shares`: the
+    plugin's mode (fakeplugin.consumableshares)."""
     release = release or releases.get(inv.driver_release)
     if node is None:
         targets = [name for entry in inv.nodes for name in entry.node_names()]
@@ -181,6 +194,7 @@ def render_documents(
             dynamic_mig=dynamic_mig,
             release=release,
             server_version=server_version,
+            consumable_shares=consumable_shares,
         )
     return docs
 

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
+from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
 from fakeplugin.commands import flag
 from fakeplugin.server import metrics
 
@@ -146,6 +146,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         p,
+        "--consumable-shares",
+        env="CONSUMABLE_SHARES",
+        default=consumableshares.DISABLED,
+        metavar="MODE",
+        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
+        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
+    )
+    flag(
+        p,
         "--boot-id-file",
         env="BOOT_ID_FILE",
         default="/proc/sys/kernel/random/boot_id",
@@ -195,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--node-name (or NODE_NAME) is required")
     release = releases.get(args.driver_release or load_inventory(args.config).driver_release)
     gates = featuregates.parse(args.feature_gates, release)
+    shares = consumableshares.parse(args.consumable_shares, gates, release)
     release = release.with_gates(gates)  # DRAListTypeAttributes: the form of numaNode
     enabled = sorted(g for g, on in gates.items() if on and not release.feature_gates[g])
     log.info(
@@ -206,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         release.k8s_libs,
         f" (feature gates: {', '.join(enabled)})" if enabled else "",
     )
+    if shares != consumableshares.DISABLED:
+        log.info("consumable shares: %s", shares)
 
     # Known by name in the inventory: the devices are ready before the API server answers.
     devices = NodeDevices(
@@ -214,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         driver=args.driver_name,
         dynamic_mig=gates["DynamicMIG"],
         release=release,
+        consumable_shares=shares,
     )
     workers = ServerSettings.workers
     # A connection per worker thread, plus the publisher's watch and its writes, plus the node watch.
@@ -240,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
         boot_id_file=Path(args.boot_id_file),
         feature_gates=gates,
         release=release,
+        consumable_shares=shares,
         device_nodes=args.fake_device_nodes,
     )
     publisher = Publisher(

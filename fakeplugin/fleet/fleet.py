@@ -14,6 +14,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from fakeplugin import consumableshares
 from fakeplugin.fleet.api import FleetKube, Obj, list_and_watch
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
@@ -59,6 +60,7 @@ class Fleet:
         state_dir: Path,
         feature_gates: Mapping[str, bool],
         release: DriverRelease,
+        consumable_shares: str = consumableshares.DISABLED,
         device_nodes: bool = False,
         workers: int = 8,
     ) -> None:
@@ -68,6 +70,7 @@ class Fleet:
         self.dirs = FleetDirs(state_dir)
         self._gates = dict(feature_gates)
         self._release = release
+        self._consumable_shares = consumable_shares
         self._device_nodes = device_nodes
         self._mutex = threading.Lock()
         self._devices: dict[str, NodeDevices] = {}  # kwok-managed nodes, by name
@@ -151,6 +154,7 @@ class Fleet:
                     driver=self._driver,
                     dynamic_mig=self._gates.get("DynamicMIG", False),
                     release=self._release,
+                    consumable_shares=self._consumable_shares,
                     log_level=logging.DEBUG,
                 )
             changed = devices.set_node(meta.get("labels") or {}, meta["uid"], meta.get("annotations") or {})
@@ -205,6 +209,7 @@ class Fleet:
             plugin_dir=self.dirs.plugin(node),
             feature_gates=self._gates,
             release=self._release,
+            consumable_shares=self._consumable_shares,
             device_nodes=self._device_nodes,
         )
         with self._mutex:

@@ -10,6 +10,9 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
           "state": "PrepareStarted" | "PrepareCompleted",
           "namespace": "...", "name": "...",
           "devices": [{"poolName", "deviceName", "requestNames": [...], "cdiDeviceIDs": [...], "shareID"?}],
+          "adminAccessDevices"?: ["<deviceName>", ...]  (allocated with adminAccess only; absent: none)
+          "configs"?: {"<deviceName>": {"kind": "GpuConfig" | "MigDeviceConfig", "spec": {...}}}
+                       (each device's normalized opaque config; only written with consumable shares on)
           "settings"?: {"<deviceName>": {"strategy": "TimeSlicing" | "MPS", "timesliceInterval"?,
                          "mpsControlDaemon"?, "mpsActiveThreadPercentage"?, "mpsPinnedDeviceMemoryLimit"?,
                          "mpsMultiUser"?}}  (what its opaque config applied, typed; only devices with any)
@@ -67,6 +70,12 @@ class ClaimEntry:
     # Device name → what its opaque config applied (prepare.opaqueconfig), so that a spec written again
     # for a prepared claim carries the settings of the original preparation.
     settings: Mapping[str, DeviceSettings] = field(default_factory=dict)
+    # Devices every result of ours allocated with `adminAccess: true`: they never block another claim
+    # (prepare.claims.Allocated). Checkpoints written before fakeplugin knew admin access have none.
+    admin_devices: frozenset[str] = frozenset()
+    # Device name → its normalized opaque config ({"kind", "spec"}: prepare.opaqueconfig.DeviceConfig), kept
+    # while consumable shares are on: a device is shared only by claims whose configs for it are equal.
+    configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,10 @@ def _claim_json(entry: ClaimEntry) -> dict[str, Any]:
         "name": entry.name,
         "devices": [_device_json(d) for d in entry.devices],
     }
+    if entry.admin_devices:
+        out["adminAccessDevices"] = sorted(entry.admin_devices)
+    if entry.configs:
+        out["configs"] = {device: dict(config) for device, config in entry.configs.items()}
     if entry.settings:
         out["settings"] = {device: _settings_json(s) for device, s in entry.settings.items()}
     return out
@@ -221,7 +234,25 @@ class _Reader:
             name=self.get(obj, "name", str, where),
             devices=tuple(self.device(d, f"{where}.devices[{i}]") for i, d in enumerate(devices)),
             settings=self.settings(obj, where),
+            admin_devices=frozenset(self.strings(obj, "adminAccessDevices", where))
+            if "adminAccessDevices" in obj
+            else frozenset(),
+            configs=self.configs(obj, where),
         )
+
+    def configs(self, obj: dict, where: str) -> dict[str, dict[str, Any]]:
+        if "configs" not in obj:
+            return {}
+        by_device = self.get(obj, "configs", dict, where)
+        out: dict[str, dict[str, Any]] = {}
+        for device in by_device:
+            config = self.get(by_device, device, dict, f"{where}.configs")
+            path = f"{where}.configs.{device}"
+            out[device] = {
+                "kind": self.get(config, "kind", str, path),
+                "spec": self.get(config, "spec", dict, path),
+            }
+        return out
 
     def settings(self, obj: dict, where: str) -> dict[str, DeviceSettings]:
         if "configEnv" in obj:

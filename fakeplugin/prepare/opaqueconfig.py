@@ -142,10 +142,12 @@ def device_settings(
     claim_uid: str,
     gates: Mapping[str, bool],
     release: DriverRelease | None = None,
+    consumable_shares: bool = False,
 ) -> dict[str, DeviceSettings]:
     """Device name → the settings its effective config applies; devices without any are left out.
 
     Validates and applies one config group at a time, groups in the order their first device was allocated.
+    `consumable_shares`: the plugin runs with consumable shares (fakeplugin.consumableshares): no MPS.
     """
     release = release or releases.get(None)
     configs = effective_configs(
@@ -159,11 +161,11 @@ def device_settings(
     for group, group_requests in requests.items():
         members = [devices[name] for name, c in configs.items() if c.group == group]
         config = next(c for c in configs.values() if c.group == group)
-        problem = _validate(config, gates, release)
+        problem = validation_problem(config, gates, release)
         if problem:
             raise OpaqueConfigError(f"error validating GPU config: {problem}")
         try:
-            settings.update(_apply(config, members, group_requests, claim_uid, gates))
+            settings.update(_apply(config, members, group_requests, claim_uid, gates, consumable_shares))
         except _ApplyError as e:
             raise OpaqueConfigError(f"error applying config: {e}") from None
     return settings
@@ -443,7 +445,7 @@ def _normalize(
     return out
 
 
-def _validate(config: DeviceConfig, gates: Mapping[str, bool], release: DriverRelease) -> str:
+def validation_problem(config: DeviceConfig, gates: Mapping[str, bool], release: DriverRelease) -> str:
     """The real `Validate()` message, or "" when valid."""
     sharing = config.spec.get("sharing")
     if config.kind not in (GPU_CONFIG, MIG_DEVICE_CONFIG) or sharing is None:
@@ -508,6 +510,7 @@ def _apply(
     requests: Sequence[str],
     claim_uid: str,
     gates: Mapping[str, bool],
+    consumable_shares: bool,
 ) -> dict[str, DeviceSettings]:
     sharing = config.spec.get("sharing")
     if sharing is None:
@@ -524,6 +527,8 @@ def _apply(
             d.name: DeviceSettings(TIME_SLICING, timeslice_interval=interval if d.type == "gpu" else None)
             for d in members
         }
+    if consumable_shares:  # main 95932046 device_state.go applySharingConfig, before the DynamicMIG check
+        raise _ApplyError("MPS sharing is not supported when consumable shares is enabled")
     if gates.get("DynamicMIG"):
         raise _ApplyError("MPS is not yet supported when using featureGates.DynamicMIG=true")
     if "timeSlicingConfig" in sharing:

@@ -23,6 +23,7 @@ answered from the checkpoint with the same devices and CDI IDs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import featuregates, releases
+from fakeplugin import consumableshares, featuregates, releases
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare import faults, opaqueconfig, smi, stale
@@ -40,6 +41,15 @@ from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_de
 from fakeplugin.prepare.groupcommit import GroupCommit
 from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
 from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
+from fakeplugin.prepare.opaqueconfig import DeviceConfig
+from fakeplugin.prepare.overlap import (
+    ConfigError,
+    Configs,
+    as_stored,
+    conflict,
+    normalized_configs,
+    validated,
+)
 from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
@@ -53,6 +63,7 @@ class _Request:
     prepared: tuple[PreparedDevice, ...]
     pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
     allocation: Mapping[str, Any]
+    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.claims.Allocated)
 
 
 class Preparer:
@@ -61,7 +72,8 @@ class Preparer:
     `devices` (device name → GpuDevice of this node's pool) may be a live mapping; it is read per claim.
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
-    the default release) rule what claims' opaque configs may do.
+    the default release) rule what claims' opaque configs may do. `consumable_shares` (the mode, fakeplugin.
+    consumableshares.parse): any but `disabled` lets claims share a device when their configs for it agree.
     Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
     `checkpoint.CheckpointError`, an unreadable boot ID file too; a held lock raises `LockTimeoutError`.
@@ -83,6 +95,7 @@ class Preparer:
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
         release: DriverRelease | None = None,
+        consumable_shares: str = consumableshares.DISABLED,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._driver_name = driver_name
@@ -91,6 +104,7 @@ class Preparer:
         self._get_claim = get_claim
         self._feature_gates = dict(feature_gates)
         self._release = release or releases.get(None)
+        self._shared = consumable_shares != consumableshares.DISABLED
         self._faults = faults.Injector(get_claim, sleep)
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
@@ -181,7 +195,8 @@ class Preparer:
             message = f"allocated device {unknown[0]} does not exist in pool {self._node_name} (has: {known})"
             raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
         prepared = prepared_devices(ref, wanted, pool_name=self._node_name, driver_name=self._driver_name)
-        return _Request(ref, prepared, pool, claim["status"]["allocation"])
+        admin = frozenset(name for name, allocated in wanted.items() if allocated.admin_access)
+        return _Request(ref, prepared, pool, claim["status"]["allocation"], admin)
 
     # -- under the lock: one batch --------------------------------------------------------------------------
 
@@ -210,7 +225,7 @@ class Preparer:
         started: list[_Request] = []
         for r in requests:
             try:
-                checkpoint = self._start(r, checkpoint, results)
+                checkpoint = self._start(r, checkpoint, results, {s.ref.uid for s in started})
             except Exception as e:  # ClaimError; a bug fails this claim only
                 results[r.ref.uid] = _prepare_failed(r.ref, e)
                 continue
@@ -242,9 +257,12 @@ class Preparer:
                 results[r.ref.uid] = PrepareResult(devices=r.prepared)
 
     def _start(
-        self, r: _Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult]
+        self, r: _Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
     ) -> cp.Checkpoint:
-        """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared)."""
+        """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared).
+
+        `batch`: the claims this batch started before `r` (the real driver, one claim at a time, would have
+        completed them already)."""
         uid = r.ref.uid
         entry = checkpoint.claims.get(uid)
         if entry is not None and entry.state is cp.ClaimState.PREPARE_COMPLETED:
@@ -256,18 +274,39 @@ class Preparer:
                 self._files.write(r.ref, entry.devices, r.pool, entry.settings)
             results[uid] = PrepareResult(devices=entry.devices)
             return checkpoint
+        # Before any rollback, as upstream.
+        devices = [d.device_name for d in r.prepared]
+        configs = functools.cache(lambda: self._normalized_configs(r)) if self._shared else None
+        config_of = (
+            (lambda d: validated(configs().get(d), self._feature_gates, self._release)) if configs else None
+        )
+        if overlap := conflict(
+            uid, devices, r.admin_devices, checkpoint, completed=batch, config_of=config_of
+        ):
+            raise ClaimError(prepare_error(r.ref, f"unable to prepare claim {uid}: {overlap}"))
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", r.ref, entry.state)
             self._files.remove(r.ref, prepare_error)
             checkpoint = checkpoint.without_claim(uid)
-        wanted = {d.device_name for d in r.prepared}
-        for other_uid, other in checkpoint.claims.items():
-            taken = sorted(wanted & {d.device_name for d in other.devices})
-            if taken:
-                message = f"requested device {taken[0]} is already allocated to different claim {other_uid}"
-                raise ClaimError(prepare_error(r.ref, message))
-        started = cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, r.ref.namespace, r.ref.name, r.prepared)
+        started = cp.ClaimEntry(
+            cp.ClaimState.PREPARE_STARTED,
+            r.ref.namespace,
+            r.ref.name,
+            r.prepared,
+            admin_devices=r.admin_devices,
+            configs=_stored_configs(configs),
+        )
         return checkpoint.with_claim(uid, started)
+
+    def _normalized_configs(self, r: _Request) -> dict[str, DeviceConfig]:
+        return normalized_configs(
+            r.allocation,
+            r.pool,
+            driver_name=self._driver_name,
+            pool_name=self._node_name,
+            gates=self._feature_gates,
+            release=self._release,
+        )
 
     def _device_settings(self, r: _Request) -> dict[str, DeviceSettings]:
         """Device name → what its opaque config applied (only devices with settings)."""
@@ -280,6 +319,7 @@ class Preparer:
                 claim_uid=r.ref.uid,
                 gates=self._feature_gates,
                 release=self._release,
+                consumable_shares=self._shared,
             )
         except opaqueconfig.OpaqueConfigError as e:
             raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
@@ -332,6 +372,15 @@ class Preparer:
         except OSError as e:
             return f"unable to update checkpoint {self._checkpoint.path}: {e}"
         return ""
+
+
+def _stored_configs(configs: Callable[[], Mapping[str, DeviceConfig]] | None) -> Configs:
+    """The claim's configs for its checkpoint entry; none without consumable shares, or when they cannot be
+    resolved (the claim then fails at its settings with the real error, before PrepareCompleted)."""
+    try:
+        return {device: as_stored(c) for device, c in configs().items()} if configs is not None else {}
+    except ConfigError:
+        return {}
 
 
 def _prepare_failed(ref: ClaimRef, error: Exception) -> PrepareResult:

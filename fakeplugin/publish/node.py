@@ -25,7 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import releases
+from fakeplugin import consumableshares, releases
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish import devicefaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
@@ -58,10 +58,11 @@ def node_slices(
     dynamic_mig: bool = False,
     release: DriverRelease | None = None,
     server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
+    consumable_shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints),
     shaped as `release` publishes them (default: the inventory's driverRelease), laid out for an API
-    server of `server_version` (major, minor)."""
+    server of `server_version` (major, minor), with the plugin's `consumable_shares` mode."""
     devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig)
     release = release or releases.get(inventory.driver_release)
     return resource_slices(
@@ -71,6 +72,7 @@ def node_slices(
         node_uid=node_uid,
         release=release,
         server_version=server_version,
+        consumable_shares=consumable_shares,
     )
 
 
@@ -113,6 +115,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
 
     `release` is the driver release the plugin started as (`serve` resolves it once: --driver-release, else
     the inventory's driverRelease); like a real driver's version it does not change under a running plugin.
+    `consumable_shares`: the plugin's mode (fakeplugin.consumableshares.parse), likewise fixed at start.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
         driver: str,
         dynamic_mig: bool = False,
         release: DriverRelease | None = None,
+        consumable_shares: str = consumableshares.DISABLED,
         log_level: int = logging.INFO,
     ) -> None:
         self._source = source if isinstance(source, InventoryFile) else InventoryFile(source)
@@ -131,6 +135,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
         self._driver = driver
         self._dynamic_mig = dynamic_mig
         self._release = release or releases.get(None)
+        self._consumable_shares = consumable_shares
         self._lock = threading.Lock()
         self._labels: dict[str, str] | None = None  # None until the API server told us
         self._uid = ""
@@ -214,6 +219,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
             taints=taints,
             release=self._release,
             server_version=server_version,
+            consumable_shares=self._consumable_shares,
         )
 
     def _set_faults(self, text: str | None) -> bool:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from fakeplugin import releases
+from fakeplugin import consumableshares, releases
 from fakeplugin.model import GpuDevice, MigResources
 from fakeplugin.publish.mig import camel_to_dns_name, memory_slice_counter
 from fakeplugin.releases import DriverRelease
@@ -59,13 +59,16 @@ def semver(version: str) -> str:
     return ".".join(parts + ["0"] * (3 - len(parts)))
 
 
-def device_to_api(dev: GpuDevice, release: DriverRelease | None = None) -> dict[str, Any]:
+def device_to_api(
+    dev: GpuDevice, release: DriverRelease | None = None, consumable_shares: str = consumableshares.DISABLED
+) -> dict[str, Any]:
     """One device entry of a ResourceSlice, `{name, attributes, capacity[, consumesCounters]}` (v25.12.0):
     a full GPU; a MIG device (the parent's identity, `parentUUID`, `profile`, the profile's resources and,
     static MIG only, one `memorySlice<i>` per memory slice it holds); a DynamicMIG partition (no `uuid`
     until created) or full GPU, consuming counters of the GPU's counter set. Only the attributes `release`
     (default: the default release) publishes; numaNode as a one-element list with its DRAListTypeAttributes
-    gate (`DriverRelease.with_gates`)."""
+    gate (`DriverRelease.with_gates`). `consumable_shares`: the plugin's mode (fakeplugin.
+    consumableshares.parse); any but `disabled` adds `allowMultipleAllocations` and request policies."""
     attributes: dict[str, dict[str, Any]] = {"type": {"string": dev.type}}
     if dev.uuid:
         attributes["uuid"] = {"string": dev.uuid}
@@ -107,6 +110,11 @@ def device_to_api(dev: GpuDevice, release: DriverRelease | None = None) -> dict[
         counters = {camel_to_dns_name(name): dict(value) for name, value in device["capacity"].items()}
         counters |= {memory_slice_counter(i): {"value": "1"} for i in held}
         device["consumesCounters"] = [{"counterSet": cs.name, "counters": counters}]
+    if consumable_shares != consumableshares.DISABLED:
+        # After the counters, which keep the unrounded memory (partitions.go PartGetDevice).
+        memory = dev.mig.resources if dev.mig is not None else cs.resources if cs is not None else None
+        limit = consumableshares.memory_limit(memory.memory_bytes if memory else dev.memory_bytes)
+        device = consumableshares.shape_device(device, consumable_shares, format_quantity(limit))
     return device
 
 
@@ -138,9 +146,9 @@ def shared_counters(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:
 
 
 def _api(
-    dev: GpuDevice, taints: Mapping[str, Sequence[dict[str, Any]]], release: DriverRelease | None
+    dev: GpuDevice, taints: Mapping[str, Sequence[dict[str, Any]]], release: DriverRelease | None, shares: str
 ) -> dict[str, Any]:
-    device = device_to_api(dev, release)
+    device = device_to_api(dev, release, shares)
     if taints.get(dev.name):
         device["taints"] = [dict(t) for t in taints[dev.name]]
     return device
@@ -172,6 +180,7 @@ def partitionable_layout(
     devices: Sequence[GpuDevice],
     taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
     release: DriverRelease | None = None,
+    shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
     """DynamicMIG slice contents (`{"sharedCounters": ...}` or `{"devices": ...}`), 1.35 rule: counter
     sets first, 8 a slice; then per GPU (sorted by PCI bus ID) its devices sorted by name, 64 a slice
@@ -185,7 +194,9 @@ def partitionable_layout(
         {"sharedCounters": sets[i : i + MAX_COUNTER_SETS]} for i in range(0, len(sets), MAX_COUNTER_SETS)
     ]
     for gpu in gpus:
-        contents += [{"devices": chunk} for chunk in split_devices([_api(d, taints, release) for d in gpu])]
+        contents += [
+            {"devices": chunk} for chunk in split_devices([_api(d, taints, release, shares) for d in gpu])
+        ]
     return contents
 
 
@@ -193,6 +204,7 @@ def combined_layout(
     devices: Sequence[GpuDevice],
     taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
     release: DriverRelease | None = None,
+    shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
     """DynamicMIG slice contents for API servers before 1.35: per GPU (sorted by PCI bus ID) one slice
     with that GPU's counter set and its devices sorted by name (the driver's
@@ -205,7 +217,10 @@ def combined_layout(
         gpu = sorted(by_gpu[bus], key=lambda d: d.name)
         sets = shared_counters(gpu)  # none for a GPU without MIG: the key is left out (Go's omitempty)
         contents.append(
-            {**({"sharedCounters": sets} if sets else {}), "devices": [_api(d, taints, release) for d in gpu]}
+            {
+                **({"sharedCounters": sets} if sets else {}),
+                "devices": [_api(d, taints, release, shares) for d in gpu],
+            }
         )
     return contents
 
@@ -220,6 +235,7 @@ def resource_slices(
     taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
     release: DriverRelease | None = None,
     server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
+    consumable_shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, as the API server receives them on create.
 
@@ -229,14 +245,18 @@ def resource_slices(
     that GpuDevice (publish.devicefaults), set before the pool is split (a tainted device's slice
     holds at most 64). `release`: the emulated driver release (default: the default release).
     `server_version`: the API server's (major, minor); it picks the DynamicMIG layout.
+    `consumable_shares`: the plugin's mode (fakeplugin.consumableshares), for GpuDevices.
     """
     if any(isinstance(d, GpuDevice) and d.counter_set is not None for d in devices):
         if not all(isinstance(d, GpuDevice) for d in devices):
             raise ValueError("a DynamicMIG pool is laid out from GpuDevices only, not API-shaped dicts")
         layout = partitionable_layout if server_version >= SPLIT_COUNTERS_SINCE else combined_layout
-        contents = layout([d for d in devices if isinstance(d, GpuDevice)], taints, release)
+        gpus = [d for d in devices if isinstance(d, GpuDevice)]
+        contents = layout(gpus, taints, release, consumable_shares)
     else:
-        chunks = split_devices([_api(d, taints, release) if isinstance(d, GpuDevice) else d for d in devices])
+        chunks = split_devices(
+            [_api(d, taints, release, consumable_shares) if isinstance(d, GpuDevice) else d for d in devices]
+        )
         contents = [{"devices": chunk} for chunk in chunks]
     return [
         {
