@@ -87,6 +87,10 @@ class Board:
     reserved_memory_mib: int | None
     bar1_memory_mib: int | None
     mig_capable: bool
+    nvlinks: int = 0  # NVLinks to each peer of its model on the node (`topo -m` NV#); 0: PCIe only
+    # `topo -m` CPU and NUMA affinity: the CPUs of the GPU's NUMA node (every CPU when NUMA is unknown).
+    cpu_affinity: str = "N/A"
+    numa_affinity: str = "N/A"
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class GpuDevice:
     parent_uuid: str | None = None  # MIG devices: the parent GPU's UUID
     mig: MigPlacement | None = None  # MIG devices (static and DynamicMIG partitions)
     counter_set: CounterSet | None = None  # DynamicMIG: the parent's counters this device consumes
+    numa_node: int | None = None  # PCI sysfs numa_node (a MIG device: its parent's); None when unknown (-1)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ fakeplugin publishes or accepts (VFIO devices, compute domains, metrics, chart n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 # Attributes of a full GPU / MIG device (cmd/gpu-kubelet-plugin/deviceinfo.go `Attributes`, mig.go
@@ -34,6 +34,11 @@ GPU_ATTRIBUTES = frozenset(
         "addressingMode",
     }
 )
+
+# Main at 95932046 adds the GPU's NUMA node (PCI sysfs numa_node, omitted when unknown or negative) to full
+# GPUs and MIG devices: deviceinfo.go `addNumaNodeAttribute`, called by `GpuInfo.Attributes` and mig.go
+# `CommonAttributesMig` (commits 8ce979b5 as dra.net/numaNode, 3b59d66e renamed, 722e388b sysfs only).
+NUMA_NODE_ATTRIBUTE = "resource.kubernetes.io/numaNode"
 
 # pkg/featuregates/featuregates.go, name -> default.
 _GATES_25_12 = {
@@ -104,6 +109,13 @@ class DriverRelease:
     implicit_time_slicing: bool
     verbose_sharing_errors: bool
     vfio_iommu_config: bool  # VfioDeviceConfig has the `iommu` field (iommu.go, new in v0.4.0)
+    # The DRAListTypeAttributes gate is on (`with_gates`): list-capable attributes are published as
+    # lists, numaNode as `{"ints": [n]}` (deviceinfo.go addNumaNodeAttribute at 95932046).
+    list_type_attributes: bool = False
+
+    def with_gates(self, gates: Mapping[str, bool]) -> DriverRelease:
+        """The release as it publishes with these feature gates (featuregates.parse's result)."""
+        return replace(self, list_type_attributes=gates.get("DRAListTypeAttributes", False))
 
 
 RELEASES: dict[str, DriverRelease] = {
@@ -155,7 +167,7 @@ RELEASES: dict[str, DriverRelease] = {
                 }
             ),
             gate_rules=_RULES_0_4_1,
-            attributes=GPU_ATTRIBUTES,
+            attributes=GPU_ATTRIBUTES | {NUMA_NODE_ATTRIBUTE},
             device_classes=("gpu", "mig", "vfio"),
             slice_index_prefix=True,
             implicit_time_slicing=False,

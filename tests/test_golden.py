@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import releases
+from fakeplugin import featuregates, releases
 from fakeplugin.commands.render import render_documents, to_yaml
 from fakeplugin.profiles import profile_names
 from fakeplugin.publish.deviceclasses import device_classes
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
 SEED = ROOT / "examples" / "seed-lab.yaml"
 MIG = ROOT / "examples" / "mig.yaml"
+NUMA = ROOT / "examples" / "numa.yaml"
 OTHER_RELEASES = [name for name in releases.RELEASES if name != releases.DEFAULT_RELEASE]
 RELEASE_PROFILES = ("h200", "rtx-a5000", "t10")
 
@@ -113,6 +114,16 @@ def test_render_with_consumable_shares(name: str) -> None:
     check_golden(f"releases/0.5.0-dev/{name}", docs)
 
 
+@pytest.mark.parametrize(
+    ("gates", "name"), [("", "numa.yaml"), ("DRAListTypeAttributes=true", "numa-list.yaml")]
+)
+def test_render_numa_example_on_0_5_0_dev(gates: str, name: str) -> None:
+    """resource.kubernetes.io/numaNode: an int, or a one-element `ints` list with DRAListTypeAttributes."""
+    dev = releases.get("0.5.0-dev")
+    docs = render_documents(load_inventory(NUMA), release=dev.with_gates(featuregates.parse(gates, dev)))
+    check_golden(f"releases/0.5.0-dev/{name}", docs)
+
+
 def test_no_stale_profile_goldens_and_all_parse() -> None:
     assert {p.name for p in GOLDEN.glob("profile-*.yaml")} == {f"profile-{p}.yaml" for p in profile_names()}
     for name in (
@@ -122,5 +133,7 @@ def test_no_stale_profile_goldens_and_all_parse() -> None:
         *(f"releases/{r}/{f}" for r in OTHER_RELEASES for f in ("render-seed-lab.yaml", "mig-dynamic.yaml")),
         *(f"releases/{r}/profile-{p}.yaml" for r in OTHER_RELEASES for p in RELEASE_PROFILES),
         *(f"releases/0.5.0-dev/{name}" for name in SHARES_GOLDENS),
+        "releases/0.5.0-dev/numa.yaml",
+        "releases/0.5.0-dev/numa-list.yaml",
     ):
         assert all(isinstance(doc, dict) for doc in yaml.safe_load_all((GOLDEN / name).read_text()))

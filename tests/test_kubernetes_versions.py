@@ -39,7 +39,7 @@ def test_unsupported_versions_are_refused_with_the_supported_ones(version: str, 
         versions.selected({versions.ENV: version})
 
 
-def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_none_after() -> None:
+def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes_after() -> None:
     alpha = {
         "DRAPartitionableDevices",
         "DRAExtendedResource",
@@ -50,8 +50,9 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_none_after() ->
     assert set(versions.release("v1.34.4").feature_gates) == alpha
     assert set(versions.release("v1.35.4").feature_gates) == alpha
     # Beta (on by default) in 1.36; DRAExtendedResource GA and locked in 1.37: never passed there.
-    assert dict(versions.release("v1.36.3").feature_gates) == {}
-    assert dict(versions.release("v1.37.2").feature_gates) == {}
+    # DRAListTypeAttributes is new in 1.36, alpha: on, so NVIDIA's 0.5.0-dev may publish numaNode as a list.
+    assert dict(versions.release("v1.36.3").feature_gates) == {"DRAListTypeAttributes": True}
+    assert dict(versions.release("v1.37.2").feature_gates) == {"DRAListTypeAttributes": True}
     assert dict(versions.release("v1.35.4").feature_gates) == components.DEFAULT_FEATURE_GATES
 
 

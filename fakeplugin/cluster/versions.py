@@ -7,6 +7,7 @@ kubelet's health API. Code asks `release(version)` and never compares version nu
 Sources, all at the tag of the row's newest patch (kubernetes/kubernetes, read from the module the
 Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`):
 - gates: `pkg/features/kube_features.go` (versioned specs: alpha/beta/GA, default, locked);
+  DRAListTypeAttributes: alpha since 1.36, off by default there and in 1.37;
 - etcd: `build/dependencies.yaml` (`name: "etcd"`) and `hack/lib/etcd.sh`: 3.6.5 (1.34), 3.6.6 (1.35),
   3.6.8 (1.36), 3.7.0 (1.37); we build the newest patch of that etcd minor the proxy serves;
 - Go: the `go` line of `k8s.io/kubernetes`'s go.mod: 1.24.0 (1.34), 1.25.0 (1.35), 1.26.0 (1.36, 1.37);
@@ -73,6 +74,14 @@ _ALPHA_DRA = MappingProxyType(
     }
 )
 
+# DRAListTypeAttributes (alpha, off by default in 1.36 and 1.37; absent before): the API server keeps
+# list-valued device attributes (`ints`, `strings`, ...) and CEL gets `includes()`. NVIDIA's driver at main
+# (release 0.5.0-dev) publishes numaNode as `{"ints": [n]}` with its own gate of the same name, which needs
+# this one (pkg/featuregates/featuregates.go); without it the API server drops the list
+# (pkg/registry/resource/resourceslice/strategy.go dropDisableDRAListTypeAttributesFields) and the device
+# fails validation for an attribute without a value.
+_LIST_ATTRIBUTES = MappingProxyType({"DRAListTypeAttributes": True})
+
 RELEASES: Mapping[str, Release] = MappingProxyType(
     {
         r.minor: r
@@ -108,7 +117,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 helm="v3.22.0",  # as 1.37: one helm build less; its n-3 range (1.34-1.37) covers 1.36
                 # DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus,
                 # DRAConsumableCapacity: beta, on by default; DRAAdminAccess, DRAPrioritizedList: GA.
-                feature_gates=MappingProxyType({}),
+                feature_gates=_LIST_ATTRIBUTES,
                 taint_rule_gate="DRADeviceTaintRules",  # beta, off by default
                 taint_rule_api="resource.k8s.io/v1beta2",
                 taint_rule_runtime_config=True,
@@ -120,7 +129,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 etcd="v3.7.3",
                 helm="v3.22.0",
                 # DRADeviceTaints, DRADeviceTaintRules: GA; DRAExtendedResource: GA and locked.
-                feature_gates=MappingProxyType({}),
+                feature_gates=_LIST_ATTRIBUTES,
                 taint_rule_gate="DRADeviceTaintRules",
                 taint_rule_api="resource.k8s.io/v1",
                 taint_rule_runtime_config=False,

@@ -137,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     release = releases.get(args.driver_release or load_inventory(Path(args.config)).driver_release)
     gates = featuregates.parse(args.feature_gates, release)
     shares = consumableshares.parse(args.consumable_shares, gates, release)
+    release = release.with_gates(gates)  # DRAListTypeAttributes: the form of numaNode
     # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.workers + 3))
     fleet = Fleet(

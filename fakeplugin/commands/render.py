@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         labels=labels,
         node_uid=args.node_uid,
         dynamic_mig=gates["DynamicMIG"],
-        release=release,
+        release=release.with_gates(gates),  # DRAListTypeAttributes: the form of numaNode
         server_version=server_version,
         consumable_shares=shares,
     )

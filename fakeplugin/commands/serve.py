@@ -205,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
     release = releases.get(args.driver_release or load_inventory(args.config).driver_release)
     gates = featuregates.parse(args.feature_gates, release)
     shares = consumableshares.parse(args.consumable_shares, gates, release)
+    release = release.with_gates(gates)  # DRAListTypeAttributes: the form of numaNode
     enabled = sorted(g for g, on in gates.items() if on and not release.feature_gates[g])
     log.info(
         "fakeplugin %s for node %s, emulating NVIDIA driver %s (commit %s, k8s libraries %s)%s",

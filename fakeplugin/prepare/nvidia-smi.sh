@@ -12,11 +12,15 @@
 # Supported: (no option) summary table, -L/--list-gpus, --query-gpu=... [--format=csv[,noheader][,nounits]]
 # (csv is the default), -q, -q -d/--display= MEMORY,COMPUTE,ECC, -i/--id (with the summary, -q and
 # --query-gpu), --version, -h, --help-query-gpu; MIG devices as lines under their GPU in -L (the summary
-# has no "MIG devices" box). --query-gpu accepts every field of nvidia-smi 580 (its --help-query-gpu); the
-# ones the data files do not model print [N/A]. Every other option, real ones included (-x with -q, topo,
-# mig, -l, ...), is refused as unknown (exit 255), other -d types as unparsable (exit 2). Error texts and
-# exit codes are the real tool's (tests/data/nvidia-smi-h200/cases.txt); -h and --help-query-gpu print
-# our own text under the real first line.
+# has no "MIG devices" box); `topo -m`/`--matrix` and `topo -mp`/`--matrix_pci` (the GPU matrix of the
+# container's GPUs: NV# between GPUs of one NVLink model, else PIX/PHB for one pcieRoot, NODE for one NUMA
+# node, SYS across; CPU and NUMA affinity from the data files), `topo`/`topo -h` (the real help text).
+# --query-gpu accepts every field of nvidia-smi 580 (its --help-query-gpu); the ones the data files do not
+# model print [N/A]. Every other option, real ones included (-x with -q, mig, -l, ...), is refused as
+# unknown (exit 255), other -d types as unparsable (exit 2), other topo options as the real topo refuses an
+# unknown one (exit 2; -i with -m: exit 255). Error texts and exit codes are the real tool's
+# (tests/data/nvidia-smi-h200/cases.txt, tests/data/nvidia-smi-topo); -h and --help-query-gpu print our own
+# text under the real first line.
 # FAKEPLUGIN_SMI_ROOT (tests only) is prepended to the data directory.
 
 data_dir="${FAKEPLUGIN_SMI_ROOT:-}/run/fakeplugin/gpus"
@@ -35,6 +39,79 @@ missing_value() {
 	printf "ERROR: Option %s is missing its value. Please run 'nvidia-smi -h' for help.\n\n" "$1"
 	exit 2
 }
+
+# `topo [-m | --matrix | -mp | --matrix_pci | -h | --help]`; without an option it prints its help.
+topo_mode=""
+if [ "${1:-}" = topo ]; then
+	shift
+	topo_mode=help topo_help=0 topo_id=""
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-h | --help) topo_help=1 ;;
+		-m | --matrix) topo_mode=topo ;;
+		-mp | --matrix_pci) topo_mode=topo_pci ;;
+		--id=*) topo_id=$1 ;;
+		-i | --id)
+			[ $# -ge 2 ] || missing_value "$1"
+			topo_id=$1
+			shift
+			;;
+		*)
+			printf 'Option "%s" is not recognized.\n' "$1"
+			exit 2
+			;;
+		esac
+		shift
+	done
+	if [ "$topo_help" = 0 ] && [ -n "$topo_id" ]; then
+		printf 'The -i command line argument must be used in conjunction with -n or -p.\n\n'
+		exit 255
+	fi
+	if [ "$topo_help" = 1 ] || [ "$topo_mode" = help ]; then
+		cat <<'TOPOHELP'
+
+    topo -- Display topological information about the system.
+
+    Usage: nvidia-smi topo [options]
+
+    Options include:
+    [-m | --matrix]: Display the GPUDirect communication matrix for the system.
+    [-mp | --matrix_pci]: Display the GPUDirect communication matrix for the system (PCI Only).
+    [-i | --id]: Enumeration index, PCI bus ID or UUID. Provide comma
+                 separated values for more than one device
+                 Must be used in conjuction with -n or -p.
+    [-c | --cpu]: CPU number for which to display all GPUs with an affinity.
+    [-n | --nearest_gpus]: Display the nearest GPUs for a given traversal path.
+                   0 = a single PCIe switch on a dual GPU board
+                   1 = a single PCIe switch
+                   2 = multiple PCIe switches
+                   3 = a PCIe host bridge
+                   4 = an on-CPU interconnect link between PCIe host bridges
+                   5 = an SMP interconnect link between NUMA nodes
+                 Used in conjunction with -i which must be a single device ID.
+    [-p | --gpu_path]: Display the most direct path traversal for a pair of GPUs.
+                 Used in conjunction with -i which must be a pair of device IDs.
+    [-p2p | --p2pstatus]:      Displays the p2p status between the GPUs of a given p2p capability
+                   r - p2p read capabiity
+                   w - p2p write capability
+                   n - p2p nvlink capability
+                   a - p2p atomics capability
+                   p - p2p pcie capability
+
+    [-C | --get-numa-id-of-nearby-cpu]: Displays NUMA ID of the nearest CPU for a GPU
+                 Used in conjunction with -i which must be a single device ID.
+    [-M | --get-numa-id-of-nearby-mem]: Displays NUMA ID of the nearest memory for a GPU
+                 Used in conjunction with -i which must be a single device ID.
+    [-gnid | --gpu-numa-id]: Displays NUMA ID of the specified GPU
+                 Used in conjunction with -i which must be a single device ID.
+    [-h | --help]: Display help information
+    [-nvme | --matrix_nvme]: Display the GPUDirect communication matrix with NVMe devices.
+
+
+TOPOHELP
+		exit 0
+	fi
+fi
 
 # Options are echoed in errors as given: "-i", "--id=0", "--format=csv".
 help=0 help_query=0 version=0 list=0 full=0 query="" format="" ids=""
@@ -66,7 +143,9 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-if [ "$help" = 1 ]; then
+if [ -n "$topo_mode" ]; then
+	mode=$topo_mode
+elif [ "$help" = 1 ]; then
 	mode=help
 elif [ "$help_query" = 1 ]; then
 	mode=help_query
@@ -522,6 +601,45 @@ function csv(i, j, k, r, f, line) {
 	}
 }
 
+# The `topo -m` cell between GPUs a and b: NVLink between GPUs of one NVLink model (not with -mp), else
+# the PCIe path: one pcieRoot is one bridge (PIX), or the host bridge itself when they sit on its root bus
+# (PHB); one NUMA node (or an unknown one, as a VM with one node) is NODE; two NUMA nodes are SYS.
+function topo_cell(a, b, root, node_a, node_b) {
+	if (a == b) return " X "
+	if (mode == "topo" && val(a, "nvlinks") + 0 > 0 && val(a, "nvlinks") == val(b, "nvlinks") &&
+		g[a, "name"] == g[b, "name"])
+		return "NV" val(a, "nvlinks")
+	root = val(a, "pcie_root")
+	if (root != "N/A" && root == val(b, "pcie_root"))
+		return substr(root, 9, 2) == tolower(substr(g[a, "bus_id"], 10, 2)) ? "PHB" : "PIX"
+	node_a = val(a, "numa_node")
+	node_b = val(b, "numa_node")
+	return node_a != "N/A" && node_b != "N/A" && node_a != node_b ? "SYS" : "NODE"
+}
+
+# `topo -m`: a tab-separated matrix, its header underlined (ESC[4m ... ESC[0m), an empty column before the
+# GPU NUMA ID (N/A: no GPU memory NUMA node on these boards), then the legend; -mp has no NV# line.
+function topo(i, j, line) {
+	line = "\t\033[4m"
+	for (i = 1; i <= ng; i++) line = line "GPU" (i - 1) "\t"
+	print line "CPU Affinity\tNUMA Affinity\tGPU NUMA ID\033[0m"
+	for (i = 1; i <= ng; i++) {
+		line = "GPU" (i - 1)
+		for (j = 1; j <= ng; j++) line = line "\t" topo_cell(order[i], order[j])
+		print line "\t" val(order[i], "cpu_affinity") "\t" val(order[i], "numa_affinity") "\t\tN/A"
+	}
+	print ""
+	print "Legend:"
+	print ""
+	print "  X    = Self"
+	print "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)"
+	print "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node"
+	print "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"
+	print "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)"
+	print "  PIX  = Connection traversing at most a single PCIe bridge"
+	if (mode == "topo") print "  NV#  = Connection traversing a bonded set of # NVLinks"
+}
+
 function help_query(i) {
 	print "List of valid properties to query for the switch \"--query-gpu\":"
 	print ""
@@ -567,6 +685,10 @@ END {
 		printf "NVML version        : %s.%s\n", v[1], v[2]
 		printf "DRIVER version      : %s\n", g[order[1], "driver_version"]
 		printf "CUDA Version        : %s\n", g[order[1], "cuda_version"]
+		exit 0
+	}
+	if (mode == "topo" || mode == "topo_pci") {
+		topo()
 		exit 0
 	}
 	select_gpus()

@@ -150,6 +150,13 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
         "power_draw_w": "N/A" if limit is None else f"{limit * IDLE_POWER_FRACTION:.2f}",
         "clocks_sm_mhz": "N/A",
         "clocks_max_sm_mhz": "N/A",
+        # `topo -m`: the PCIe and NUMA placement (numa_node as the slice attribute has it; N/A when the
+        # attribute is omitted), NVLinks to peers of the same model.
+        "pcie_root": device.pcie_root or "N/A",
+        "numa_node": "N/A" if device.numa_node is None else str(device.numa_node),
+        "cpu_affinity": board.cpu_affinity,
+        "numa_affinity": board.numa_affinity,
+        "nvlinks": str(board.nvlinks),
     }
     if device.mig is not None:
         values |= {

@@ -100,6 +100,7 @@ class SmiValues:
     bar1_memory_mib: int | None = None
     pci_subsystem_id: int | None = None  # 16-bit subsystem device id, e.g. 0x18bf
     cuda_cores: int | None = None
+    nvlinks: int = 0  # NVLinks between two GPUs of this model on one node (SXM boards); 0: PCIe only
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class Profile:
             reserved_memory_mib=self.smi.reserved_memory_mib,
             bar1_memory_mib=self.smi.bar1_memory_mib,
             mig_capable=self.mig is not None,
+            nvlinks=self.smi.nvlinks,
         )
 
 
@@ -280,7 +282,7 @@ def _mig(p: Problems, raw: Any) -> MigCapability | None:
 
 
 def _smi(p: Problems, raw: Any) -> SmiValues:
-    ints = ("powerLimitWatts", "reservedMemoryMiB", "bar1MemoryMiB", "cudaCores")
+    ints = ("powerLimitWatts", "reservedMemoryMiB", "bar1MemoryMiB", "cudaCores", "nvlinks")
     m = p.mapping(raw, "smi", optional=(*ints, "pciSubsystemId"))
     if m is None:
         return SmiValues()
@@ -290,4 +292,5 @@ def _smi(p: Problems, raw: Any) -> SmiValues:
         bar1_memory_mib=p.integer(m, "bar1MemoryMiB", "smi", minimum=1),
         pci_subsystem_id=_hex16(p, m, "pciSubsystemId", "smi") if "pciSubsystemId" in m else None,
         cuda_cores=p.integer(m, "cudaCores", "smi", minimum=1),
+        nvlinks=p.integer(m, "nvlinks", "smi", minimum=1, maximum=18, why="NVLink 4 on Hopper: 18") or 0,
     )

@@ -42,7 +42,7 @@ def devices_for_node(
     gpus: list[tuple[GpuDevice, GpuEntry]] = []
     for gpu in entry.gpus:
         for _ in range(gpu.count):
-            gpus.append((_device(inv, gpu, node_name, minor=len(gpus)), gpu))
+            gpus.append((_device(inv, entry, gpu, node_name, minor=len(gpus)), gpu))
     _check_unique([d for d, _ in gpus], [g.path for _, g in gpus], node_name)
     devices: list[GpuDevice] = []
     for full, gpu in gpus:
@@ -70,8 +70,15 @@ def pcie_root(bus_id: str) -> str:
     return f"pci{domain}:{max(int(bus, 16) - 1, 0):02x}"
 
 
-def _device(inv: Inventory, gpu: GpuEntry, node_name: str, minor: int) -> GpuDevice:
+def _device(inv: Inventory, node: NodeEntry, gpu: GpuEntry, node_name: str, minor: int) -> GpuDevice:
     bus_id = gpu.pci_bus_id or pci_bus_id(node_name, minor)
+    numa = node.numa_node(gpu, minor)
+    board = replace(
+        gpu.profile.board(ecc=gpu.ecc, memory_bytes=gpu.memory_bytes),
+        cpu_affinity=node.cpu_list(numa),
+        # NUMA unknown: the H200 captures (sysfs -1, one NUMA node) show NUMA Affinity 0.
+        numa_affinity=str(numa or 0),
+    )
     return GpuDevice(
         name=f"gpu-{minor}",
         type="gpu",
@@ -89,7 +96,8 @@ def _device(inv: Inventory, gpu: GpuEntry, node_name: str, minor: int) -> GpuDev
         pcie_root=pcie_root(bus_id),
         addressing_mode=gpu.profile.addressing_mode,
         profile=gpu.profile.name,
-        board=gpu.profile.board(ecc=gpu.ecc, memory_bytes=gpu.memory_bytes),
+        board=board,
+        numa_node=numa,
     )
 
 

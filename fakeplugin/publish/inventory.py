@@ -28,6 +28,8 @@ Fields:
 | `nodes[].selector.matchLabels` | map | one of the three | nodes whose labels include all of these [2] |
 | `nodes[].labels` | map | `{}` | labels the local test cluster sets on the node; the plugin ignores them |
 | `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or kwok-simulated (false) |
+| `nodes[].numaNodes` | integer 1..16 | 1 + top `numaNode` | NUMA nodes of each node; absent: unknown [8] |
+| `nodes[].cpus` | integer | 16 per GPU | logical CPUs, split evenly over the NUMA nodes in blocks [8] |
 | `nodes[].gpus[]` | list | `[]` | the GPUs, minors 0..n-1 in this order; empty or absent: a plain worker |
 | `nodes[].gpus[].profile` | string | required | GPU model, one of `fakeplugin profiles` |
 | `nodes[].gpus[].count` | integer >= 1 | 1 | how many GPUs this entry describes |
@@ -36,6 +38,7 @@ Fields:
 | `nodes[].gpus[].productName` | string | profile's | NVML product name (<= 64 characters) |
 | `nodes[].gpus[].uuid` | `GPU-` 8-4-4-4-12 hex | derived | fixed UUID; count 1 only; unique in the file [4] |
 | `nodes[].gpus[].pciBusID` | `0000:3b:00.0` | derived | fixed PCI address; count 1 only; unique on node [4] |
+| `nodes[].gpus[].numaNode` | integer >= 0 | spread | the NUMA node of every GPU of the entry [8] |
 | `nodes[].gpus[].mig` | list | absent | MIG mode on, with these MIG devices created (`[]`: none) [5] |
 | `nodes[].gpus[].mig[].profile` | string | required | MIG profile of the GPU's model, e.g. `1g.5gb` |
 | `nodes[].gpus[].mig[].count` | integer >= 1 | 1 | how many such MIG devices |
@@ -57,6 +60,13 @@ Fields:
     decimal without leading zeros, so `h100-7` is one of them and `h100-07` is not.
 [7] fakeplugin.releases; docs/driver-releases.md shows what differs. `render --driver-release` and
     `serve --driver-release` (the chart's `driverRelease` value) override it.
+[8] The GPU's NUMA node is its PCI sysfs `numa_node`: release 0.5.0-dev publishes it as
+    `resource.kubernetes.io/numaNode`; the fake `nvidia-smi topo -m` shows it with the node's CPUs.
+    Without `numaNodes` and `numaNode` the node is a VM whose sysfs says -1 (the H200 captures): no
+    attribute, and topo shows NUMA 0 with every CPU. With NUMA nodes, a GPU without `numaNode` gets
+    node `minor * numaNodes // GPUs` (8 GPUs on 2 nodes: 0-3 on 0, 4-7 on 1). NUMA node i holds CPUs
+    `i*c .. (i+1)*c - 1`, c = cpus / numaNodes (real dual-socket hosts with SMT interleave their
+    siblings, 0-55,112-167: not modelled).
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -109,6 +119,9 @@ MAX_GPUS_PER_NODE = 128  # one full ResourceSlice; 8x the largest real node (16 
 MAX_GPUS = MAX_NODES * 16  # every node of the largest cluster as large as the largest real node
 MAX_LABELS = 64  # per labels/matchLabels map; a selector needs a few, a GPU node carries ~50 with GFD
 MAX_GPU_MEMORY = 1 << 40  # 1 TiB; the largest GPU memory today is 288 GB (B300)
+MAX_NUMA_NODES = 16  # 8 sockets, or 2 sockets split 4 ways (AMD NPS4, Intel SNC-4), twice over
+MAX_CPUS = 4096  # Linux's default NR_CPUS on x86_64 (8192 with MAXSMP); the largest hosts have ~3840
+CPUS_PER_GPU = 16  # default cpus: both H200 captures are VMs with 16 vCPUs per GPU (0-15, 0-31)
 LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)
 
 
@@ -137,6 +150,7 @@ class GpuEntry:
     pci_bus_id: str | None  # override, normalised to 0000:3b:00.0; only when count == 1
     path: str  # "nodes[1].gpus[0]", for messages
     mig: tuple[MigInstance, ...] | None = None  # None: MIG mode off; else the MIG devices of each GPU
+    numa_node: int | None = None  # the inventory's numaNode; None: the node's default (NodeEntry.numa_node)
 
 
 @dataclass(frozen=True)
@@ -152,11 +166,29 @@ class NodeEntry:
     path: str = ""  # "nodes[1]"
     name_prefix: str | None = None
     replicas: int = 1  # nodes of a name_prefix entry
+    numa_nodes: int | None = None  # None: NUMA unknown (sysfs numa_node -1, a VM)
+    cpus: int = CPUS_PER_GPU  # a multiple of numa_nodes
 
     @property
     def gpu_count(self) -> int:
         """GPUs of each node the entry stands for."""
         return sum(g.count for g in self.gpus)
+
+    def numa_node(self, gpu: GpuEntry, minor: int) -> int | None:
+        """The NUMA node of GPU `minor` (one of `gpu`'s): its numaNode, else spread evenly in minor
+        order; None when the node's NUMA layout is unknown."""
+        if self.numa_nodes is None:
+            return None
+        if gpu.numa_node is not None:
+            return gpu.numa_node
+        return minor * self.numa_nodes // max(self.gpu_count, 1)
+
+    def cpu_list(self, numa_node: int | None) -> str:
+        """The CPUs of a NUMA node in Linux's list form (`0-15`); every CPU for None (unknown NUMA)."""
+        per_node = self.cpus // (self.numa_nodes or 1)
+        first = 0 if numa_node is None else numa_node * per_node
+        last = self.cpus - 1 if numa_node is None else first + per_node - 1
+        return f"{first}-{last}" if last > first else str(first)
 
     def node_names(self) -> list[str]:
         """The nodes this entry names: its name, or `<namePrefix><index>`; none for a selector."""
@@ -303,7 +335,19 @@ def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, st
 
 def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
     m = p.mapping(
-        raw, path, optional=("name", "namePrefix", "replicas", "selector", "labels", "kubelet", "gpus")
+        raw,
+        path,
+        optional=(
+            "name",
+            "namePrefix",
+            "replicas",
+            "selector",
+            "labels",
+            "kubelet",
+            "gpus",
+            "numaNodes",
+            "cpus",
+        ),
     )
     if m is None:
         return None
@@ -336,6 +380,7 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         for gpu in entries:
             if gpu.uuid is not None:
                 p.add(join(gpu.path, "uuid"), f"a fixed UUID names one GPU; this entry has {replicas} nodes")
+    numa_nodes, cpus = _numa(p, m, path, entries)
     return NodeEntry(
         name=name,
         match_labels=match_labels,
@@ -345,7 +390,40 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         path=path,
         name_prefix=prefix,
         replicas=replicas,
+        numa_nodes=numa_nodes,
+        cpus=cpus,
     )
+
+
+def _numa(p: Problems, m: dict[str, Any], path: str, gpus: tuple[GpuEntry, ...]) -> tuple[int | None, int]:
+    """`numaNodes` (default: 1 + the highest GPU numaNode, else None) and `cpus` (default: 16 per GPU),
+    checked against each other and the GPUs' numaNode."""
+    given = [g for g in gpus if g.numa_node is not None]
+    numa_nodes = None
+    if "numaNodes" in m:
+        why = "8 sockets, or 2 split 4 ways, twice"
+        numa_nodes = p.integer(m, "numaNodes", path, minimum=1, maximum=MAX_NUMA_NODES, why=why)
+    elif given:
+        numa_nodes = 1 + max(g.numa_node for g in given if g.numa_node is not None)
+    for gpu in given:
+        if "numaNodes" in m and numa_nodes is not None and (gpu.numa_node or 0) >= numa_nodes:
+            p.add(
+                join(gpu.path, "numaNode"),
+                f"{gpu.numa_node} is not a NUMA node of this node (numaNodes is {numa_nodes}: "
+                f"0..{numa_nodes - 1})",
+            )
+    cpus = CPUS_PER_GPU * max(sum(g.count for g in gpus), 1)
+    if "cpus" in m:
+        cpus = p.integer(m, "cpus", path, minimum=1, maximum=MAX_CPUS, why="Linux's NR_CPUS") or cpus
+        if numa_nodes is not None and cpus % numa_nodes:
+            p.add(
+                join(path, "cpus"),
+                f"{cpus} CPUs do not split evenly over {numa_nodes} NUMA nodes; "
+                f"use a multiple of {numa_nodes}",
+            )
+    elif numa_nodes is not None and cpus % numa_nodes:
+        cpus = numa_nodes * -(-cpus // numa_nodes)  # the default rounded up to split evenly
+    return numa_nodes, cpus
 
 
 def _prefix(p: Problems, m: dict[str, Any], path: str) -> tuple[str | None, int]:
@@ -373,7 +451,7 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
         raw,
         path,
         required=("profile",),
-        optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID", "mig"),
+        optional=("count", "ecc", "memory", "productName", "uuid", "pciBusID", "mig", "numaNode"),
     )
     if m is None:
         return None
@@ -399,6 +477,10 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
         p.add(join(path, "productName"), f"must be at most {MAX_ATTRIBUTE_STRING} characters")
     uuid = _pattern(p, m, "uuid", path, _UUID, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hex)")
     bus = _pattern(p, m, "pciBusID", path, _PCI, '"0000:3b:00.0" (domain:bus:device.function, hex)')
+    numa_node = None
+    if "numaNode" in m:
+        why = "the most NUMA nodes of a node"
+        numa_node = p.integer(m, "numaNode", path, minimum=0, maximum=MAX_NUMA_NODES - 1, why=why)
     for key in ("uuid", "pciBusID"):
         if key in m and count is not None and count > 1:
             p.add(join(path, key), f"names one GPU, so it needs count 1 (count is {count})")
@@ -425,6 +507,7 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
         pci_bus_id=bus and _normalise_pci(bus),
         path=path,
         mig=mig,
+        numa_node=numa_node,
     )
 
 

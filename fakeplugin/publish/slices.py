@@ -66,9 +66,10 @@ def device_to_api(
     a full GPU; a MIG device (the parent's identity, `parentUUID`, `profile`, the profile's resources and,
     static MIG only, one `memorySlice<i>` per memory slice it holds); a DynamicMIG partition (no `uuid`
     until created) or full GPU, consuming counters of the GPU's counter set. Only the attributes `release`
-    (default: the default release) publishes. `consumable_shares`: the plugin's mode (fakeplugin.
+    (default: the default release) publishes; numaNode as a one-element list with its DRAListTypeAttributes
+    gate (`DriverRelease.with_gates`). `consumable_shares`: the plugin's mode (fakeplugin.
     consumableshares.parse); any but `disabled` adds `allowMultipleAllocations` and request policies."""
-    attributes: dict[str, dict[str, str]] = {"type": {"string": dev.type}}
+    attributes: dict[str, dict[str, Any]] = {"type": {"string": dev.type}}
     if dev.uuid:
         attributes["uuid"] = {"string": dev.uuid}
     if dev.mig is not None:
@@ -85,9 +86,13 @@ def device_to_api(
     }
     if dev.pcie_root is not None:
         attributes["resource.kubernetes.io/pcieRoot"] = {"string": dev.pcie_root}
+    release = release or releases.get(None)
+    if dev.numa_node is not None:  # sysfs -1 (unknown): omitted (0.5.0-dev addNumaNodeAttribute)
+        numa = {"ints": [dev.numa_node]} if release.list_type_attributes else {"int": dev.numa_node}
+        attributes[releases.NUMA_NODE_ATTRIBUTE] = numa
     if dev.addressing_mode is not None:
         attributes["addressingMode"] = {"string": dev.addressing_mode}
-    published = (release or releases.get(None)).attributes
+    published = release.attributes
     attributes = {key: value for key, value in attributes.items() if key in published}
     device: dict[str, Any] = {"name": dev.name, "attributes": attributes}
     cs = dev.counter_set
