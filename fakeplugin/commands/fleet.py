@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
-from fakeplugin.commands import flag
+from fakeplugin.commands import consumable_shares_flag, flag
 
 log = logging.getLogger("fakeplugin.fleet")
 
@@ -101,15 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="NVIDIA driver release to emulate; empty: the inventory's driverRelease; known: "
         + releases.known(),
     )
-    flag(
-        p,
-        "--consumable-shares",
-        env="CONSUMABLE_SHARES",
-        default=consumableshares.DISABLED,
-        metavar="MODE",
-        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
-        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
-    )
+    consumable_shares_flag(p)
     p.add_argument(
         "--print-kwok-config",
         action="store_true",

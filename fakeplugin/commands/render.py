@@ -11,7 +11,7 @@ import yaml
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
 from fakeplugin.cluster import versions
-from fakeplugin.commands import flag
+from fakeplugin.commands import consumable_shares_flag, flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
@@ -88,15 +88,7 @@ def add_parser(subparsers: Any) -> None:
         help="NVIDIA driver release to emulate, overriding the inventory's driverRelease; known: "
         + releases.known(),
     )
-    flag(
-        p,
-        "--consumable-shares",
-        env="CONSUMABLE_SHARES",
-        default=consumableshares.DISABLED,
-        metavar="MODE",
-        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
-        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
-    )
+    consumable_shares_flag(p)
     flag(
         p,
         "--kubernetes-version",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
-from fakeplugin.commands import flag
+from fakeplugin.commands import consumable_shares_flag, flag
 from fakeplugin.server import metrics
 
 if TYPE_CHECKING:
@@ -144,15 +144,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="NVIDIA driver release to emulate (its gates, slice names, opaque config rules); empty: the "
         f"inventory's driverRelease, read once at start; known: {releases.known()}",
     )
-    flag(
-        p,
-        "--consumable-shares",
-        env="CONSUMABLE_SHARES",
-        default=consumableshares.DISABLED,
-        metavar="MODE",
-        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
-        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
-    )
+    consumable_shares_flag(p)
     flag(
         p,
         "--boot-id-file",
