@@ -196,6 +196,16 @@ def test_taints_and_health_as_the_real_driver() -> None:
     assert (DeviceFault(lost=True).healthy, DeviceFault(lost=True).message) == (False, "GPU is lost")
 
 
+def test_a_1_34_api_server_gets_no_taint_for_a_skipped_xid() -> None:
+    """1.34 has no `None` effect: its API server would refuse the whole slice."""
+    assert DeviceFault(13).taints(DRIVER, (1, 34)) == []
+    assert DeviceFault(79, lost=True).taints(DRIVER, (1, 34)) == [
+        {"key": f"{DRIVER}/xid", "value": "79", "effect": "NoSchedule"},
+        {"key": f"{DRIVER}/gpu-lost", "effect": "NoSchedule"},
+    ]
+    assert DeviceFault(13).taints(DRIVER, (1, 35))[0]["effect"] == "None"
+
+
 def test_node_devices_taint_slices_and_keep_the_last_good_faults(tmp_path: Path) -> None:
     from fakeplugin.publish.node import NodeDevices
 

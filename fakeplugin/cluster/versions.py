@@ -60,6 +60,12 @@ class Release:
     health_services: tuple[str, ...] = ("v1alpha1.DRAResourceHealth",)
     # Extra kube-apiserver flags this minor needs for a loopback-only control plane.
     apiserver_args: tuple[str, ...] = ()
+    # Which claims the kubelet reports device health for in a container's allocatedResourcesStatus (gate
+    # ResourceHealthStatus): "template" — claims generated from a ResourceClaimTemplate, found through
+    # pod.status.resourceClaimStatuses (kubernetes PR #134875, 1.35); "named" — before that fix the kubelet
+    # looked claims up by the pod's own entry name, so only a claim named exactly as that entry (kubernetes
+    # issue #134482; pkg/kubelet/cm/dra/manager.go UpdateAllocatedResourcesStatus at each tag).
+    health_status_claims: str = "template"
 
 
 _ALPHA_DRA = MappingProxyType(
@@ -97,6 +103,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 taint_rule_gate="DRADeviceTaints",
                 taint_rule_api="resource.k8s.io/v1alpha3",
                 taint_rule_runtime_config=True,
+                health_status_claims="named",
             ),
             Release(
                 minor="1.35",

@@ -39,6 +39,12 @@ class DeviceFaultError(ValueError):
     """The node's device-faults annotation cannot be parsed."""
 
 
+# The taint effect `None` (informational) came in Kubernetes 1.35: pkg/apis/resource/types.go
+# DeviceTaintEffectNone, validation.go validDeviceTaintEffects at v1.35.4; v1.34.4 has NoSchedule and
+# NoExecute only.
+EFFECT_NONE_SINCE = (1, 35)
+
+
 @dataclass(frozen=True)
 class DeviceFault:
     """One device's faults: its latest XID (None: none) and whether it is lost."""
@@ -46,12 +52,17 @@ class DeviceFault:
     xid: int | None = None
     lost: bool = False
 
-    def taints(self, driver: str) -> list[dict[str, Any]]:
-        """The device's taints in API shape, in the order the real driver adds them (XID, then lost)."""
+    def taints(
+        self, driver: str, server_version: tuple[int, int] = EFFECT_NONE_SINCE
+    ) -> list[dict[str, Any]]:
+        """The device's taints in API shape, in the order the real driver adds them (XID, then lost), for an
+        API server of `server_version` (major, minor): before 1.35 a skipped XID leaves no taint, since
+        that server refuses a slice with the `None` effect, which would stop all publishing."""
         taints: list[dict[str, Any]] = []
         if self.xid is not None:
             effect = "None" if self.xid in IGNORED_XIDS else "NoSchedule"
-            taints.append({"key": f"{driver}/xid", "value": str(self.xid), "effect": effect})
+            if effect == "NoSchedule" or server_version >= EFFECT_NONE_SINCE:
+                taints.append({"key": f"{driver}/xid", "value": str(self.xid), "effect": effect})
         if self.lost:
             taints.append({"key": f"{driver}/gpu-lost", "effect": "NoSchedule"})
         return taints

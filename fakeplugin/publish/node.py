@@ -210,7 +210,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
         with self._lock:
             assert self._uid, "set_node() first: slices are owned by the Node object"
             devices, uid = list(self._devices.values()), self._uid
-            taints = {name: f.taints(self._driver) for name, f in self._faults.items()}
+            taints = {name: f.taints(self._driver, server_version) for name, f in self._faults.items()}
         return resource_slices(
             devices,
             driver=self._driver,

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from fakeplugin.cluster import versions
+
 T = TypeVar("T")
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -86,3 +88,30 @@ def resource_claim(
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+def health_watched_claim(
+    cluster: Any, template_name: str, spec: dict[str, Any]
+) -> tuple[dict[str, Any], dict]:
+    """A claim of `spec` whose device health this cluster's kubelet shows in the pod status, and the pod's
+    entry for it (for `claim_pod`): from a template named `template_name`, or on a kubelet that only finds
+    claims named as the pod's entry, a ResourceClaim named `gpu` (versions.Release.health_status_claims)."""
+    if versions.release(cluster.local.kubernetes_version).health_status_claims == "named":
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"}}
+        return {**claim, "spec": spec}, {"resourceClaimName": "gpu"}
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": template_name},
+        "spec": {"spec": spec},
+    }
+    return template, {"resourceClaimTemplateName": template_name}
+
+
+def pod_claim_name(cluster: Any, namespace: str, pod: str) -> str:
+    """The ResourceClaim object behind the pod's first claim entry (generated or named)."""
+    obj = get(cluster, "pod", pod, "-n", namespace)
+    statuses = obj["status"].get("resourceClaimStatuses") or []
+    if statuses:
+        return statuses[0]["resourceClaimName"]
+    return obj["spec"]["resourceClaims"][0]["resourceClaimName"]

@@ -2,8 +2,9 @@
 ResourceHealthStatus, on in the test cluster) and shows each allocated device's health in the pod's
 status, as KEP-4680 describes.
 
-The 1.35 kubelet finds a container's claim through pod.status.resourceClaimStatuses, which only
-template-generated claims have, so the pod here uses a ResourceClaimTemplate.
+The 1.35+ kubelet finds a container's claim through pod.status.resourceClaimStatuses, which only
+template-generated claims have; the 1.34 one by the pod's entry name (kubernetes PR #134875): the claim
+here is made the way the cluster's kubelet can see it (tests.e2e.kube.health_watched_claim).
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kube import apply, claim_pod, get, pod_phase, resource_claim, wait_for
+from tests.e2e.kube import (
+    apply,
+    claim_pod,
+    get,
+    health_watched_claim,
+    pod_claim_name,
+    pod_phase,
+    resource_claim,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -32,13 +42,8 @@ def test_device_health_reaches_the_pod_status(cluster: Any, namespace: str, heal
     claim_spec = resource_claim(
         "", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": cel}}]}
     )
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "a5000"},
-        "spec": {"spec": claim_spec["spec"]},
-    }
-    apply(cluster, namespace, template, claim_pod("watched", {"resourceClaimTemplateName": "a5000"}))
+    claim, entry = health_watched_claim(cluster, "a5000", claim_spec["spec"])
+    apply(cluster, namespace, claim, claim_pod("watched", entry))
     wait_for(lambda: pod_phase(cluster, namespace, "watched") == "Running", what="pod Running")
 
     def reported() -> list[dict[str, Any]]:
@@ -46,8 +51,8 @@ def test_device_health_reaches_the_pod_status(cluster: Any, namespace: str, heal
         return [s for c in statuses for s in c.get("allocatedResourcesStatus") or []]
 
     (status,) = wait_for(reported, what="allocatedResourcesStatus in the pod status", timeout=60)
-    claim_name = get(cluster, "pod", "watched", "-n", namespace)["status"]["resourceClaimStatuses"][0]
-    uid = get(cluster, "resourceclaim", claim_name["resourceClaimName"], "-n", namespace)["metadata"]["uid"]
+    claim_name = pod_claim_name(cluster, namespace, "watched")
+    uid = get(cluster, "resourceclaim", claim_name, "-n", namespace)["metadata"]["uid"]
     assert status["name"] == "claim:gpu"
     assert status["resources"] == [
         {"resourceID": f"k8s.gpu.nvidia.com/claim={uid}-gpu-0", "health": "Healthy"}
