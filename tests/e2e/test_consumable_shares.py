@@ -19,6 +19,7 @@ import pytest
 from fakeplugin.testing import FakepluginCluster
 from tests.e2e.kube import EXAMPLES, apply, apply_file, claim_pod, get, items, resource_claim, wait_for
 from tests.e2e.test_dra import T10, our_slices
+from tests.e2e.test_sharing import gpu_config
 
 pytestmark = pytest.mark.cluster
 
@@ -101,17 +102,7 @@ def test_two_claims_share_one_gpu_and_a_conflicting_config_fails_prepare(
         assert cluster.container(namespace, name, "ctr").gpus == {"gpu-0": uuid}
     assert len(share_ids) == 2
 
-    sliced = {
-        "requests": ["gpu"],
-        "opaque": {
-            "driver": "gpu.nvidia.com",
-            "parameters": {
-                "apiVersion": "resource.nvidia.com/v1beta1",
-                "kind": "GpuConfig",
-                "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
-            },
-        },
-    }
+    sliced = gpu_config()  # time-slicing Long: not the others' (no config)
     apply(cluster, namespace, memory_claim("c", uuid, sliced), claim_pod("c", {"resourceClaimName": "c"}))
 
     def failures() -> list[str]:
