@@ -264,6 +264,19 @@ def plugin_pods(kind: KindCluster) -> list[dict[str, Any]]:
     return kind.get("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=kubelet-plugin")["items"]
 
 
+# Warnings a healthy plugin pod may get while it starts, and nothing else:
+# - a startup probe fails until the plugin serves (that is what the probe is for);
+# - the kubelet gives its configmap watch one second to sync before it fails a mount and retries
+#   (kubernetes pkg/kubelet/util/manager/watch_based_manager.go, objectCache.Get), which a busy
+#   CI machine misses. The pod below is still asserted started and ready with no restart.
+def expected_while_starting(message: str) -> bool:
+    if message.startswith("Startup probe failed"):
+        return True
+    return message.startswith("MountVolume.SetUp failed for volume") and message.endswith(
+        "failed to sync configmap cache: timed out waiting for the condition"
+    )
+
+
 def test_plugin_pods_pass_their_probes_as_root_in_a_privileged_container(kind_cluster: KindCluster) -> None:
     pods = plugin_pods(kind_cluster)
     assert sorted(p["spec"]["nodeName"] for p in pods) == kind_cluster.gpu_nodes()
@@ -277,11 +290,10 @@ def test_plugin_pods_pass_their_probes_as_root_in_a_privileged_container(kind_cl
         events = kind_cluster.get(
             "events", "-n", NAMESPACE, "--field-selector", f"involvedObject.name={name}"
         )
-        # A startup probe may fail while the plugin starts (that is what it is for); nothing else may.
         bad = [
             f"{e['reason']}: {e['message']}"
             for e in events["items"]
-            if e["type"] == "Warning" and not e["message"].startswith("Startup probe failed")
+            if e["type"] == "Warning" and not expected_while_starting(e["message"])
         ]
         assert bad == [], bad
         # The image's user is not root; the chart's securityContext makes the kubelet plugin root.
