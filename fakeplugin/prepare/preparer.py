@@ -23,47 +23,28 @@ answered from the checkpoint with the same devices and CDI IDs.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from fakeplugin import consumableshares, featuregates, releases
-from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice, PrepareResult
+from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare import faults, opaqueconfig, smi, stale
+from fakeplugin.prepare import faults, smi, stale
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
-from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_devices, validate_claim_ref
+from fakeplugin.prepare.claims import ClaimError, validate_claim_ref
 from fakeplugin.prepare.groupcommit import GroupCommit
 from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
 from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
-from fakeplugin.prepare.opaqueconfig import DeviceConfig
-from fakeplugin.prepare.overlap import (
-    ConfigError,
-    Configs,
-    as_stored,
-    conflict,
-    normalized_configs,
-    validated,
-)
+from fakeplugin.prepare.overlap import conflict
+from fakeplugin.prepare.resolve import Request, Resolver
 from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Request:
-    """One claim to prepare, resolved against the API server and the pool before the lock is taken."""
-
-    ref: ClaimRef
-    prepared: tuple[PreparedDevice, ...]
-    pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
-    allocation: Mapping[str, Any]
-    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.claims.Allocated)
 
 
 class Preparer:
@@ -98,14 +79,17 @@ class Preparer:
         consumable_shares: str = consumableshares.DISABLED,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._driver_name = driver_name
-        self._node_name = node_name
-        self._devices = devices  # may be live (the inventory): read afresh for every claim
-        self._get_claim = get_claim
-        self._feature_gates = dict(feature_gates)
-        self._release = release or releases.get(None)
-        self._shared = consumable_shares != consumableshares.DISABLED
         self._faults = faults.Injector(get_claim, sleep)
+        self._claims = Resolver(
+            driver_name=driver_name,
+            node_name=node_name,
+            devices=devices,  # may be live (the inventory): read afresh for every claim
+            get_claim=get_claim,
+            faults=self._faults,
+            feature_gates=dict(feature_gates),
+            release=release or releases.get(None),
+            shared=consumable_shares != consumableshares.DISABLED,
+        )
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
         self._files = ClaimFiles(
@@ -131,10 +115,10 @@ class Preparer:
         """One result per claim UID. Each claim is resolved in this thread; then every claim queued by any
         caller meanwhile is prepared in one batch under the node lock."""
         results: dict[str, PrepareResult] = {}
-        requests: list[_Request] = []
+        requests: list[Request] = []
         for ref in claims:
             try:
-                request = self._resolve(ref)
+                request = self._claims.resolve(ref)
             except Exception as e:  # ClaimError; or a bug, which must fail this claim only, never the RPC
                 results[ref.uid] = _prepare_failed(ref, e)
                 continue
@@ -174,33 +158,9 @@ class Preparer:
         """The claims the checkpoint holds, in any state: what Unprepare would undo."""
         return [ClaimRef(e.namespace, uid, e.name) for uid, e in self._checkpoint.load().claims.items()]
 
-    # -- outside the lock -----------------------------------------------------------------------------------
-
-    def _resolve(self, ref: ClaimRef) -> _Request | None:
-        """The claim's devices on this node, or None when none of its allocation is ours."""
-        validate_claim_ref(ref)
-        try:
-            claim = self._get_claim(ref.namespace, ref.name)
-        except Exception as e:  # whatever the API client raises
-            raise ClaimError(f"retrieve claim {ref.namespace}/{ref.name}: {e}") from e
-        wanted = allocated_devices(claim, ref, driver_name=self._driver_name, pool_name=self._node_name)
-        if not wanted:
-            return None  # nothing of ours on this node: no checkpoint entry, no CDI spec
-        if failure := self._faults.prepare_failure(ref, claim):  # waits any delay first
-            raise ClaimError(prepare_error(ref, failure))
-        pool = dict(self._devices)
-        unknown = [name for name in wanted if name not in pool]
-        if unknown:
-            known = ", ".join(sorted(pool)) or "none"
-            message = f"allocated device {unknown[0]} does not exist in pool {self._node_name} (has: {known})"
-            raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
-        prepared = prepared_devices(ref, wanted, pool_name=self._node_name, driver_name=self._driver_name)
-        admin = frozenset(name for name, allocated in wanted.items() if allocated.admin_access)
-        return _Request(ref, prepared, pool, claim["status"]["allocation"], admin)
-
     # -- under the lock: one batch --------------------------------------------------------------------------
 
-    def _prepare_batch(self, requests: list[_Request]) -> dict[str, PrepareResult]:
+    def _prepare_batch(self, requests: list[Request]) -> dict[str, PrepareResult]:
         results: dict[str, PrepareResult] = {}
         try:
             with self._lock:
@@ -212,7 +172,7 @@ class Preparer:
                 )
         return results
 
-    def _prepare_locked(self, requests: list[_Request], results: dict[str, PrepareResult]) -> None:
+    def _prepare_locked(self, requests: list[Request], results: dict[str, PrepareResult]) -> None:
         log.debug("prepare batch of %d claims", len(requests))
         try:
             checkpoint = self._checkpoint.load()
@@ -222,7 +182,7 @@ class Preparer:
                 results[r.ref.uid] = _prepare_failed(r.ref, failure)
             return
         before = checkpoint
-        started: list[_Request] = []
+        started: list[Request] = []
         for r in requests:
             try:
                 checkpoint = self._start(r, checkpoint, results, {s.ref.uid for s in started})
@@ -235,10 +195,10 @@ class Preparer:
             for r in started:
                 results[r.ref.uid] = _prepare_failed(r.ref, ClaimError(prepare_error(r.ref, failure)))
             return
-        completed: list[_Request] = []
+        completed: list[Request] = []
         for r in started:
             try:
-                settings = self._device_settings(r)
+                settings = self._claims.device_settings(r)
                 self._files.write(r.ref, r.prepared, r.pool, settings)
             except Exception as e:  # stays PrepareStarted: rolled back by the next attempt
                 results[r.ref.uid] = _prepare_failed(r.ref, e)
@@ -257,7 +217,7 @@ class Preparer:
                 results[r.ref.uid] = PrepareResult(devices=r.prepared)
 
     def _start(
-        self, r: _Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
+        self, r: Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
     ) -> cp.Checkpoint:
         """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared).
 
@@ -276,10 +236,7 @@ class Preparer:
             return checkpoint
         # Before any rollback, as upstream.
         devices = [d.device_name for d in r.prepared]
-        configs = functools.cache(lambda: self._normalized_configs(r)) if self._shared else None
-        config_of = (
-            (lambda d: validated(configs().get(d), self._feature_gates, self._release)) if configs else None
-        )
+        config_of, stored_configs = self._claims.configs(r)
         if overlap := conflict(
             uid, devices, r.admin_devices, checkpoint, completed=batch, config_of=config_of
         ):
@@ -294,35 +251,9 @@ class Preparer:
             r.ref.name,
             r.prepared,
             admin_devices=r.admin_devices,
-            configs=_stored_configs(configs),
+            configs=stored_configs(),
         )
         return checkpoint.with_claim(uid, started)
-
-    def _normalized_configs(self, r: _Request) -> dict[str, DeviceConfig]:
-        return normalized_configs(
-            r.allocation,
-            r.pool,
-            driver_name=self._driver_name,
-            pool_name=self._node_name,
-            gates=self._feature_gates,
-            release=self._release,
-        )
-
-    def _device_settings(self, r: _Request) -> dict[str, DeviceSettings]:
-        """Device name → what its opaque config applied (only devices with settings)."""
-        try:
-            return opaqueconfig.device_settings(
-                r.allocation,
-                r.pool,
-                driver_name=self._driver_name,
-                pool_name=self._node_name,
-                claim_uid=r.ref.uid,
-                gates=self._feature_gates,
-                release=self._release,
-                consumable_shares=self._shared,
-            )
-        except opaqueconfig.OpaqueConfigError as e:
-            raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
 
     def _unprepare_batch(self, refs: list[ClaimRef]) -> dict[str, str]:
         results: dict[str, str] = {}
@@ -372,15 +303,6 @@ class Preparer:
         except OSError as e:
             return f"unable to update checkpoint {self._checkpoint.path}: {e}"
         return ""
-
-
-def _stored_configs(configs: Callable[[], Mapping[str, DeviceConfig]] | None) -> Configs:
-    """The claim's configs for its checkpoint entry; none without consumable shares, or when they cannot be
-    resolved (the claim then fails at its settings with the real error, before PrepareCompleted)."""
-    try:
-        return {device: as_stored(c) for device, c in configs().items()} if configs is not None else {}
-    except ConfigError:
-        return {}
 
 
 def _prepare_failed(ref: ClaimRef, error: Exception) -> PrepareResult:

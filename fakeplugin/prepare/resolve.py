@@ -1,0 +1,128 @@
+"""What one claim asks of this node, resolved outside the node lock (prepare.preparer's first step).
+
+A claim reference → GET the claim → the devices of ours its allocation names on this node → injected faults
+(prepare.faults; a delay waits here, in the caller's thread) → the pool's devices for them. Then, for the
+steps under the lock: the claim's normalized configs (the overlap check of prepare.overlap, with
+consumable shares) and the settings its opaque configs apply (prepare.opaqueconfig).
+
+Every failure is a `ClaimError` with the real driver's text for that claim (prepare.claimfiles
+`prepare_error`), so one claim's failure never touches another's.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
+from fakeplugin.prepare import faults, opaqueconfig
+from fakeplugin.prepare.claimfiles import prepare_error
+from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_devices, validate_claim_ref
+from fakeplugin.prepare.opaqueconfig import DeviceConfig
+from fakeplugin.prepare.overlap import (
+    ConfigError,
+    ConfigOf,
+    Configs,
+    as_stored,
+    normalized_configs,
+    validated,
+)
+from fakeplugin.releases import DriverRelease
+
+
+@dataclass(frozen=True)
+class Request:
+    """One claim to prepare, resolved against the API server and the pool before the lock is taken."""
+
+    ref: ClaimRef
+    prepared: tuple[PreparedDevice, ...]
+    pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
+    allocation: Mapping[str, Any]
+    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.claims.Allocated)
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """Claims of `driver_name` on the pool `node_name`, against `devices` (may be live: read per claim).
+
+    `feature_gates` and `release` rule what opaque configs may do; `shared`: consumable shares are on, so
+    claims' configs are compared when they share a device."""
+
+    driver_name: str
+    node_name: str
+    devices: Mapping[str, GpuDevice]
+    get_claim: Callable[[str, str], dict]
+    faults: faults.Injector
+    feature_gates: Mapping[str, bool]
+    release: DriverRelease
+    shared: bool
+
+    def resolve(self, ref: ClaimRef) -> Request | None:
+        """The claim's devices on this node, or None when none of its allocation is ours."""
+        validate_claim_ref(ref)
+        try:
+            claim = self.get_claim(ref.namespace, ref.name)
+        except Exception as e:  # whatever the API client raises
+            raise ClaimError(f"retrieve claim {ref.namespace}/{ref.name}: {e}") from e
+        wanted = allocated_devices(claim, ref, driver_name=self.driver_name, pool_name=self.node_name)
+        if not wanted:
+            return None  # nothing of ours on this node: no checkpoint entry, no CDI spec
+        if failure := self.faults.prepare_failure(ref, claim):  # waits any delay first
+            raise ClaimError(prepare_error(ref, failure))
+        pool = dict(self.devices)
+        unknown = [name for name in wanted if name not in pool]
+        if unknown:
+            known = ", ".join(sorted(pool)) or "none"
+            message = f"allocated device {unknown[0]} does not exist in pool {self.node_name} (has: {known})"
+            raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
+        prepared = prepared_devices(ref, wanted, pool_name=self.node_name, driver_name=self.driver_name)
+        admin = frozenset(name for name, allocated in wanted.items() if allocated.admin_access)
+        return Request(ref, prepared, pool, claim["status"]["allocation"], admin)
+
+    def configs(self, r: Request) -> tuple[ConfigOf | None, Callable[[], Configs]]:
+        """For the overlap check: a device's config as compared (None without consumable shares), and the
+        configs for the claim's checkpoint entry. Both resolve the claim's configs once, when first asked."""
+        if not self.shared:
+            return None, dict
+
+        @functools.cache
+        def normalized() -> dict[str, DeviceConfig]:
+            return normalized_configs(
+                r.allocation,
+                r.pool,
+                driver_name=self.driver_name,
+                pool_name=self.node_name,
+                gates=self.feature_gates,
+                release=self.release,
+            )
+
+        def config_of(device: str) -> Mapping[str, Any] | None:
+            return validated(normalized().get(device), self.feature_gates, self.release)
+
+        def stored() -> Configs:
+            # Unresolvable configs are not stored: the claim then fails at its settings with the real
+            # error, before PrepareCompleted.
+            try:
+                return {device: as_stored(c) for device, c in normalized().items()}
+            except ConfigError:
+                return {}
+
+        return config_of, stored
+
+    def device_settings(self, r: Request) -> dict[str, DeviceSettings]:
+        """Device name → what its opaque config applied (only devices with settings)."""
+        try:
+            return opaqueconfig.device_settings(
+                r.allocation,
+                r.pool,
+                driver_name=self.driver_name,
+                pool_name=self.node_name,
+                claim_uid=r.ref.uid,
+                gates=self.feature_gates,
+                release=self.release,
+                consumable_shares=self.shared,
+            )
+        except opaqueconfig.OpaqueConfigError as e:
+            raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
