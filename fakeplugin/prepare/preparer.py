@@ -3,7 +3,7 @@
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
     validate ref ─▶ GET claim ─▶ our allocated devices ─▶ injected faults (prepare.faults: delay, error,
-    fail count)                                                 (in the caller's thread, outside the lock)
+    fail count)                 (prepare.resolve: in the caller's thread, outside the lock)
     ─▶ [node lock, with every claim queued meanwhile: prepare.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
