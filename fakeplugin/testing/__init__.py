@@ -8,6 +8,10 @@
         cluster.wait_for_pod(ns, "trainer")
         print(cluster.allocation(ns, "gpu"), cluster.container(ns, "trainer", "main").run("nvidia-smi -L"))
 
+The objects to apply, as dicts: `resource_claim(name, device_request(selector=CEL))`,
+`claim_pod(name, {"resourceClaimName": name})`, and `resource_claim_template`, `opaque_config`, `pod`,
+`container` (fakeplugin.testing.objects).
+
 With pytest, the plugin fakeplugin.testing.pytest_plugin (registered by installing the package) gives the
 fixtures `fakeplugin_cluster` and `fakeplugin_namespace`.
 
@@ -23,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fakeplugin.testing.containers import ContainerView
     from fakeplugin.testing.faults import Faults
-    from fakeplugin.testing.objects import Allocated
+    from fakeplugin.testing.objects import (
+        Allocated,
+        claim_pod,
+        container,
+        device_request,
+        opaque_config,
+        pod,
+        resource_claim,
+        resource_claim_template,
+    )
     from fakeplugin.testing.session import (
         FakepluginCluster,
         FakepluginUnavailable,
@@ -33,6 +46,13 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Allocated": "objects",
+    "claim_pod": "objects",
+    "container": "objects",
+    "device_request": "objects",
+    "opaque_config": "objects",
+    "pod": "objects",
+    "resource_claim": "objects",
+    "resource_claim_template": "objects",
     "ContainerView": "containers",
     "Faults": "faults",
     "FakepluginCluster": "session",
@@ -48,6 +68,13 @@ __all__ = [
     "FakepluginUnavailable",
     "Faults",
     "PodTimeout",
+    "claim_pod",
+    "container",
+    "device_request",
+    "opaque_config",
+    "pod",
+    "resource_claim",
+    "resource_claim_template",
     "seed_lab_inventory",
 ]
 

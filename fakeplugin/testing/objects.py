@@ -1,12 +1,21 @@
-"""Pure helpers of fakeplugin.testing: objects in, objects out (no cluster)."""
+"""Pure helpers of fakeplugin.testing: objects in, objects out (no cluster).
+
+Builders of the objects a GPU test applies, as plain dicts (`kubectl apply` and `FakepluginCluster.apply`
+take them): `device_request`, `resource_claim`, `resource_claim_template`, `opaque_config`, `container`,
+`pod`, `claim_pod`. Readers of what came back: `allocated`, `container_gpus`, `describe_events`.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import yaml
+
+from fakeplugin import DEFAULT_DRIVER_NAME
+
+RESOURCE_API = "resource.k8s.io/v1"
 
 
 class Allocated(NamedTuple):
@@ -87,3 +96,155 @@ def describe_events(events: Iterable[Mapping[str, Any]]) -> str:
         for e in events
     ]
     return "\n".join(lines) or "  (no events)"
+
+
+# ---- builders ---------------------------------------------------------------------------------------------
+
+
+def device_request(
+    name: str = "gpu",
+    device_class: str = DEFAULT_DRIVER_NAME,
+    *,
+    selector: str | None = None,
+    count: int | None = None,
+    admin_access: bool = False,
+    capacity: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """One request of a claim: devices of `device_class` (the chart's: gpu.nvidia.com, mig.nvidia.com,
+    vfio.gpu.nvidia.com), `count` of them (the API's default: one), that meet the CEL expression
+    `selector` (`device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'`). `admin_access`: any
+    device, even one allocated to others (DRAAdminAccess; the namespace needs the admin label);
+    `capacity`: what it consumes of a shared device (`{"memory": "4Gi"}`, consumable shares);
+    `tolerations`: device taints it accepts."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selector is not None:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    if count is not None:
+        exactly["count"] = count
+    if admin_access:
+        exactly["adminAccess"] = True
+    if capacity is not None:
+        exactly["capacity"] = {"requests": dict(capacity)}
+    if tolerations:
+        exactly["tolerations"] = [dict(t) for t in tolerations]
+    return {"name": name, "exactly": exactly}
+
+
+def opaque_config(
+    parameters: Mapping[str, Any], *, requests: Sequence[str] = (), driver: str = DEFAULT_DRIVER_NAME
+) -> dict[str, Any]:
+    """An entry of a claim's `config`: opaque `parameters` for `driver` (NVIDIA's are
+    `{"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig", "sharing": ...}`), for the claim's
+    `requests` (none named: all of them)."""
+    entry: dict[str, Any] = {"opaque": {"driver": driver, "parameters": dict(parameters)}}
+    if requests:
+        entry["requests"] = list(requests)
+    return entry
+
+
+def _claim_spec(
+    requests: Sequence[Mapping[str, Any]],
+    constraints: Sequence[Mapping[str, Any]],
+    config: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": [dict(r) for r in requests or [device_request()]]}
+    if constraints:
+        devices["constraints"] = [dict(c) for c in constraints]
+    if config:
+        devices["config"] = [dict(c) for c in config]
+    return {"devices": devices}
+
+
+def resource_claim(
+    name: str,
+    *requests: Mapping[str, Any],
+    constraints: Sequence[Mapping[str, Any]] = (),
+    config: Sequence[Mapping[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim of `requests` (`device_request`s; none: one GPU of any kind, request `gpu`), with
+    `constraints` (`{"requests": [...], "matchAttribute": "gpu.nvidia.com/productName"}`), `config`
+    (`opaque_config`s) and `annotations` (fakeplugin's fault annotations, `fakeplugin.dev/...`)."""
+    metadata: dict[str, Any] = {"name": name}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": _claim_spec(requests, constraints, config),
+    }
+
+
+def resource_claim_template(
+    name: str,
+    *requests: Mapping[str, Any],
+    constraints: Sequence[Mapping[str, Any]] = (),
+    config: Sequence[Mapping[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaimTemplate whose claims are `resource_claim`'s of the same arguments: the Kubernetes
+    control plane makes one per pod that names the template; `annotations` go on each claim it makes."""
+    spec: dict[str, Any] = {"spec": _claim_spec(requests, constraints, config)}
+    if annotations:
+        spec["metadata"] = {"annotations": dict(annotations)}
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def container(
+    name: str = "ctr",
+    *,
+    claims: Iterable[str | tuple[str, str]] = ("gpu",),
+    image: str = "ubuntu:22.04",
+    command: Sequence[str] | None = ("sleep", "infinity"),
+    **fields: Any,
+) -> dict[str, Any]:
+    """A container of `image` running `command` (None: the image's own) that uses `claims`: names of its
+    pod's claim entries (all of an entry's devices) or (entry, request) pairs (only that request's
+    devices). `fields`: further Container fields as the API spells them (`env`, `imagePullPolicy`,
+    `resources` for a container without claims); they replace what the arguments set."""
+    out: dict[str, Any] = {"name": name, "image": image}
+    if command is not None:
+        out["command"] = list(command)
+    uses = [{"name": c} if isinstance(c, str) else {"name": c[0], "request": c[1]} for c in claims]
+    if uses:
+        out["resources"] = {"claims": uses}
+    return {**out, **fields}
+
+
+def pod(
+    name: str,
+    containers: Sequence[Mapping[str, Any]],
+    *,
+    claims: Mapping[str, Mapping[str, str]] | None = None,
+    restart_policy: str | None = "Never",
+    grace_period_s: int = 1,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Pod of `containers` (`container`s) with `claims`: claim entry name → where its claim comes from,
+    `{"resourceClaimName": claim}` or `{"resourceClaimTemplateName": template}`. Test defaults: no service
+    account token, a `grace_period_s` of 1 s, `restart_policy` Never (None: the API's default, Always).
+    `spec`: further PodSpec fields as the API spells them (`nodeSelector`, `securityContext`, ...)."""
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": grace_period_s,
+    }
+    if restart_policy is not None:
+        pod_spec["restartPolicy"] = restart_policy
+    if claims:
+        pod_spec["resourceClaims"] = [{"name": entry, **source} for entry, source in claims.items()]
+    pod_spec["containers"] = [dict(c) for c in containers]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {**pod_spec, **spec}}
+
+
+def claim_pod(name: str, source: Mapping[str, str], containers: Sequence[str] = ("ctr",)) -> dict[str, Any]:
+    """The usual GPU test pod: `pod` defaults, one claim entry `gpu` from `source`
+    (`{"resourceClaimName": claim}` or `{"resourceClaimTemplateName": template}`), used whole by each
+    container (`container` defaults) named in `containers`."""
+    return pod(name, [container(c) for c in containers], claims={"gpu": source})
