@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from fakeplugin.server import ServerSettings
-from tests.test_server import DRIVER, CannedDriver, Running
+from tests.harness import DRIVER
+from tests.harness.server import CannedDriver, Running
 
 
 @pytest.fixture

@@ -11,11 +11,15 @@ from typing import Any
 import grpc
 import pytest
 
+from fakeplugin._proto.dra.v1 import api_pb2 as v1
+from fakeplugin._proto.dra.v1beta1 import api_pb2 as v1beta1
+from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
 from fakeplugin.cli import main
 from fakeplugin.model import PrepareResult
 from fakeplugin.server.calllog import read_calls, rotated
-from tests.test_server import DRIVER, GPU0, RPC_TIMEOUT_S, CannedDriver, Running, reg, v1, v1beta1
-from tests.test_server import claim as wire_claim
+from tests.harness import DRIVER
+from tests.harness.server import GPU0, RPC_TIMEOUT_S, CannedDriver, Running
+from tests.harness.server import claim as wire_claim
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

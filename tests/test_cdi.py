@@ -12,9 +12,9 @@ import yaml
 
 from fakeplugin.model import GpuDevice
 from fakeplugin.prepare import cdi
-from tests.factories import H200, numbered
+from tests.harness import DRIVER
+from tests.harness.factories import H200, numbered
 
-DRIVER = "gpu.nvidia.com"
 UID_LETTER = "dab5ab50-1f2e-4c3d-9a8b-7c6d5e4f3a2b"  # starts with a letter: no 0.5.0 feature
 UID_DIGIT = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"  # starts with a digit: device names need 0.5.0
 

@@ -22,10 +22,10 @@ from fakeplugin.prepare import cdi
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.node import node_devices
-from tests.test_golden import check_golden
-from tests.test_prepare import BOOT, Node, ref, result
+from tests.harness import DRIVER
+from tests.harness.golden import check_golden
+from tests.harness.prepare import BOOT, Node, ref, result
 
-DRIVER = "gpu.nvidia.com"
 UID = "5a7e9c1d-2b4f-4a6e-8c0d-1e3f5a7b9c2d"
 PLUGIN_DIR = Path("/var/lib/kubelet/plugins/gpu.nvidia.com")
 EARLIER = Path(__file__).resolve().parent / "data" / "cdi-earlier"

@@ -24,7 +24,7 @@ from fakeplugin.cli import build_parser
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import parse_inventory
-from tests.tooling import unavailable
+from tests.harness.tooling import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fakeplugin"

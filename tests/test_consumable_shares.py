@@ -15,9 +15,10 @@ import pytest
 
 from fakeplugin import consumableshares, featuregates, releases
 from fakeplugin.publish.slices import device_to_api, resource_slices
-from tests.factories import T10, numbered
-from tests.test_mig import devices
-from tests.test_releases import SEED, render_cli
+from tests.harness.cli import render_cli
+from tests.harness.factories import T10, numbered
+from tests.harness.inventory import devices
+from tests.harness.paths import SEED_LAB
 
 DEV = releases.get("0.5.0-dev")
 ON = featuregates.parse("ConsumableShares=true", DEV)
@@ -165,9 +166,9 @@ def test_render_and_serve_take_the_flag_and_its_env(tmp_path: Path) -> None:
     env = {**os.environ, "CONSUMABLE_SHARES": "memory", "DRIVER_RELEASE": "0.5.0-dev"}
     for command in ("render", "serve"):
         bad = subprocess.run(
-            [sys.executable, "-m", "fakeplugin", command, "--config", str(SEED), "--node-name", "n"]
+            [sys.executable, "-m", "fakeplugin", command, "--config", str(SEED_LAB), "--node-name", "n"]
             if command == "serve"
-            else [sys.executable, "-m", "fakeplugin", command, "--config", str(SEED)],
+            else [sys.executable, "-m", "fakeplugin", command, "--config", str(SEED_LAB)],
             capture_output=True, text=True, timeout=60, check=False, env=env, cwd=tmp_path,
         )  # fmt: skip
         assert bad.returncode != 0

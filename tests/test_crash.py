@@ -1,4 +1,4 @@
-"""kill -9 crash consistency: the real plugin process (tests.plugin_harness: the product's Preparer and gRPC
+"""kill -9 crash consistency: the real plugin process (tests.harness.plugin: the product's Preparer and gRPC
 server on real files) under concurrent Prepare/Unprepare, SIGKILLed at seeded random moments and restarted.
 
 After every restart: the checkpoint loads; no temp file of ours is left; every CDI spec belongs to a claim the
@@ -31,7 +31,7 @@ from fakeplugin.atomicfile import temp_target
 from fakeplugin.model import ClaimRef
 from fakeplugin.prepare import cdi, smi
 from fakeplugin.prepare import checkpoint as cp
-from tests import plugin_harness as h
+from tests.harness import plugin as h
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20240611
@@ -63,7 +63,7 @@ class PluginProcess:
         self.root = root
         self.log = open(root / "plugin.log", "ab")  # noqa: SIM115  (closed in kill)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.plugin_harness", str(root)],
+            [sys.executable, "-m", "tests.harness.plugin", str(root)],
             cwd=ROOT,
             stdout=self.log,
             stderr=subprocess.STDOUT,

@@ -14,7 +14,8 @@ from fakeplugin.model import ClaimRef
 from fakeplugin.prepare.faults import ClaimFaultError, ClaimFaults, FailCounts, claim_faults, parse_duration
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
 from fakeplugin.server.device_health import api_pb2, report
-from tests.test_prepare import BOOT, DRIVER, Node, claim_object, result
+from tests.harness import DRIVER
+from tests.harness.prepare import BOOT, Node, claim_object, result
 
 # ---- claim annotations -----------------------------------------------------------------------------------
 

@@ -12,8 +12,7 @@ from fakeplugin.fleet import podclaims, stages
 from fakeplugin.fleet.containers import resolve
 from fakeplugin.model import PreparedDevice, PrepareResult
 from fakeplugin.publish.node import InventoryFile, NodeDevices
-
-DRIVER = "gpu.nvidia.com"
+from tests.harness import DRIVER
 
 
 def stage(name: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ After an intended change, regenerate them and review `git diff tests/golden`:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +21,14 @@ from fakeplugin.commands.render import render_documents, to_yaml
 from fakeplugin.profiles import profile_names
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import load_inventory, parse_inventory
+from tests.harness.golden import GOLDEN, check_golden
 
 ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = ROOT / "tests" / "golden"
 SEED = ROOT / "examples" / "seed-lab.yaml"
 MIG = ROOT / "examples" / "mig.yaml"
 NUMA = ROOT / "examples" / "numa.yaml"
 OTHER_RELEASES = [name for name in releases.RELEASES if name != releases.DEFAULT_RELEASE]
 RELEASE_PROFILES = ("h200", "rtx-a5000", "t10")
-
-
-def check_golden(name: str, docs: list[dict[str, Any]]) -> None:
-    path = GOLDEN / name
-    text = to_yaml(docs)
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{path} differs; if intended, regenerate with UPDATE_GOLDEN=1"
 
 
 def test_render_seed_lab() -> None:

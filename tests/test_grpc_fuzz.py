@@ -1,4 +1,4 @@
-"""gRPC fuzzing of the real plugin: Server + Preparer on real files, claims from JSON (tests.plugin_harness).
+"""gRPC fuzzing of the real plugin: Server + Preparer on real files, claims from JSON (tests.harness.plugin).
 
 Seeded random and malformed requests on real unix sockets: raw bytes that are not protobuf on every method,
 unknown methods, claims with huge, empty, unicode or path-traversal fields, 10 000-claim lists, messages over
@@ -31,7 +31,7 @@ from fakeplugin.model import ClaimRef
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.server import Server
-from tests import plugin_harness as h
+from tests.harness import plugin as h
 
 RPC_TIMEOUT_S = 30
 MAX_MESSAGE = 4 * 1024 * 1024  # gRPC's default receive limit, the server's too

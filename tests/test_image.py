@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.profiles import profile_names
-from tests.tooling import unavailable
+from tests.harness.tooling import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "Dockerfile"

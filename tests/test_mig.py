@@ -13,17 +13,18 @@ import pytest
 import yaml
 
 from fakeplugin.commands.render import render_documents
-from fakeplugin.model import ClaimRef, GpuDevice
+from fakeplugin.model import ClaimRef
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.profiles import load_profile, profile_names
 from fakeplugin.publish import inventory as inventory_schema
 from fakeplugin.publish.devices import devices_for_node, gpu_uuid
-from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory, parse_inventory
+from fakeplugin.publish.inventory import InventoryError, load_inventory
 from fakeplugin.publish.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.publish.node import NodeDevices
 from fakeplugin.publish.slices import MAX_DEVICES_RESTRICTED, partitionable_layout, resource_slices
-from tests.test_golden import check_golden
+from tests.harness.golden import check_golden
+from tests.harness.inventory import devices, inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 MIG_EXAMPLE = ROOT / "examples" / "mig.yaml"
@@ -40,22 +41,6 @@ CAPACITY_KEYS = [
 COUNTER_KEYS = [
     "multiprocessors", "copy-engines", "decoders", "encoders", "jpeg-engines", "ofa-engines", "memory",
 ]  # fmt: skip
-
-
-def inventory(*gpus: dict[str, Any]) -> Inventory:
-    return parse_inventory(
-        {
-            "driverVersion": "580.159.04",
-            "cudaDriverVersion": "13.0",
-            "nodes": [{"name": "n", "gpus": list(gpus)}],
-        },
-        source="inv.yaml",
-    )
-
-
-def devices(*gpus: dict[str, Any], dynamic: bool = False) -> list[GpuDevice]:
-    inv = inventory(*gpus)
-    return devices_for_node(inv, inv.nodes[0], "n", dynamic_mig=dynamic)
 
 
 def slices(

@@ -12,8 +12,7 @@ from fakeplugin import releases
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import InventoryError, load_inventory
 from fakeplugin.publish.node import NodeDevices, node_devices
-
-DRIVER = "gpu.nvidia.com"
+from tests.harness import DRIVER
 
 
 def write(path: Path, nodes: list[dict[str, Any]]) -> Path:

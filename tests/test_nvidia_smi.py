@@ -11,34 +11,24 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import parse_inventory
-from tests.factories import H200, T10, numbered
+from tests.harness import DRIVER
+from tests.harness.factories import H200, T10, numbered
+from tests.harness.nvidia_smi import CAPTURES, captured, container_view, run_smi, smi_lines, write_claim
 
-DRIVER = "gpu.nvidia.com"
-CAPTURES = Path(__file__).resolve().parent / "data" / "nvidia-smi-h200"
 UUID_A = "0a000000-aaaa-4bbb-8ccc-dddddddddddd"
 UUID_B = "0b000000-aaaa-4bbb-8ccc-dddddddddddd"
 TIMESTAMP = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ 1-3]\d \d\d:\d\d:\d\d \d{4}")
-
-
-def captured(section: str) -> list[str]:
-    """The lines of one `### <section>` of smi_text.txt, without the `rc=N` line."""
-    lines = (CAPTURES / "smi_text.txt").read_text().splitlines()
-    start = lines.index(f"### {section}") + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("### ")), len(lines))
-    return [line for line in lines[start:end] if not line.startswith("rc=")]
 
 
 def h200(minor: int) -> GpuDevice:
@@ -54,60 +44,6 @@ def t10(minor: int) -> GpuDevice:
         uuid=f"GPU-{minor:08x}-1111-2222-3333-444444444444",
         pci_bus_id=f"7c1e:{0x1B + minor:02x}:00.0",
     )
-
-
-def write_claim(
-    plugin_dir: Path,
-    cdi_root: Path,
-    claim_uid: str,
-    devices: Sequence[GpuDevice],
-    settings: Mapping[str, DeviceSettings] | None = None,
-) -> Path:
-    """What the Preparer leaves on the host for one claim: script, data files, CDI spec; `settings`: what
-    the claim's opaque configs applied, per device name."""
-    smi.install_script(plugin_dir)
-    smi.write_claim_data(plugin_dir, claim_uid, devices, settings or {})
-    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, settings=settings)
-    cdi_root.mkdir(parents=True, exist_ok=True)
-    path = cdi.spec_path(cdi_root, claim_uid, driver_name=DRIVER)
-    cdi.write_spec(path, spec)
-    return path
-
-
-def container_view(root: Path, injected: Sequence[tuple[Path, Sequence[str]]]) -> Path:
-    """Apply the mounts of the injected CDI devices ((spec file, pool device names)) under `root`, as a
-    runtime would: each spec's own edits once, then each device's; a later mount of a path replaces it."""
-    mounts: dict[str, str] = {}
-    for spec_file, names in injected:
-        spec = yaml.safe_load(spec_file.read_text())
-        edits = [spec["containerEdits"]]
-        edits += [d["containerEdits"] for d in spec["devices"] if d["name"].split("-", 5)[5] in names]
-        for edit in edits:
-            for mount in edit.get("mounts", []):
-                assert mount["options"] == ["ro", "nosuid", "nodev", "rbind", "rprivate"]
-                mounts[mount["containerPath"]] = mount["hostPath"]
-    for container_path, host_path in mounts.items():
-        target = root / container_path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(host_path, target)
-    return root
-
-
-def run_smi(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["/bin/sh", str(root / "usr/bin/nvidia-smi"), *args],
-        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", smi.TEST_ROOT_ENV: str(root)},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-
-
-def smi_lines(root: Path, *args: str) -> list[str]:
-    result = run_smi(root, *args)
-    assert (result.returncode, result.stderr) == (0, ""), result.stdout
-    return result.stdout.splitlines()
 
 
 @pytest.fixture

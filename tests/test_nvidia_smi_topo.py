@@ -17,7 +17,7 @@ from fakeplugin.commands.render import render_documents
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import load_inventory, parse_inventory
-from tests.test_nvidia_smi import captured, container_view, run_smi, smi_lines, write_claim
+from tests.harness.nvidia_smi import captured, container_view, run_smi, smi_lines, write_claim
 
 TOPO = Path(__file__).resolve().parent / "data" / "nvidia-smi-topo"
 NUMA_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "numa.yaml"

@@ -16,9 +16,9 @@ from fakeplugin import releases
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig as oc
 from fakeplugin.prepare.cdi import settings_env
-from tests.test_prepare import gpu
+from tests.harness import DRIVER
+from tests.harness.prepare import gpu
 
-DRIVER = "gpu.nvidia.com"
 NODE = "node-a"
 CLAIM_UID = "0000000a-aaaa-4bbb-8ccc-dddddddddddd"
 ALL_ON = {"TimeSlicingSettings": True, "MPSSupport": True}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ import yaml
 from fakeplugin import releases
 from fakeplugin.model import ClaimRef, DeviceSettings
 from fakeplugin.prepare import checkpoint as cp
-from tests.test_prepare import BOOT, DRIVER, Node, gpu, ref, result
+from tests.harness.prepare import BOOT, Node, gpu, opaque, ref, result, timeslicing, with_configs
 
 TS_ON = {"TimeSlicingSettings": True}
 V0_4_1 = releases.get("0.4.1")
@@ -25,29 +24,6 @@ def node(tmp_path: Path) -> Node:
     n = Node(tmp_path)
     n.boot_id_file.write_text(BOOT + "\n")
     return n
-
-
-def with_configs(node: Node, claim: ClaimRef, *configs: dict[str, Any]) -> ClaimRef:
-    node.claims[(claim.namespace, claim.name)]["status"]["allocation"]["devices"]["config"] = list(configs)
-    return claim
-
-
-def opaque(parameters: dict[str, Any], *requests: str, source: str = "FromClaim") -> dict[str, Any]:
-    return {
-        "source": source,
-        "requests": list(requests),
-        "opaque": {
-            "driver": DRIVER,
-            "parameters": {"apiVersion": "resource.nvidia.com/v1beta1", **parameters},
-        },
-    }
-
-
-def timeslicing(interval: str) -> dict[str, Any]:
-    return {
-        "kind": "GpuConfig",
-        "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": interval}},
-    }
 
 
 def device_env(node: Node, claim: ClaimRef) -> dict[str, list[str]]:

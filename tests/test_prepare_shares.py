@@ -17,8 +17,8 @@ from fakeplugin.model import PrepareResult
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.preparer import Preparer
-from tests.test_prepare import BOOT, DRIVER, Node, gpu, prepared, ref, result
-from tests.test_prepare_opaqueconfig import opaque, timeslicing, with_configs
+from tests.harness import DRIVER
+from tests.harness.prepare import BOOT, Node, gpu, opaque, prepared, ref, result, timeslicing, with_configs
 
 DEV = releases.get("0.5.0-dev")
 GATES = featuregates.parse("ConsumableShares=true,TimeSlicingSettings=true,MPSSupport=true", DEV)

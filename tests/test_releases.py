@@ -6,9 +6,6 @@ test_opaqueconfig.py and test_prepare_opaqueconfig.py, the whole render per rele
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +17,10 @@ from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import resource_slices
-from tests.test_prepare import gpu
+from tests.harness.cli import render_cli
+from tests.harness.paths import SEED_LAB
+from tests.harness.prepare import gpu
 
-ROOT = Path(__file__).resolve().parent.parent
-SEED = ROOT / "examples" / "seed-lab.yaml"
 KNOWN = "25.12 (v25.12.0), 0.4.1 (v0.4.1), 0.5.0-dev (main 95932046)"
 V25_12, V0_4_1 = releases.get("25.12"), releases.get("0.4.1")
 
@@ -144,7 +141,7 @@ def test_a_pool_of_many_slices_numbers_them_in_hex_with_at_least_five_digits() -
 
 def test_device_classes_and_attributes_are_the_same_in_both_releases() -> None:
     assert device_classes(release=V0_4_1) == device_classes(release=V25_12)
-    inv = load_inventory(SEED)
+    inv = load_inventory(SEED_LAB)
     for node in ("capi-dralabs-md-gput10-gzl84-f2m2d", "capi-dralabs-md-gpua5000-jw4mx-d64jz"):
         (old,) = node_slices(inv, node, node_uid="u", driver="gpu.nvidia.com")
         (new,) = node_slices(inv, node, node_uid="u", driver="gpu.nvidia.com", release=V0_4_1)
@@ -158,16 +155,6 @@ def test_node_slices_default_to_the_inventorys_release() -> None:
     (rs,) = node_slices(inv, "n", node_uid="u", driver="gpu.nvidia.com", release=V25_12)
     assert rs["metadata"]["generateName"] == "n-gpu.nvidia.com-"
     assert render_documents(inv)[-1]["metadata"]["generateName"] == "00000-gpu.nvidia.com-n-"
-
-
-def render_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fakeplugin", "render", "--config", str(SEED), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_render_driver_release_overrides_the_inventory() -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from fakeplugin.atomicfile import remove_stale_temp_files, temp_name, temp_target, write_atomic
 from fakeplugin.prepare import smi
-from tests.test_prepare import BOOT, DRIVER, Node, ref, result, uid
+from tests.harness import DRIVER
+from tests.harness.prepare import BOOT, Node, ref, result, uid
 
 OTHER_DRIVER_SPEC = "k8s.other.example.com-claim_0000.yaml"
 

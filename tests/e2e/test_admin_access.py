@@ -7,12 +7,10 @@ run, each container seeing the one GPU through its own claim's CDI device.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from fakeplugin.testing import FakepluginCluster
-from tests.e2e.kube import apply, claim_pod, get, items, resource_claim
+from fakeplugin.testing import FakepluginCluster, claim_pod, device_request, resource_claim
+from tests.harness.kube import apply, get, items
 
 pytestmark = pytest.mark.cluster
 
@@ -38,9 +36,7 @@ def test_an_admin_claim_shares_a_held_gpu_and_sees_the_same_gpu(
     apply(
         cluster,
         namespace,
-        resource_claim(
-            "user", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": t10}}]}
-        ),
+        resource_claim("user", device_request(selector=t10)),
         claim_pod("user", {"resourceClaimName": "user"}),
     )
     cluster.wait_for_pod(namespace, "user", timeout=180)
@@ -48,14 +44,7 @@ def test_an_admin_claim_shares_a_held_gpu_and_sees_the_same_gpu(
     uuid = device_uuid(cluster, held.node, held.device)
 
     same_gpu = f'device.attributes["gpu.nvidia.com"].uuid == "{uuid}"'
-    admin: dict[str, Any] = resource_claim(
-        "admin",
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "adminAccess": True,
-            "selectors": [{"cel": {"expression": same_gpu}}],
-        },
-    )
+    admin = resource_claim("admin", device_request(selector=same_gpu, admin_access=True))
     apply(cluster, namespace, admin, claim_pod("admin", {"resourceClaimName": "admin"}))
     cluster.wait_for_pod(namespace, "admin", timeout=180)
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.cluster import Cluster
-from tests.e2e.kube import apply, claim_pod, get, wait_for
-from tests.e2e.test_dra import A5000, T10, product_claim, running
+from fakeplugin.testing import claim_pod
+from tests.harness.kube import apply, get, wait_for
+from tests.harness.seedlab import A5000, T10, product_claim, running
 
 pytestmark = pytest.mark.cluster
 

@@ -30,8 +30,8 @@ import yaml
 
 from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
-from tests.e2e.kube import wait_for
-from tests.tooling import unavailable
+from tests.harness.kube import wait_for
+from tests.harness.tooling import unavailable
 
 pytestmark = pytest.mark.cluster
 

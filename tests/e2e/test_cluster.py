@@ -14,14 +14,13 @@ import yaml
 
 from fakeplugin.cluster import Cluster, binaries, versions
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
-from tests.e2e.conftest import GPU_NODE_LABELS, WORKERS, HostBefore, read_sysctls, require_cluster_host
-from tests.e2e.kube import apply, items, pod_phase, wait_for
+from tests.harness.host import HostBefore, read_sysctls, require_cluster_host
+from tests.harness.kube import apply, items, pod_phase, wait_for
+from tests.harness.seedlab import A5000, GPU_NODE_LABELS, T10, WORKERS
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-T10 = "capi-dralabs-md-gput10-gzl84-f2m2d"
-A5000 = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 # What the kubelet sets at start (container_manager_linux.go setupKernelTunables).
 KUBELET_SYSCTLS = {
     "vm/overcommit_memory": "1",

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from fakeplugin.testing import FakepluginCluster
-from tests.e2e.kube import EXAMPLES, apply, apply_file, claim_pod, get, items, resource_claim, wait_for
-from tests.e2e.test_dra import T10, our_slices
-from tests.e2e.test_sharing import gpu_config
+from fakeplugin.testing import FakepluginCluster, claim_pod, device_request, resource_claim
+from tests.harness.kube import apply, apply_file, get, items, wait_for
+from tests.harness.paths import EXAMPLES
+from tests.harness.seedlab import T10, our_slices, timeslicing_config
 
 pytestmark = pytest.mark.cluster
 
@@ -63,17 +63,8 @@ def shared_t10(cluster: FakepluginCluster) -> Iterator[list[dict[str, Any]]]:
 
 def memory_claim(name: str, uuid: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
     cel = f'device.attributes["gpu.nvidia.com"].uuid == "{uuid}"'
-    claim = resource_claim(
-        name,
-        {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [{"cel": {"expression": cel}}],
-            "capacity": {"requests": {"memory": "4Gi"}},
-        },
-    )
-    if config:
-        claim["spec"]["devices"]["config"] = [config]
-    return claim
+    request = device_request(selector=cel, capacity={"memory": "4Gi"})
+    return resource_claim(name, request, config=[config] if config else [])
 
 
 def test_two_claims_share_one_gpu_and_a_conflicting_config_fails_prepare(
@@ -102,7 +93,7 @@ def test_two_claims_share_one_gpu_and_a_conflicting_config_fails_prepare(
         assert cluster.container(namespace, name, "ctr").gpus == {"gpu-0": uuid}
     assert len(share_ids) == 2
 
-    sliced = gpu_config()  # time-slicing Long: not the others' (no config)
+    sliced = timeslicing_config()  # time-slicing Long: not the others' (no config)
     apply(cluster, namespace, memory_claim("c", uuid, sliced), claim_pod("c", {"resourceClaimName": "c"}))
 
     def failures() -> list[str]:

@@ -19,10 +19,16 @@ import pytest
 import yaml
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.testing import FakepluginCluster
-from tests.e2e.kube import items, wait_for
-from tests.e2e.test_dra import A5000, T10
-from tests.e2e.test_hot_inventory import WITHIN, published, write
+from fakeplugin.testing import (
+    FakepluginCluster,
+    container,
+    device_request,
+    opaque_config,
+    pod,
+    resource_claim_template,
+)
+from tests.harness.kube import items, wait_for
+from tests.harness.seedlab import A5000, T10, WITHIN, published, write_inventory
 
 pytestmark = pytest.mark.cluster
 
@@ -56,7 +62,7 @@ def a100_on_the_a5000_node(cluster: FakepluginCluster) -> Iterator[None]:
     inventory = yaml.safe_load(original)
     (entry,) = [n for n in inventory["nodes"] if n.get("name") == A5000]
     entry["gpus"].append(A100_HALF_BALANCED)
-    write(path, inventory)
+    write_inventory(path, inventory)
     try:
         wait_for(lambda: len(published(cluster)[A5000]) == 5, what="the A100's MIG devices", timeout=WITHIN)
         yield
@@ -65,43 +71,15 @@ def a100_on_the_a5000_node(cluster: FakepluginCluster) -> Iterator[None]:
         wait_for(lambda: published(cluster) == before, what="the original slices again", timeout=WITHIN)
 
 
-def request(name: str, device_class: str, cel: str | None = None) -> dict[str, Any]:
-    exactly: dict[str, Any] = {"deviceClassName": device_class}
-    if cel:
-        exactly["selectors"] = [{"cel": {"expression": cel}}]
-    return {"name": name, "exactly": exactly}
-
-
-def template(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": spec}},
-    }
-
-
-def pod(name: str, claim_template: str, containers: dict[str, str]) -> dict[str, Any]:
-    """A pod with one claim from `claim_template`; container name → the request it references."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "automountServiceAccountToken": False,
-            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": claim_template}],
-            "containers": [
-                {
-                    "name": ctr,
-                    "image": "ubuntu:22.04",
-                    "command": ["bash", "-c", "nvidia-smi -L; trap 'exit 0' TERM; sleep 9999 & wait"],
-                    "resources": {"claims": [{"name": "gpus", "request": req}]},
-                }
-                for ctr, req in containers.items()
-            ],
-        },
-    }
+def quickstart_pod(name: str, claim_template: str, containers: dict[str, str]) -> dict[str, Any]:
+    """A pod with one claim entry `gpus` from `claim_template`; container name → the request it uses."""
+    command = ["bash", "-c", "nvidia-smi -L; trap 'exit 0' TERM; sleep 9999 & wait"]
+    return pod(
+        name,
+        [container(ctr, claims=[("gpus", req)], command=command) for ctr, req in containers.items()],
+        claims={"gpus": {"resourceClaimTemplateName": claim_template}},
+        restart_policy=None,
+    )
 
 
 def published_attributes(cluster: FakepluginCluster, node: str) -> dict[str, dict[str, str]]:
@@ -123,17 +101,16 @@ def test_gpu_test4_each_container_sees_only_its_own_mig_device(
     cluster: FakepluginCluster, namespace: str, a100_on_the_a5000_node: None
 ) -> None:
     profile_cel = "device.attributes['gpu.nvidia.com'].profile == '{}'"
-    claim_template = template(
+    claim_template = resource_claim_template(
         "mig-devices",
-        {
-            "requests": [
-                request(r, "mig.nvidia.com", profile_cel.format(p)) for r, p in MIG_REQUESTS.items()
-            ],
-            "constraints": [{"requests": [], "matchAttribute": "gpu.nvidia.com/parentUUID"}],
-        },
+        *(
+            device_request(r, "mig.nvidia.com", selector=profile_cel.format(p))
+            for r, p in MIG_REQUESTS.items()
+        ),
+        constraints=[{"requests": [], "matchAttribute": "gpu.nvidia.com/parentUUID"}],
     )
     containers = {f"ctr{i}": r for i, r in enumerate(MIG_REQUESTS)}
-    cluster.apply([claim_template, pod("pod", "mig-devices", containers)], namespace)
+    cluster.apply([claim_template, quickstart_pod("pod", "mig-devices", containers)], namespace)
     assert cluster.wait_for_pod(namespace, "pod", timeout=180)["spec"]["nodeName"] == A5000
 
     claim = claim_of(cluster, namespace, "pod")
@@ -165,44 +142,34 @@ def test_gpu_test5_time_sliced_and_mps_containers_each_see_their_own_gpu_and_sha
     cluster: FakepluginCluster, namespace: str, sharing_plugins: None
 ) -> None:
     def sharing(req: str, parameters: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "requests": [req],
-            "opaque": {
-                "driver": "gpu.nvidia.com",
-                "parameters": {
-                    "apiVersion": "resource.nvidia.com/v1beta1",
-                    "kind": "GpuConfig",
-                    **parameters,
-                },
-            },
-        }
+        gpu_config = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig", **parameters}
+        return opaque_config(gpu_config, requests=[req])
 
-    claim_template = template(
+    claim_template = resource_claim_template(
         "multiple-gpus",
-        {
-            "requests": [request("ts-gpu", "gpu.nvidia.com"), request("mps-gpu", "gpu.nvidia.com")],
-            "config": [
-                sharing(
-                    "ts-gpu",
-                    {"sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}},
-                ),
-                sharing(
-                    "mps-gpu",
-                    {
-                        "sharing": {
-                            "strategy": "MPS",
-                            "mpsConfig": {
-                                "defaultActiveThreadPercentage": 50,
-                                "defaultPinnedDeviceMemoryLimit": "10Gi",
-                            },
-                        }
-                    },
-                ),
-            ],
-        },
+        device_request("ts-gpu"),
+        device_request("mps-gpu"),
+        config=[
+            sharing(
+                "ts-gpu",
+                {"sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}},
+            ),
+            sharing(
+                "mps-gpu",
+                {
+                    "sharing": {
+                        "strategy": "MPS",
+                        "mpsConfig": {
+                            "defaultActiveThreadPercentage": 50,
+                            "defaultPinnedDeviceMemoryLimit": "10Gi",
+                        },
+                    }
+                },
+            ),
+        ],
     )
     containers = {"ts-ctr0": "ts-gpu", "ts-ctr1": "ts-gpu", "mps-ctr0": "mps-gpu", "mps-ctr1": "mps-gpu"}
-    cluster.apply([claim_template, pod("pod0", "multiple-gpus", containers)], namespace)
+    cluster.apply([claim_template, quickstart_pod("pod0", "multiple-gpus", containers)], namespace)
     assert cluster.wait_for_pod(namespace, "pod0", timeout=180)["spec"]["nodeName"] == T10
 
     claim = claim_of(cluster, namespace, "pod0")

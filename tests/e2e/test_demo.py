@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import require_cluster_host
+from tests.harness.host import require_cluster_host
 
 pytestmark = pytest.mark.cluster
 

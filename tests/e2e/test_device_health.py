@@ -4,7 +4,7 @@ status, as KEP-4680 describes.
 
 The 1.35+ kubelet finds a container's claim through pod.status.resourceClaimStatuses, which only
 template-generated claims have; the 1.34 one by the pod's entry name (kubernetes PR #134875): the claim
-here is made the way the cluster's kubelet can see it (tests.e2e.kube.health_watched_claim).
+here is made the way the cluster's kubelet can see it (tests.harness.kube.health_watched_claim).
 """
 
 from __future__ import annotations
@@ -14,20 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kube import (
-    apply,
-    claim_pod,
-    get,
-    health_watched_claim,
-    pod_claim_name,
-    pod_phase,
-    resource_claim,
-    wait_for,
-)
+from fakeplugin.testing import claim_pod, device_request
+from tests.harness.kube import apply, get, health_watched_claim, pod_claim_name, pod_phase, wait_for
+from tests.harness.seedlab import A5000
 
 pytestmark = pytest.mark.cluster
-
-A5000 = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 
 
 @pytest.fixture
@@ -39,10 +30,7 @@ def health_plugin(cluster: Any) -> Iterator[str]:
 
 def test_device_health_reaches_the_pod_status(cluster: Any, namespace: str, health_plugin: str) -> None:
     cel = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
-    claim_spec = resource_claim(
-        "", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": cel}}]}
-    )
-    claim, entry = health_watched_claim(cluster, "a5000", claim_spec["spec"])
+    claim, entry = health_watched_claim(cluster, "a5000", device_request(selector=cel))
     apply(cluster, namespace, claim, claim_pod("watched", entry))
     wait_for(lambda: pod_phase(cluster, namespace, "watched") == "Running", what="pod Running")
 

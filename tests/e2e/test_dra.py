@@ -7,29 +7,19 @@ nodes, plus plain kwok-simulated workers. Each test works in its own namespace a
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from fakeplugin.testing import claim_pod, device_request, resource_claim
 from fakeplugin.testing.objects import container_gpus
-from tests.e2e.kube import (
-    EXAMPLES,
-    apply,
-    apply_file,
-    claim_pod,
-    get,
-    items,
-    pod_phase,
-    resource_claim,
-    wait_for,
-)
+from tests.harness.kube import apply, apply_file, get, items, pod_phase, wait_for
+from tests.harness.paths import EXAMPLES
+from tests.harness.seedlab import A5000, T10, allocation, cdi_file, our_slices, product_claim, running
 
 pytestmark = pytest.mark.cluster
 
-T10 = "capi-dralabs-md-gput10-gzl84-f2m2d"
-A5000 = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 REAL_DRIVER_KEYS = {
     "type",
     "uuid",
@@ -44,18 +34,6 @@ REAL_DRIVER_KEYS = {
 }
 
 
-def product_claim(name: str, product: str) -> dict[str, Any]:
-    """A one-GPU claim whose CEL selector asks for one product name."""
-    cel = f"device.attributes['gpu.nvidia.com'].productName == '{product}'"
-    return resource_claim(
-        name, {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": cel}}]}
-    )
-
-
-def our_slices(cluster: Any) -> list[dict[str, Any]]:
-    return [s for s in items(cluster, "resourceslices") if s["spec"]["driver"] == "gpu.nvidia.com"]
-
-
 def slice_device(cluster: Any, node: str, device: str) -> dict[str, Any]:
     for s in our_slices(cluster):
         if s["spec"]["nodeName"] == node:
@@ -65,15 +43,6 @@ def slice_device(cluster: Any, node: str, device: str) -> dict[str, Any]:
     raise AssertionError(f"device {device} not published for node {node}")
 
 
-def running(cluster: Any, namespace: str, pod: str) -> bool:
-    return pod_phase(cluster, namespace, pod) == "Running"
-
-
-def allocation(cluster: Any, namespace: str, claim: str) -> list[dict[str, Any]]:
-    status = get(cluster, "resourceclaim", claim, "-n", namespace).get("status", {})
-    return status.get("allocation", {}).get("devices", {}).get("results", [])
-
-
 def pod_claim_name(cluster: Any, namespace: str, pod: str) -> str:
     statuses = get(cluster, "pod", pod, "-n", namespace).get("status", {}).get("resourceClaimStatuses", [])
     return statuses[0]["resourceClaimName"] if statuses else ""
@@ -81,10 +50,6 @@ def pod_claim_name(cluster: Any, namespace: str, pod: str) -> str:
 
 def env_of(record: dict[str, Any]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in record["env"])
-
-
-def cdi_file(cluster: Any, node: str, claim_uid: str) -> Path:
-    return cluster.node_dirs(node).cdi / f"k8s.gpu.nvidia.com-claim_{claim_uid}.yaml"
 
 
 def test_seed_lab_slices_look_like_the_real_driver(cluster):
@@ -219,7 +184,7 @@ def test_cel_selector_picks_the_a5000(cluster, namespace):
 def test_two_gpus_with_match_attribute_land_on_the_t10_node(cluster, namespace):
     claim = resource_claim(
         "pair",
-        {"deviceClassName": "gpu.nvidia.com", "count": 2},
+        device_request(count=2),
         constraints=[{"requests": ["gpu"], "matchAttribute": "gpu.nvidia.com/productName"}],
     )
     apply(cluster, namespace, claim, claim_pod("pair", {"resourceClaimName": "pair"}))
@@ -292,7 +257,7 @@ def test_unsatisfiable_class_stays_pending_with_the_schedulers_reason(cluster, n
         apply(
             cluster,
             namespace,
-            resource_claim("b200", {"deviceClassName": f"{namespace}-b200"}),
+            resource_claim("b200", device_request(device_class=f"{namespace}-b200")),
             claim_pod("b200", {"resourceClaimName": "b200"}),
         )
 

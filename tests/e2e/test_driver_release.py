@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.testing import FakepluginCluster
-from tests.e2e.kube import apply, claim_pod, get, wait_for
-from tests.e2e.test_dra import A5000, T10, cdi_file, our_slices, product_claim, running
+from fakeplugin.testing import FakepluginCluster, claim_pod
+from tests.harness.kube import apply, get, wait_for
+from tests.harness.seedlab import A5000, T10, cdi_file, our_slices, product_claim, running
 
 pytestmark = pytest.mark.cluster
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.testing import container, pod
 from fakeplugin.testing.objects import container_gpus
-from tests.e2e.kube import apply, get, items, pod_phase, wait_for
+from tests.harness.kube import apply, get, items, pod_phase, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -17,24 +18,12 @@ pytestmark = pytest.mark.cluster
 def test_extended_resource_pod_gets_a_gpu_from_our_slices(cluster: Any, namespace: str):
     gpu_class = get(cluster, "deviceclass", "gpu.nvidia.com")
     assert gpu_class["spec"]["extendedResourceName"] == "nvidia.com/gpu"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "legacy"},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "ctr",
-                    "image": "ubuntu:22.04",
-                    "command": ["sleep", "infinity"],
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            ],
-        },
-    }
-    apply(cluster, namespace, pod)
+    legacy = pod(
+        "legacy",
+        [container(claims=[], resources={"limits": {"nvidia.com/gpu": "1"}})],
+        restart_policy=None,
+    )
+    apply(cluster, namespace, legacy)
     wait_for(lambda: pod_phase(cluster, namespace, "legacy") == "Running", what="pod Running", timeout=180)
 
     status = get(cluster, "pod", "legacy", "-n", namespace)["status"]

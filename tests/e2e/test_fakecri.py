@@ -16,7 +16,7 @@ import grpc
 import pytest
 import yaml
 
-from tests.e2e.conftest import require_cluster_host
+from tests.harness.host import require_cluster_host
 
 pytestmark = pytest.mark.cluster
 

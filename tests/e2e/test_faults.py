@@ -21,31 +21,18 @@ from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg_pb2
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.cluster import versions
 from fakeplugin.publish import devicefaults
-from tests.e2e.kube import (
-    apply,
-    claim_pod,
-    get,
-    health_watched_claim,
-    items,
-    pod_claim_name,
-    pod_phase,
-    resource_claim,
-    wait_for,
-)
+from fakeplugin.testing import claim_pod, device_request, resource_claim, resource_claim_template
+from tests.harness.kube import apply, get, health_watched_claim, items, pod_claim_name, pod_phase, wait_for
+from tests.harness.seedlab import T10
 
 pytestmark = pytest.mark.cluster
 
-T10 = "capi-dralabs-md-gput10-gzl84-f2m2d"
 T10_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
 RETRY = 60  # seconds: a few of the kubelet's retries
 
 
 def t10_claim(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    claim = resource_claim(
-        name, {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": T10_CEL}}]}
-    )
-    claim["metadata"]["annotations"] = annotations
-    return claim
+    return resource_claim(name, device_request(selector=T10_CEL), annotations=annotations)
 
 
 def fault(cluster: Any, *args: str) -> str:
@@ -179,14 +166,9 @@ def test_node_xid_taints_the_device_and_healing_restores_it(
     cluster: Any, namespace: str, t10_with_health: str
 ) -> None:
     node = t10_with_health
-    claim_spec = t10_claim("", {})["spec"]
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t10"},
-        "spec": {"spec": claim_spec},
-    }
-    watched, entry = health_watched_claim(cluster, "t10-first", claim_spec)  # its health is checked below
+    t10 = device_request(selector=T10_CEL)
+    template = resource_claim_template("t10", t10)
+    watched, entry = health_watched_claim(cluster, "t10-first", t10)  # its health is checked below
     apply(cluster, namespace, template, watched, claim_pod("first", entry))
     wait_for(lambda: pod_phase(cluster, namespace, "first") == "Running", what="pod Running")
     claim = get(cluster, "resourceclaim", pod_claim_name(cluster, namespace, "first"), "-n", namespace)
@@ -244,13 +226,7 @@ def test_a_toleration_lets_a_claim_take_a_tainted_device(
     pinned = f"{T10_CEL} && device.attributes['gpu.nvidia.com'].uuid == '{gpu_uuid(cluster, node, 'gpu-1')}'"
 
     def claim(name: str, tolerations: list[dict[str, str]]) -> dict[str, Any]:
-        exactly: dict[str, Any] = {
-            "deviceClassName": "gpu.nvidia.com",
-            "selectors": [{"cel": {"expression": pinned}}],
-        }
-        if tolerations:
-            exactly["tolerations"] = tolerations
-        return resource_claim(name, exactly)
+        return resource_claim(name, device_request(selector=pinned, tolerations=tolerations))
 
     tolerate_xid = [{"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoSchedule"}]
     apply(cluster, namespace, claim("plain", []), claim_pod("plain", {"resourceClaimName": "plain"}))
@@ -290,16 +266,11 @@ def gpu_uuid(cluster: Any, node: str, device: str) -> str:
 
 
 def test_a_template_s_fault_reaches_the_claims_made_from_it(cluster: Any, namespace: str) -> None:
-    claim = t10_claim("unused", {})
-    template = {
-        "apiVersion": claim["apiVersion"],
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t"},
-        "spec": {
-            "metadata": {"annotations": {"fakeplugin.dev/prepare-error": "injected from the template"}},
-            "spec": claim["spec"],
-        },
-    }
+    template = resource_claim_template(
+        "t",
+        device_request(selector=T10_CEL),
+        annotations={"fakeplugin.dev/prepare-error": "injected from the template"},
+    )
     apply(cluster, namespace, template, claim_pod("p", {"resourceClaimTemplateName": "t"}))
     uid = get(cluster, "pod", "p", "-n", namespace)["metadata"]["uid"]
 

@@ -21,8 +21,10 @@ import yaml
 from fakeplugin.cluster import Cluster
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import load_inventory
-from tests.e2e.conftest import require_cluster_host
-from tests.e2e.kube import EXAMPLES, apply, claim_pod, get, items, pod_phase, wait_for
+from fakeplugin.testing import claim_pod, device_request, resource_claim_template
+from tests.harness.host import require_cluster_host
+from tests.harness.kube import apply, get, items, pod_phase, wait_for
+from tests.harness.paths import EXAMPLES
 
 NAMESPACE = "fleet"
 H100_NODES = 50
@@ -54,19 +56,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def h100_claim_template(annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    request = {
-        "name": "gpu",
-        "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": H100_CEL}}]},
-    }
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "h100"},
-        "spec": {
-            "metadata": {"annotations": annotations or {}},
-            "spec": {"devices": {"requests": [request]}},
-        },
-    }
+    return resource_claim_template("h100", device_request(selector=H100_CEL), annotations=annotations)
 
 
 def claim_of(cluster: Cluster, pod: str) -> dict[str, Any]:

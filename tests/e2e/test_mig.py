@@ -17,9 +17,10 @@ from fakeplugin.cluster import Cluster, versions
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.mig import mig_uuid
+from fakeplugin.testing import claim_pod, device_request, resource_claim
 from fakeplugin.testing.objects import container_gpus
-from tests.e2e.conftest import require_cluster_host
-from tests.e2e.kube import apply, claim_pod, get, items, pod_phase, resource_claim, wait_for
+from tests.harness.host import require_cluster_host
+from tests.harness.kube import apply, get, items, pod_phase, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -65,9 +66,7 @@ def partition_claim(name: str, profile: str, bus_id: str) -> dict[str, Any]:
         f"device.attributes['gpu.nvidia.com'].profile == '{profile}' && "
         f"device.attributes['resource.kubernetes.io'].pciBusID == '{bus_id}'"
     )
-    return resource_claim(
-        name, {"deviceClassName": "mig.nvidia.com", "selectors": [{"cel": {"expression": cel}}]}
-    )
+    return resource_claim(name, device_request(device_class="mig.nvidia.com", selector=cel))
 
 
 def allocated(cluster: Cluster, claim: str) -> list[str]:

@@ -21,9 +21,9 @@ import yaml
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import versions
 from fakeplugin.prepare import smi
-from fakeplugin.testing import FakepluginCluster
-from tests.e2e.kube import apply, get, resource_claim, wait_for
-from tests.e2e.test_dra import T10, allocation, our_slices, running
+from fakeplugin.testing import FakepluginCluster, container, device_request, pod, resource_claim
+from tests.harness.kube import apply, get, wait_for
+from tests.harness.seedlab import T10, allocation, our_slices, running
 
 pytestmark = pytest.mark.cluster
 
@@ -89,27 +89,15 @@ def test_0_5_0_dev_publishes_numa_node_a_claim_selects_by_it_and_topo_agrees(
 
     # One container with two claims: one picks the GPU on NUMA node 1, the other takes what is left.
     claims = [
-        resource_claim(
-            name, {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": cel}}]}
-        )
+        resource_claim(name, device_request(selector=cel))
         for name, cel in (("numa1", numa_cel), ("other", T10_CEL))
     ]
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "topo"},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "restartPolicy": "Never",
-            "resourceClaims": [{"name": n, "resourceClaimName": n} for n in ("numa1", "other")],
-            "containers": [
-                {"name": "ctr", "image": "ubuntu:22.04", "command": ["sleep", "infinity"],
-                 "resources": {"claims": [{"name": "numa1"}, {"name": "other"}]}},
-            ],
-        },
-    }  # fmt: skip
-    apply(cluster, namespace, *claims, pod)
+    topo = pod(
+        "topo",
+        [container(claims=["numa1", "other"])],
+        claims={n: {"resourceClaimName": n} for n in ("numa1", "other")},
+    )
+    apply(cluster, namespace, *claims, topo)
     wait_for(lambda: running(cluster, namespace, "topo"), what="pod topo Running", timeout=180)
     assert [(r["pool"], r["device"]) for r in allocation(cluster, namespace, "numa1")] == [(T10, "gpu-1")]
     assert [(r["pool"], r["device"]) for r in allocation(cluster, namespace, "other")] == [(T10, "gpu-0")]

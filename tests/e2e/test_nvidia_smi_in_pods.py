@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from fakeplugin.prepare import smi
-from tests.e2e.kube import apply, get, pod_phase, resource_claim, wait_for
+from fakeplugin.testing import container, device_request, pod, resource_claim
+from tests.harness.kube import apply, get, pod_phase, wait_for
 
 pytestmark = pytest.mark.cluster
 
-T10_SELECTOR = {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"}}
+T10_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
 
 
 def nvidia_smi(cluster: Any, namespace: str, pod: str, container: str, *args: str) -> list[str]:
@@ -40,26 +41,13 @@ def allocated_uuids(cluster: Any, namespace: str, claim: str) -> list[tuple[int,
 
 
 def test_nvidia_smi_lists_exactly_the_containers_gpus(cluster: Any, namespace: str) -> None:
-    claims = [resource_claim(name, {"deviceClassName": "gpu.nvidia.com", "selectors": [T10_SELECTOR]})
-              for name in ("first", "second")]  # fmt: skip
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "smi"},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "restartPolicy": "Never",
-            "resourceClaims": [{"name": n, "resourceClaimName": n} for n in ("first", "second")],
-            "containers": [
-                {"name": "both", "image": "ubuntu:22.04", "command": ["sleep", "infinity"],
-                 "resources": {"claims": [{"name": "first"}, {"name": "second"}]}},
-                {"name": "one", "image": "ubuntu:22.04", "command": ["sleep", "infinity"],
-                 "resources": {"claims": [{"name": "second"}]}},
-            ],
-        },
-    }  # fmt: skip
-    apply(cluster, namespace, *claims, pod)
+    claims = [resource_claim(name, device_request(selector=T10_CEL)) for name in ("first", "second")]
+    smi_pod = pod(
+        "smi",
+        [container("both", claims=["first", "second"]), container("one", claims=["second"])],
+        claims={n: {"resourceClaimName": n} for n in ("first", "second")},
+    )
+    apply(cluster, namespace, *claims, smi_pod)
     wait_for(lambda: pod_phase(cluster, namespace, "smi") == "Running", what="pod smi Running", timeout=180)
 
     (first,) = allocated_uuids(cluster, namespace, "first")

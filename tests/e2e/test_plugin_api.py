@@ -24,7 +24,8 @@ import yaml
 from fakeplugin._proto.dra.v1 import api_pb2, api_pb2_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg_pb2
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from tests.e2e.kube import apply, get, items, wait_for
+from fakeplugin.testing import resource_claim
+from tests.harness.kube import apply, get, items, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -157,20 +158,7 @@ def test_prepare_reads_claims_from_the_api_server(plugin, namespace):
     wait_for(lambda: plugin.slices(), what="the node's slice")
 
     def claim(name: str, device: str | None) -> dict[str, Any]:
-        apply(
-            cluster,
-            namespace,
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": name},
-                "spec": {
-                    "devices": {
-                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
-                    }
-                },
-            },
-        )
+        apply(cluster, namespace, resource_claim(name))
         obj = get(cluster, "resourceclaim", name, "-n", namespace)
         if device:
             obj["status"] = {

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kube import apply, claim_pod, get, items, pod_phase, resource_claim, wait_for
+from fakeplugin.testing import claim_pod, resource_claim
+from tests.harness.kube import apply, get, items, pod_phase, wait_for
+from tests.harness.seedlab import timeslicing_config
 
 pytestmark = pytest.mark.cluster
 
@@ -31,34 +33,13 @@ def timeslicing_plugins(cluster: Any) -> Iterator[None]:
         cluster.restart_plugin(node, args=[])
 
 
-def gpu_config(**extra: Any) -> dict[str, Any]:
-    return {
-        "requests": ["gpu"],
-        "opaque": {
-            "driver": "gpu.nvidia.com",
-            "parameters": {
-                "apiVersion": "resource.nvidia.com/v1beta1",
-                "kind": "GpuConfig",
-                "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
-                **extra,
-            },
-        },
-    }
-
-
-def claim_with(name: str, config: dict[str, Any]) -> dict[str, Any]:
-    claim = resource_claim(name, {"deviceClassName": "gpu.nvidia.com"})
-    claim["spec"]["devices"]["config"] = [config]
-    return claim
-
-
 def test_a_timeslicing_config_reaches_the_container_env(
     cluster: Any, namespace: str, timeslicing_plugins: None
 ):
     apply(
         cluster,
         namespace,
-        claim_with("sliced", gpu_config()),
+        resource_claim("sliced", config=[timeslicing_config()]),
         claim_pod("sliced", {"resourceClaimName": "sliced"}),
     )
     wait_for(
@@ -78,7 +59,10 @@ def test_an_unknown_field_fails_prepare_with_the_real_error_chain(
     cluster: Any, namespace: str, timeslicing_plugins: None
 ):
     apply(
-        cluster, namespace, claim_with("bad", gpu_config(x=1)), claim_pod("bad", {"resourceClaimName": "bad"})
+        cluster,
+        namespace,
+        resource_claim("bad", config=[timeslicing_config(x=1)]),
+        claim_pod("bad", {"resourceClaimName": "bad"}),
     )
 
     def failures() -> list[str]:

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.cluster import binaries
-from fakeplugin.testing import FakepluginCluster, FakepluginUnavailable, faults
-from tests.e2e.kube import claim_pod
-from tests.e2e.test_dra import A5000, product_claim
+from fakeplugin.testing import FakepluginCluster, FakepluginUnavailable, claim_pod, faults
+from tests.harness.seedlab import A5000, product_claim
 
 pytestmark = pytest.mark.cluster
 pytest_plugins = ["pytester"]

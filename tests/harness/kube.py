@@ -1,20 +1,21 @@
-"""Small helpers for end-to-end tests: apply objects, read them back, wait for conditions."""
+"""kubectl for end-to-end tests on any cluster object with a `kubectl(*args, input=)` (FakepluginCluster,
+fakeplugin.cluster.Cluster): apply objects, read them back, wait for conditions. The objects themselves
+come from fakeplugin.testing's builders (`resource_claim`, `claim_pod`, ...)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
 from fakeplugin.cluster import versions
+from fakeplugin.testing import resource_claim, resource_claim_template
 
 T = TypeVar("T")
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def wait_for(fn: Callable[[], T | None], *, what: str, timeout: float = 120.0, interval: float = 0.5) -> T:
@@ -52,60 +53,16 @@ def pod_phase(cluster: Any, namespace: str, name: str) -> str:
     return get(cluster, "pod", name, "-n", namespace).get("status", {}).get("phase", "")
 
 
-def claim_pod(name: str, claim: dict[str, Any], containers: list[str] | None = None) -> dict[str, Any]:
-    """A pod whose containers all use one claim entry (resourceClaimName or resourceClaimTemplateName)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "restartPolicy": "Never",
-            "resourceClaims": [{"name": "gpu", **claim}],
-            "containers": [
-                {
-                    "name": c,
-                    "image": "ubuntu:22.04",
-                    "command": ["sleep", "infinity"],
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-                for c in (containers or ["ctr"])
-            ],
-        },
-    }
-
-
-def resource_claim(
-    name: str, exactly: dict[str, Any], constraints: list[dict] | None = None
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
-    if constraints:
-        spec["devices"]["constraints"] = constraints
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
 def health_watched_claim(
-    cluster: Any, template_name: str, spec: dict[str, Any]
-) -> tuple[dict[str, Any], dict]:
-    """A claim of `spec` whose device health this cluster's kubelet shows in the pod status, and the pod's
-    entry for it (for `claim_pod`): from a template named `template_name`, or on a kubelet that only finds
-    claims named as the pod's entry, a ResourceClaim named `gpu` (versions.Release.health_status_claims)."""
+    cluster: Any, template_name: str, *requests: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A claim of `requests` whose device health this cluster's kubelet shows in the pod status, and the
+    pod's entry for it (for `claim_pod`): from a template named `template_name`, or on a kubelet that
+    only finds claims named as the pod's entry, a ResourceClaim named `gpu`
+    (versions.Release.health_status_claims)."""
     if versions.release(cluster.local.kubernetes_version).health_status_claims == "named":
-        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"}}
-        return {**claim, "spec": spec}, {"resourceClaimName": "gpu"}
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": template_name},
-        "spec": {"spec": spec},
-    }
-    return template, {"resourceClaimTemplateName": template_name}
+        return resource_claim("gpu", *requests), {"resourceClaimName": "gpu"}
+    return resource_claim_template(template_name, *requests), {"resourceClaimTemplateName": template_name}
 
 
 def pod_claim_name(cluster: Any, namespace: str, pod: str) -> str:

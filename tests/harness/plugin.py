@@ -3,7 +3,7 @@
 Test-only wiring, nothing else: the Preparer, the Server, the checkpoint and CDI code are the product's.
 `fakeplugin serve` needs an API server for its claims and slices; this harness replaces only that edge.
 
-As a process (what `test_crash.py` kills): `python -m tests.plugin_harness ROOT` serves until SIGTERM, with
+As a process (what `test_crash.py` kills): `python -m tests.harness.plugin ROOT` serves until SIGTERM, with
 
     ROOT/registry/                      the kubelet registration socket
     ROOT/plugins/gpu.nvidia.com/        DRA socket, checkpoint, lock, nvidia-smi data
@@ -23,9 +23,9 @@ from typing import Any
 from fakeplugin.model import ClaimRef, GpuDevice
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.server import ServerSettings, run
-from tests.factories import T10, numbered
+from tests.harness import DRIVER
+from tests.harness.factories import T10, numbered
 
-DRIVER = "gpu.nvidia.com"
 NODE = "node-a"
 BOOT_ID = "0b00b00b-0000-4000-8000-000000000002"
 GPUS = 8

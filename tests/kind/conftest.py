@@ -8,67 +8,18 @@ the cluster after the session and reuses it next time (for working on the tests)
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fakeplugin.cluster import BinaryNotFound, binaries
-from fakeplugin.cluster.kubectl import Kubectl
-from tests.tooling import unavailable
-
-REPO = Path(__file__).resolve().parents[2]
-KIND = REPO / "hack" / "kind" / "kind"
-CLUSTER = "fakeplugin-e2e"
-NAMESPACE = "nvidia-dra-driver-gpu"
-IMAGE = "fakeplugin:dev"
-DAEMONSET = "fakeplugin-kubelet-plugin"
-
-
-@dataclass
-class KindCluster:
-    """The session's kind cluster: kubectl on it, docker on its nodes, what run.sh printed."""
-
-    kubeconfig: Path
-    env: dict[str, str]
-    demo_output: str
-    kubectl: Kubectl = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.kubectl = Kubectl(self.kubeconfig)
-
-    def run(self, *argv: str, input: str | None = None, timeout: float = 300) -> str:
-        """A command (docker, helm, hack/kind/kind) against this cluster; its stdout, or fail with stderr."""
-        result = subprocess.run(
-            argv, input=input, capture_output=True, text=True, timeout=timeout, env=self.env, cwd=REPO
-        )
-        if result.returncode != 0:
-            raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-        return result.stdout
-
-    def node_exec(self, node: str, *argv: str) -> str:
-        """A command on a kind node (its container)."""
-        return self.run("docker", "exec", node, *argv)
-
-    def gpu_nodes(self) -> list[str]:
-        nodes = self.get("nodes", "-l", "nvidia.com/dra-kubelet-plugin=true")["items"]
-        return sorted(n["metadata"]["name"] for n in nodes)
-
-    def get(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-
-    def helm(self, *args: str) -> str:
-        return self.run("helm", f"--kubeconfig={self.kubeconfig}", *args)
-
-    def logs(self, namespace: str, pod: str, container: str) -> str:
-        return self.kubectl("logs", "-n", namespace, pod, "-c", container).stdout
+from tests.harness.kind import CLUSTER, IMAGE, KIND, KindCluster
+from tests.harness.paths import REPO
+from tests.harness.tooling import unavailable
 
 
 def _enabled() -> bool:

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kube import wait_for
-from tests.kind.conftest import CLUSTER as CLUSTER_NAME
-from tests.kind.conftest import DAEMONSET, IMAGE, NAMESPACE, KindCluster
-from tests.kind.conftest import KIND as KIND_BIN
+from fakeplugin.testing import container, device_request, pod, resource_claim
+from tests.harness.kind import CLUSTER as CLUSTER_NAME
+from tests.harness.kind import DAEMONSET, IMAGE, NAMESPACE, KindCluster
+from tests.harness.kind import KIND as KIND_BIN
+from tests.harness.kube import wait_for
 
 # The first test also waits for the session cluster (run.sh: image build, cluster, chart, demo).
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
@@ -28,51 +29,32 @@ SLEEP = "trap 'exit 0' TERM; while true; do sleep 600 & wait; done"
 END = "=== end of output ==="
 
 
-def claim(name: str, *requests: tuple[str, int], selector: str | None = None) -> dict[str, Any]:
-    """A ResourceClaim with `requests` (name, count) of gpu.nvidia.com devices."""
-    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com"}
-    if selector:
-        exactly["selectors"] = [{"cel": {"expression": selector}}]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": {"requests": [{"name": r, "exactly": {**exactly, "count": n}} for r, n in requests]}
-        },
-    }
-
-
-def pod(
-    name: str, claim_name: str, containers: dict[str, tuple[str, list[str] | None]], **spec: Any
+def script_pod(
+    name: str,
+    claim_name: str,
+    containers: dict[str, tuple[str, list[str] | None]],
+    image: str = WORKLOAD,
+    **spec: Any,
 ) -> dict[str, Any]:
     """A pod using claim `claim_name`; containers: name -> (shell script, requests it uses or None: all).
     Each script ends printing END, then sleeps: the pod keeps its claim while the test reads its output."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [
-                {
-                    "name": ctr,
-                    "image": spec.pop("image", None) or WORKLOAD,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sh", "-c", f"{script}; echo '{END}'; {SLEEP}"],
-                    "resources": {
-                        "claims": [{"name": "gpu"}]
-                        if requests is None
-                        else [{"name": "gpu", "request": r} for r in requests]
-                    },
-                }
-                for ctr, (script, requests) in containers.items()
-            ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
-            **spec,
-        },
-    }
+    return pod(
+        name,
+        [
+            container(
+                ctr,
+                claims=["gpu"] if requests is None else [("gpu", r) for r in requests],
+                image=image,
+                command=["sh", "-c", f"{script}; echo '{END}'; {SLEEP}"],
+                imagePullPolicy="IfNotPresent",
+            )
+            for ctr, (script, requests) in containers.items()
+        ],
+        claims={"gpu": {"resourceClaimName": claim_name}},
+        restart_policy=None,
+        grace_period_s=2,
+        **spec,
+    )
 
 
 def send(kind: KindCluster, namespace: str, *objects: dict[str, Any]) -> None:
@@ -153,8 +135,8 @@ def test_mounted_nvidia_smi_runs_for_a_non_root_user_and_is_read_only(
     send(
         kind_cluster,
         kind_namespace,
-        claim("one", ("gpu", 1)),
-        pod(
+        resource_claim("one"),
+        script_pod(
             "non-root",
             "one",
             {"ctr": (script, None)},
@@ -187,13 +169,12 @@ def test_nvidia_smi_in_a_busybox_image_prints_what_it_prints_in_debian(
     send(
         kind_cluster,
         kind_namespace,
-        claim(
+        resource_claim(
             "one",
-            ("gpu", 1),
-            selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'",
+            device_request(selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"),
         ),
-        pod("bb", "one", {"ctr": (script, None)}, image=busybox),
-        pod("deb", "one", {"ctr": (script, None)}),
+        script_pod("bb", "one", {"ctr": (script, None)}, image=busybox),
+        script_pod("deb", "one", {"ctr": (script, None)}),
     )
     busybox_log = output(kind_cluster, kind_namespace, "bb")
     debian_log = output(kind_cluster, kind_namespace, "deb")
@@ -207,9 +188,9 @@ def test_nvidia_smi_needs_a_shell_in_the_image(kind_cluster: KindCluster, kind_n
     """Our nvidia-smi is a POSIX shell script: in an image without /bin/sh (scratch, distroless; here the
     pause image, preloaded on every node) the runtime cannot start it, where the real tool, a binary,
     would run. What we do about it: README.md and docs/kind.md say so."""
-    spec = pod("scratch", "one", {"ctr": ("", None)}, image=PAUSE)
+    spec = script_pod("scratch", "one", {"ctr": ("", None)}, image=PAUSE)
     spec["spec"]["containers"][0]["command"] = ["/usr/bin/nvidia-smi", "-L"]
-    send(kind_cluster, kind_namespace, claim("one", ("gpu", 1)), spec)
+    send(kind_cluster, kind_namespace, resource_claim("one"), spec)
 
     def start_error() -> str | None:
         # runc reports the failed exec in the container's log (exit code 1), some runtimes in its status.
@@ -241,13 +222,13 @@ def test_env_merge_order_image_then_pod_then_cdi(kind_cluster: KindCluster, kind
     )
     kind_cluster.run("docker", "build", "-q", "-t", image, "-", input=dockerfile)
     kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, image)
-    spec = pod("env", "one", {"ctr": ("env | sort", None)}, image=image)
+    spec = script_pod("env", "one", {"ctr": ("env | sort", None)}, image=image)
     spec["spec"]["containers"][0]["env"] = [
         {"name": "FAKEPLUGIN_CLAIM_UID", "value": "from-pod"},
         {"name": "FROM_POD", "value": "pod"},
         {"name": "FROM_IMAGE", "value": "pod-over-image"},
     ]
-    send(kind_cluster, kind_namespace, claim("one", ("gpu", 1)), spec)
+    send(kind_cluster, kind_namespace, resource_claim("one"), spec)
     env = env_of(output(kind_cluster, kind_namespace, "env"))
     claim_uid = kind_cluster.get("resourceclaim", "-n", kind_namespace, "one")["metadata"]["uid"]
     (uuid,) = allocated_uuids(kind_cluster, kind_namespace, "one").values()
@@ -314,8 +295,8 @@ def test_multi_request_claim_split_across_containers(kind_cluster: KindCluster, 
     send(
         kind_cluster,
         kind_namespace,
-        claim("two", ("gpu-a", 1), ("gpu-b", 1), selector=T10),
-        pod(
+        resource_claim("two", device_request("gpu-a", selector=T10), device_request("gpu-b", selector=T10)),
+        script_pod(
             "split", "two", {"ctr-a": (SHOW, ["gpu-a"]), "ctr-b": (SHOW, ["gpu-b"]), "ctr-all": (SHOW, None)}
         ),
     )
@@ -354,8 +335,8 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
     send(
         kind_cluster,
         kind_namespace,
-        claim("held", ("gpu", 1), selector=T10),
-        pod("holder", "held", {"ctr": (SHOW, None)}),
+        resource_claim("held", device_request(selector=T10)),
+        script_pod("holder", "held", {"ctr": (SHOW, None)}),
     )
     holder = wait_ready(kind_cluster, kind_namespace, "holder")
     node = holder["spec"]["nodeName"]
@@ -410,8 +391,8 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
     send(
         kind_cluster,
         kind_namespace,
-        claim("fresh", ("gpu", 1), selector=T10),
-        pod("newcomer", "fresh", {"ctr": (SHOW, None)}),
+        resource_claim("fresh", device_request(selector=T10)),
+        script_pod("newcomer", "fresh", {"ctr": (SHOW, None)}),
     )
     wait_ready(kind_cluster, kind_namespace, "newcomer")
     (uuid,) = allocated_uuids(kind_cluster, kind_namespace, "fresh").values()
@@ -446,8 +427,8 @@ def test_fake_device_nodes_are_made_by_the_runtime(kind_cluster: KindCluster, ki
     send(
         kind_cluster,
         kind_namespace,
-        claim("one", ("gpu", 1), selector=T10),
-        pod("nodes", "one", {"ctr": (script, None)}),
+        resource_claim("one", device_request(selector=T10)),
+        script_pod("nodes", "one", {"ctr": (script, None)}),
     )
     log = output(kind_cluster, kind_namespace, "nodes")
     nodes = dict(re.findall(r"^(/dev/nvidia\S*) character special file (\S+)$", log, re.M))

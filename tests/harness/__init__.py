@@ -1,0 +1,29 @@
+"""Helpers shared by the test suites; test modules import them from here, never from each other
+(tests/test_harness_layout.py checks it).
+
+Unit and contract tests (tests/*.py):
+- `DRIVER` (this package): the driver every unit test serves, fakeplugin's default (gpu.nvidia.com).
+- factories: GpuDevice values, one per model (`T10`, `H200`), numbered copies with `numbered`.
+- prepare: one node of Preparer tests over real files (`Node`), claims and results (`ref`, `result`,
+  `claim_object`, `prepared`, `gpu`), opaque configs in an allocation (`opaque`, `with_configs`).
+- server: the gRPC server on its own loop (`Running`) over a stand-in core (`CannedDriver`), wire claims.
+- plugin: the real core and server over JSON claims, in-process or as `python -m tests.harness.plugin`.
+- nvidia_smi: the fake nvidia-smi in a container view made from real CDI specs; the real tool's capture.
+- inventory: one node's devices from inventory GPU entries (MIG layouts, shares).
+- golden: `check_golden` against tests/golden/.
+- cli: fakeplugin's commands as a subprocess (`render_cli`).
+- paths: the repository's files (`REPO`, `EXAMPLES`, `SEED_LAB`).
+- tooling: `unavailable`, a missing tool skips here and fails in CI.
+
+End-to-end tests (tests/e2e, tests/kind):
+- kube: kubectl on any cluster (`apply`, `get`, `items`, `wait_for`, ...), claims the kubelet health-watches.
+- seedlab: the e2e session's cluster, the seed lab: its nodes (`T10`, `A5000`), inventory, slices, claims.
+- host: what a local cluster needs of this host (`require_cluster_host`) and must leave alone (`HostBefore`).
+- kind: the kind e2e's cluster (`KindCluster`) and the names run.sh gives it.
+
+The objects tests apply (claims, templates, pods) come from fakeplugin.testing, as in users' tests.
+"""
+
+from fakeplugin import DEFAULT_DRIVER_NAME
+
+DRIVER = DEFAULT_DRIVER_NAME

@@ -1,0 +1,40 @@
+"""What a local cluster (fakeplugin.cluster) needs of this host, and what it must leave alone there."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fakeplugin.cluster import BinaryNotFound, binaries, components
+from tests.harness.tooling import unavailable
+
+# Paths a kubelet (or kube-controller-manager) creates on a host unless kept away from them.
+HARD_CODED_HOST_PATHS = (
+    Path("/var/lib/kubelet"),
+    Path("/var/log/containers"),
+    Path("/usr/libexec/kubernetes"),
+)
+
+
+def require_cluster_host(names: tuple[str, ...] = binaries.CLUSTER_BINARIES) -> dict[str, Path]:
+    """The binaries, or skip (fail in CI) saying what is missing; kubelets also need root."""
+    try:
+        found = binaries.find_all(names)
+    except BinaryNotFound as exc:
+        unavailable(str(exc))
+    if "kubelet" in names and os.geteuid() != 0:
+        unavailable("kubelet nodes need root (private mount namespace, bind mounts)")
+    return found
+
+
+def read_sysctls() -> dict[str, str]:
+    return {f: Path("/proc/sys", f).read_text().strip() for f in components.KUBELET_SYSCTLS}
+
+
+@dataclass(frozen=True)
+class HostBefore:
+    """The host as it was before any kubelet of the session ran."""
+
+    sysctls: dict[str, str]
+    absent_paths: tuple[Path, ...]
