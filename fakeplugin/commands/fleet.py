@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
+from fakeplugin import DEFAULT_DRIVER_NAME, releases
 from fakeplugin.commands import consumable_shares_flag, flag
 
 log = logging.getLogger("fakeplugin.fleet")
@@ -121,37 +121,35 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers: {args.workers}: must be at least 1")
 
+    from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.kube import new_api_client
-    from fakeplugin.publish.inventory import load_inventory
+    from fakeplugin.publish.node import InventoryFile
+    from fakeplugin.runtime.emulation import emulation
 
-    release = releases.get(args.driver_release or load_inventory(Path(args.config)).driver_release)
-    gates = featuregates.parse(args.feature_gates, release)
-    shares = consumableshares.parse(args.consumable_shares, gates, release)
-    release = release.with_gates(gates)  # DRAListTypeAttributes: the form of numaNode
+    inventory = InventoryFile(Path(args.config))  # InventoryError names the file and field
+    emulated = emulation(
+        release=args.driver_release or inventory.inventory.driver_release,
+        driver_name=args.driver_name,
+        feature_gates=args.feature_gates,
+        consumable_shares=args.consumable_shares,
+        device_nodes=args.fake_device_nodes,
+    )
     # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.workers + 3))
     fleet = Fleet(
         kube,
-        inventory=Path(args.config),
-        driver=args.driver_name,
+        inventory=inventory,
+        emulation=emulated,
+        driver=GpuDriver(emulated),
         state_dir=Path(args.state_dir),
-        feature_gates=gates,
-        release=release,
-        consumable_shares=shares,
-        device_nodes=args.fake_device_nodes,
         workers=args.workers,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info(
-        "fleet for driver %s, emulating NVIDIA driver %s; state in %s",
-        args.driver_name,
-        release.tag,
-        args.state_dir,
-    )
+    log.info("fleet for %s; state in %s", emulated.describe(), args.state_dir)
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
+from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, releases
 from fakeplugin.cluster import versions
 from fakeplugin.commands import consumable_shares_flag, flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
@@ -17,6 +17,7 @@ from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
+from fakeplugin.runtime.emulation import emulation
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -114,8 +115,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
-        gates = featuregates.parse(args.feature_gates, release)
-        shares = consumableshares.parse(args.consumable_shares, gates, release)
+        emulated = emulation(
+            release=release.name,
+            driver_name=args.driver_name,
+            feature_gates=args.feature_gates,
+            consumable_shares=args.consumable_shares,
+        )
         server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
@@ -133,10 +138,10 @@ def run(args: argparse.Namespace) -> int:
         node=args.node,
         labels=labels,
         node_uid=args.node_uid,
-        dynamic_mig=gates["DynamicMIG"],
-        release=release.with_gates(gates),  # DRAListTypeAttributes: the form of numaNode
+        dynamic_mig=emulated.dynamic_mig,
+        release=emulated.release,
         server_version=server_version,
-        consumable_shares=shares,
+        consumable_shares=emulated.consumable_shares,
     )
     sys.stdout.write(to_yaml(docs))
     return 0

@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fakeplugin.fleet import podclaims, stages
-from fakeplugin.fleet.api import FleetKube, Obj, list_and_watch
+from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.poddra import PodDRA
+from fakeplugin.runtime.informer import Source, list_and_watch
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class FleetKubelet:
                 self._seen(obj)
 
         list_and_watch(
-            self._kube, PODS, stop=stop, on_list=self._resync, on_event=on_event, synced=self.synced
+            self._kube, Source(PODS), stop=stop, on_list=self._resync, on_event=on_event, synced=self.synced
         )
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -70,7 +71,7 @@ class FleetKubelet:
         status = obj.get("status") or {}
         if not node or not (obj["spec"].get("resourceClaims") or status.get("extendedResourceClaimStatus")):
             return
-        if self._dra.preparer(node) is None:
+        if self._dra.plugin(node) is None:
             return
         uid = obj["metadata"]["uid"]
         obj = _slim(obj)

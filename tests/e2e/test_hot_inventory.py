@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.commands.serve import INVENTORY_POLL_SECONDS
+from fakeplugin.runtime.nodes import INVENTORY_POLL_SECONDS
 from fakeplugin.testing import FakepluginCluster
 from tests.e2e.kube import claim_pod, resource_claim, wait_for
 from tests.e2e.test_dra import A5000, our_slices
