@@ -136,7 +136,7 @@ def test_cli_version_flag_refuses_an_unsupported_version_before_building() -> No
 def test_render_lays_dynamic_mig_out_for_the_api_servers_version() -> None:
     def kinds(version: str) -> list[list[str]]:
         out = subprocess.run(
-            [sys.executable, "-m", "fakeplugin", "render", "--config", str(REPO / "examples" / "mig.yaml"),
+            [sys.executable, "-m", "fakeplugin", "render", "--inventory", str(REPO / "examples" / "mig.yaml"),
              "--node", "h200-dynamic", "--feature-gates", "DynamicMIG=true", "--kubernetes-version", version],
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip

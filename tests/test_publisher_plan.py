@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeplugin.runtime.publisher import plan
-
 from fakeplugin import releases
+from fakeplugin.runtime.publisher import plan
 
 NODE = "node-a"
 

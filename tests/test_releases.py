@@ -162,7 +162,7 @@ def test_node_slices_default_to_the_inventorys_release() -> None:
 
 def render_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "fakeplugin", "render", "--config", str(SEED), *args],
+        [sys.executable, "-m", "fakeplugin", "render", "--inventory", str(SEED), *args],
         capture_output=True,
         text=True,
         timeout=60,

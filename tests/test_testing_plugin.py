@@ -56,25 +56,46 @@ def test_a_session_without_its_fixtures_starts_and_imports_nothing(pytester: pyt
             assert "fakeplugin.cluster" not in sys.modules
         """
     )
-    result = pytester.runpytest_subprocess("--fakeplugin-workers=2", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--fakeplugin-simulated-nodes=2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
 def test_options_come_from_the_command_line_or_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfakeplugin_inventory = lab.yaml\nfakeplugin_simulated_nodes = 3\n")
+    pytester.makepyfile(
+        """
+        from pathlib import Path
+        from fakeplugin.testing.pytest_plugin import option
+
+        def test_options(pytestconfig, fakeplugin_inventory, fakeplugin_config):
+            assert fakeplugin_inventory == fakeplugin_config == Path("lab.yaml")
+            assert option(pytestconfig, "simulated-nodes") == "3"
+            assert option(pytestconfig, "kubernetes-feature-gates") == "A=true"
+            assert option(pytestconfig, "kubeconfig") == "/k"
+        """
+    )
+    assert "--fakeplugin-kubeconfig" in pytester.runpytest_subprocess("--help").stdout.str()
+    pytester.runpytest_subprocess(
+        "--fakeplugin-kubeconfig=/k", "--fakeplugin-kubernetes-feature-gates=A=true"
+    ).assert_outcomes(passed=1)
+
+
+def test_the_old_option_names_still_work(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nfakeplugin_config = lab.yaml\nfakeplugin_workers = 3\n")
     pytester.makepyfile(
         """
         from pathlib import Path
         from fakeplugin.testing.pytest_plugin import option
 
-        def test_options(pytestconfig, fakeplugin_config):
-            assert fakeplugin_config == Path("lab.yaml")
-            assert option(pytestconfig, "workers") == "3"
-            assert option(pytestconfig, "kubeconfig") == "/k"
+        def test_options(pytestconfig, fakeplugin_inventory):
+            assert fakeplugin_inventory == Path("lab.yaml")
+            assert option(pytestconfig, "simulated-nodes") == "3"
+            assert option(pytestconfig, "kubernetes-feature-gates") == "B=false"
         """
     )
-    assert "--fakeplugin-kubeconfig" in pytester.runpytest_subprocess("--help").stdout.str()
-    pytester.runpytest_subprocess("--fakeplugin-kubeconfig=/k").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--fakeplugin-feature-gates=B=false", "--help")
+    assert "deprecated: use --fakeplugin-inventory" in result.stdout.str()
+    pytester.runpytest_subprocess("--fakeplugin-feature-gates=B=false").assert_outcomes(passed=1)
 
 
 def test_container_gpus_are_the_devices_the_containers_cdi_edits_named() -> None:

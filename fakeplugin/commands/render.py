@@ -11,7 +11,7 @@ import yaml
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, releases
 from fakeplugin.cluster import versions
-from fakeplugin.commands import consumable_shares_flag, flag
+from fakeplugin.commands import emulation_flags, flag, inventory_flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
@@ -37,12 +37,12 @@ default 25.12): its feature gates, attributes, DeviceClasses and slice names (0.
 
 EPILOG = """\
 examples:
-  fakeplugin render --config examples/seed-lab.yaml
-  fakeplugin render --config examples/seed-lab.yaml --node capi-dralabs-md-gpua5000-jw4mx-d64jz
-  fakeplugin render --config fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
-  fakeplugin render --config inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply --dry-run=client -f -
-  fakeplugin render --config examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
-  fakeplugin render --config examples/seed-lab.yaml --driver-release 0.4.1
+  fakeplugin render --inventory examples/seed-lab.yaml
+  fakeplugin render --inventory examples/seed-lab.yaml --node capi-dralabs-md-gpua5000-jw4mx-d64jz
+  fakeplugin render --inventory fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
+  fakeplugin render --inventory inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply -f -
+  fakeplugin render --inventory examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
+  fakeplugin render --inventory examples/seed-lab.yaml --driver-release 0.4.1
 """
 
 
@@ -54,7 +54,7 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--config", env="FAKEPLUGIN_CONFIG", metavar="FILE", help="inventory YAML file (required)")
+    inventory_flag(p, "inventory YAML file (required)")
     flag(p, "--node", env="NODE_NAME", metavar="NAME", help="render only this node's slices")
     flag(
         p,
@@ -64,32 +64,7 @@ def add_parser(subparsers: Any) -> None:
         help="labels of --node, to pick its entry by selector when it is not named in the inventory",
     )
     flag(p, "--node-uid", env="NODE_UID", metavar="UID", help="UID of --node for the ownerReference")
-    flag(
-        p,
-        "--driver-name",
-        env="DRIVER_NAME",
-        default=DEFAULT_DRIVER_NAME,
-        metavar="NAME",
-        help="DRA driver name; DeviceClass names follow it",
-    )
-    flag(
-        p,
-        "--feature-gates",
-        env="FEATURE_GATES",
-        default="",
-        metavar="LIST",
-        help="the plugin's feature gates, e.g. DynamicMIG=true (as `serve --feature-gates`)",
-    )
-    flag(
-        p,
-        "--driver-release",
-        env="DRIVER_RELEASE",
-        default="",
-        metavar="RELEASE",
-        help="NVIDIA driver release to emulate, overriding the inventory's driverRelease; known: "
-        + releases.known(),
-    )
-    consumable_shares_flag(p)
+    emulation_flags(p, driver_name_help="DRA driver name; DeviceClass names follow it")
     flag(
         p,
         "--kubernetes-version",
@@ -103,11 +78,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.config:
-        args.parser.error("--config (or FAKEPLUGIN_CONFIG) is required")
+    if not args.inventory:
+        args.parser.error("--inventory (or FAKEPLUGIN_INVENTORY) is required")
     if args.node_uid and not args.node:
         args.parser.error("--node-uid needs --node")
-    inv = load_inventory(args.config)
+    inv = load_inventory(args.inventory)
     try:
         release = releases.get(args.driver_release or inv.driver_release)
     except ValueError as exc:

@@ -8,8 +8,7 @@ import logging
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, featuregates, releases
-from fakeplugin.commands import consumable_shares_flag, flag
+from fakeplugin.commands import emulation_flags, flag, inventory_flag
 from fakeplugin.server import metrics
 
 log = logging.getLogger("fakeplugin.serve")
@@ -25,8 +24,8 @@ what it does:
   4. answers NodePrepareResources with CDI specs in --cdi-root, checkpointed in the plugins dir
 
 examples:
-  NODE_NAME=gpu-node-1 fakeplugin serve --config /etc/fakeplugin/inventory.yaml
-  fakeplugin -v 6 serve --config inv.yaml --node-name n1 --kubeconfig ~/.kube/config \\
+  NODE_NAME=gpu-node-1 fakeplugin serve --inventory /etc/fakeplugin/inventory.yaml
+  fakeplugin -v 6 serve --inventory inv.yaml --node-name n1 --kubeconfig ~/.kube/config \\
       --kubelet-registrar-directory-path /tmp/kl/plugins_registry \\
       --kubelet-plugins-directory-path /tmp/kl/plugins --cdi-root /tmp/kl/cdi
 """
@@ -41,23 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(
-        p,
-        "--config",
-        env="FAKEPLUGIN_CONFIG",
-        required=False,
-        metavar="FILE",
-        help="inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)",
-    )
+    inventory_flag(p, "inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)")
     flag(p, "--node-name", env="NODE_NAME", metavar="NAME", help="this node's name")
-    flag(
-        p,
-        "--driver-name",
-        env="DRIVER_NAME",
-        default=DEFAULT_DRIVER_NAME,
-        metavar="NAME",
-        help="DRA driver name; change it to run beside NVIDIA's real driver",
-    )
+    emulation_flags(p, driver_name_help="DRA driver name; change it to run beside NVIDIA's real driver")
     flag(
         p,
         "--cdi-root",
@@ -117,25 +102,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         p,
-        "--feature-gates",
-        env="FEATURE_GATES",
-        default="",
-        metavar="LIST",
-        help="NVIDIA driver feature gates, e.g. TimeSlicingSettings=true; known (by release): "
-        + ", ".join(featuregates.KNOWN),
-    )
-    flag(
-        p,
-        "--driver-release",
-        env="DRIVER_RELEASE",
-        default="",
-        metavar="RELEASE",
-        help="NVIDIA driver release to emulate (its gates, slice names, opaque config rules); empty: the "
-        f"inventory's driverRelease, read once at start; known: {releases.known()}",
-    )
-    consumable_shares_flag(p)
-    flag(
-        p,
         "--boot-id-file",
         env="BOOT_ID_FILE",
         default="/proc/sys/kernel/random/boot_id",
@@ -181,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.server import ServerSettings
     from fakeplugin.server import run as run_server
 
-    if not args.config:
-        raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
+    if not args.inventory:
+        raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     if not args.node_name:
         raise ValueError("--node-name (or NODE_NAME) is required")
-    inventory = InventoryFile(Path(args.config))  # InventoryError names the file and field
+    inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     emulated = emulation(
         release=args.driver_release or inventory.inventory.driver_release,
         driver_name=args.driver_name,
@@ -194,9 +160,9 @@ def run(args: argparse.Namespace) -> int:
         device_nodes=args.fake_device_nodes,
     )
     log.info("fakeplugin for node %s: %s", args.node_name, emulated.describe())
-    workers = ServerSettings.workers
-    # A connection per worker thread, plus the publisher's watch and its writes, plus the node watch.
-    kube = Kube(new_api_client(args.kubeconfig or None, connections=workers + 3))
+    threads = ServerSettings.threads
+    # A connection per claim thread, plus the publisher's watch and its writes, plus the node watch.
+    kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + 3))
     driver = GpuDriver(emulated, boot_id_file=Path(args.boot_id_file))
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),
@@ -211,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         port = metrics.serve(args.http_endpoint)
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
     settings = ServerSettings(
-        workers=workers,
+        threads=threads,
         driver_name=args.driver_name,
         registrar_dir=Path(args.kubelet_registrar_directory_path),
         plugins_dir=Path(args.kubelet_plugins_directory_path),

@@ -59,7 +59,7 @@ class ServerSettings:
     call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
     # Threads running Prepare/Unprepare calls at once (their claim GETs overlap; the rest is batched under
     # the node lock). The kubelet calls once per pod being started, so a burst of pods is a burst of calls.
-    workers: int = 8
+    threads: int = 8
 
     def __post_init__(self) -> None:
         if self.device_health and not self.device_health_pool:
@@ -183,7 +183,7 @@ async def run(driver: Claims, cfg: ServerSettings, stop: asyncio.Event | None = 
     signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="claims"))
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.threads, thread_name_prefix="claims"))
     server = Server(driver, cfg)
     try:
         await server.start()
