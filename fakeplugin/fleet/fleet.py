@@ -58,7 +58,7 @@ class Fleet:
         emulation: Emulation,
         driver: Driver,
         state_dir: Path,
-        workers: int = 8,
+        threads: int = 8,
     ) -> None:
         self.dirs = FleetDirs(state_dir)
         self._dra = PodDRA(
@@ -75,8 +75,8 @@ class Fleet:
             ),
             accept=is_simulated,
         )
-        self.host = Host(kube, emulation, self.nodes, writers=workers, resync_seconds=RESYNC_SECONDS)
-        self.kubelet = FleetKubelet(kube, self._dra, workers=workers)
+        self.host = Host(kube, emulation, self.nodes, writers=threads, resync_seconds=RESYNC_SECONDS)
+        self.kubelet = FleetKubelet(kube, self._dra, threads=threads)
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop`: follow the nodes and the inventory, publish, prepare. Returns when stopped."""

@@ -35,14 +35,14 @@ class _Pod:
 
 
 class FleetKubelet:
-    def __init__(self, kube: FleetKube, dra: PodDRA, *, workers: int = 8) -> None:
+    def __init__(self, kube: FleetKube, dra: PodDRA, *, threads: int = 8) -> None:
         self._kube = kube
         self._dra = dra
         self._mutex = threading.Lock()
         self._pods: dict[str, _Pod] = {}  # pod UID → what we know, for pods with claims on the fleet's nodes
         self._on_node: dict[str, set[str]] = defaultdict(set)  # node → UIDs of those pods
         self._queued: set[str] = set()
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="fleet-kubelet")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fleet-kubelet")
         self.synced = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
