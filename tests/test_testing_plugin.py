@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fakeplugin.testing import Allocated, seed_lab_inventory
+from fakeplugin.testing.containers import container_claims
 from fakeplugin.testing.objects import allocated, as_objects, container_gpus, object_ref
 
 pytest_plugins = ["pytester"]
@@ -110,3 +111,29 @@ def test_container_gpus_are_the_devices_the_containers_cdi_edits_named() -> None
     }
     assert container_gpus(env) == {"gpu-0-mig-1g5gb-19-2": "MIG-a", "gpu-1": "GPU-b"}
     assert container_gpus({"NVIDIA_VISIBLE_DEVICES": "void"}) == {}
+
+
+def test_container_claims_resolve_template_and_extended_resource_claims_as_the_kubelet() -> None:
+    pod = {
+        "spec": {
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimTemplateName": "t"},
+                {"name": "own", "resourceClaimName": "c1"},
+            ],
+            "containers": [
+                {"name": "a", "resources": {"claims": [{"name": "gpu", "request": "r0"}, {"name": "own"}]}},
+                {"name": "b"},
+            ],
+        },
+        "status": {
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "pod-gpu-x1"}],
+            "extendedResourceClaimStatus": {
+                "resourceClaimName": "pod-extended-resources-y2",
+                "requestMappings": [
+                    {"containerName": "b", "resourceName": "nvidia.com/gpu", "requestName": "c-0"}
+                ],
+            },
+        },
+    }
+    assert container_claims(pod, "a") == [("pod-gpu-x1", "r0"), ("c1", "")]
+    assert container_claims(pod, "b") == [("pod-extended-resources-y2", "c-0")]

@@ -104,7 +104,9 @@ class PodDRA:
             )
             return False
         for container in obj["spec"].get("containers") or []:
-            (self._containers_dir(node) / record_name(obj, container)).unlink(missing_ok=True)
+            (
+                self._containers_dir(node) / record_name(meta["namespace"], meta["name"], container["name"])
+            ).unlink(missing_ok=True)
         return bool(obj.get("gone")) or self._annotate(obj, stages.UNPREPARED)
 
     def _failed(self, obj: Obj, claim_name: str, error: str, *, wrapped: bool = True) -> bool:

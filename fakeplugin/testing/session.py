@@ -197,7 +197,7 @@ class FakepluginCluster:
             ids += [
                 cdi_device_id(claim["metadata"]["uid"], r["device"], driver_name=DEFAULT_DRIVER_NAME)
                 for r in results
-                if r["driver"] == DEFAULT_DRIVER_NAME and request in (None, r["request"])
+                if r["driver"] == DEFAULT_DRIVER_NAME and request in ("", r["request"])
             ]
         return containers.exec_view(self.kubectl, namespace, pod, container, ids)
 
