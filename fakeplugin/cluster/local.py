@@ -86,8 +86,8 @@ class Cluster:
             started = time.monotonic()
             try:
                 version = kubernetes_version or versions.selected()
-                kube = versions.release(version)
-                gates = dict(kube.feature_gates) if feature_gates is None else feature_gates
+                k8s = versions.release(version)
+                gates = dict(k8s.feature_gates) if feature_gates is None else feature_gates
                 cluster._start(
                     Path(inventory).absolute(), gates, plugin, simulated_nodes, build, plugin_args, version
                 )

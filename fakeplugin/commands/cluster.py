@@ -153,12 +153,12 @@ def run_up(args: argparse.Namespace) -> int:
 
     if not args.inventory:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
-    kube = versions.release(args.kubernetes_version)
+    k8s = versions.release(args.kubernetes_version)
     cluster = Cluster.up(
         Path(args.inventory),
         Path(args.state_dir),
         kubernetes_version=args.kubernetes_version,
-        feature_gates=parse_feature_gates(args.kubernetes_feature_gates, kube.feature_gates),
+        feature_gates=parse_feature_gates(args.kubernetes_feature_gates, k8s.feature_gates),
         plugin=not args.no_plugin,
         simulated_nodes=args.simulated_nodes,
         build=args.build,
