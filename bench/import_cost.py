@@ -32,7 +32,7 @@ MODULES = [
     "fakeplugin.commands.serve",
     "fakeplugin.prepare.preparer",
     "fakeplugin.publish.node",
-    "fakeplugin.publish.publisher",
+    "fakeplugin.runtime.publisher",
     "fakeplugin.publish.slices",
     "fakeplugin.server",
 ]

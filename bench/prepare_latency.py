@@ -92,7 +92,7 @@ def main() -> int:
             "-m",
             "fakeplugin",
             "serve",
-            "--config",
+            "--inventory",
             str(inventory),
             "--node-name",
             NODE,

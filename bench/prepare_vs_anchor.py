@@ -329,7 +329,7 @@ def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
         "-m",
         "fakeplugin",
         "serve",
-        "--config",
+        "--inventory",
         str(inventory),
         "--node-name",
         node,

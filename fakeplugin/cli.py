@@ -7,7 +7,7 @@ import logging
 import sys
 
 from fakeplugin import __version__, logs
-from fakeplugin.commands import flag
+from fakeplugin.commands import deprecation_warnings, flag
 
 DESCRIPTION = """\
 fakeplugin: a hardware-free stand-in for NVIDIA's Kubernetes DRA GPU driver (gpu.nvidia.com).
@@ -19,13 +19,13 @@ claims, CEL selectors and whole CI suites written for GPU nodes run on nodes wit
 
 EPILOG = """\
 examples:
-  fakeplugin profiles                                   list the GPU models we can emulate
-  fakeplugin validate --config examples/seed-lab.yaml   check an inventory file
-  fakeplugin render --config examples/seed-lab.yaml     print slices and DeviceClasses, no cluster
-  NODE_NAME=node1 fakeplugin serve --config inv.yaml    run as a kubelet plugin on a node
-  fakeplugin cluster up --config examples/seed-lab.yaml a real local cluster, no Docker
-  fakeplugin calls --node NODE --claim NS/NAME          what the kubelet asked a plugin, and its answers
-  fakeplugin demo                                       the seed lab end to end, then clean up
+  fakeplugin profiles                                        list the GPU models we can emulate
+  fakeplugin validate --inventory examples/seed-lab.yaml     check an inventory file
+  fakeplugin render --inventory examples/seed-lab.yaml       print slices and DeviceClasses, no cluster
+  NODE_NAME=node1 fakeplugin serve --inventory inv.yaml      run as a kubelet plugin on a node
+  fakeplugin cluster up --inventory examples/seed-lab.yaml   a real local cluster, no Docker
+  fakeplugin calls --node NODE --claim NS/NAME               what the kubelet asked a plugin, and its answers
+  fakeplugin demo                                            the seed lab end to end, then clean up
 """
 
 
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for warning in deprecation_warnings(args):
+        print(f"fakeplugin: {warning}", file=sys.stderr)
     logs.setup(args.verbosity)
     try:
         return int(args.func(args) or 0)

@@ -17,7 +17,6 @@ import logging
 import re
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -33,6 +32,12 @@ log = logging.getLogger(__name__)
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
 SLICES = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/resourceslices"
+NODES = "/api/v1/nodes"
+
+Obj = dict[str, Any]
+# Lists of metadata only (names, labels, ...): a fraction of the full objects (apimachinery's
+# PartialObjectMetadataList, as `kubectl get -o name` asks).
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 # Every call carries a deadline: a hung API server must never hang Prepare or the publisher.
 REQUEST_TIMEOUT = 15.0
 # The auth schemes the generated API classes pass for every call (a bearer token, when there is one;
@@ -67,15 +72,6 @@ def new_api_client(kubeconfig: str | None, *, connections: int = 8) -> ApiClient
     return api
 
 
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    uid: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    resource_version: str = ""
-
-
 class Kube:
     """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC); `annotate` is
     for `fakeplugin fault`, run by a user, never by the plugin.
@@ -91,16 +87,48 @@ class Kube:
         info = self._json("GET", "/version")
         return int(info["major"]), int(re.match(r"\d+", info["minor"]).group())  # type: ignore[union-attr]
 
-    def get_node(self, name: str) -> NodeInfo:
-        return _node_info(self._json("GET", f"/api/v1/nodes/{_segment(name)}"))
+    def get(self, path: str) -> Obj:
+        """The object at `path`."""
+        return self._json("GET", path)
 
-    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeInfo]:
-        """The node each time it changes, until the server ends the watch (a field selector on its name:
-        RBAC `watch` on nodes, no `list`). An ERROR event (e.g. 410 Gone) raises ApiException."""
-        query = [("fieldSelector", f"metadata.name={name}")]
-        for event in self._watch("/api/v1/nodes", query, resource_version, timeout_seconds):
-            if event.get("type") in ("ADDED", "MODIFIED"):
-                yield _node_info(event["object"])
+    def list(self, path: str, *, field_selector: str = "") -> tuple[list[Obj], str]:
+        """Every object at `path` (a collection), and the list's resourceVersion to watch from. Paged
+        (500 a page), so a 4000-pod list never makes the API server build one huge answer."""
+        items: list[Obj] = []
+        query = [("limit", "500")] + ([("fieldSelector", field_selector)] if field_selector else [])
+        token = ""
+        while True:
+            page = self._json("GET", path, query=query + ([("continue", token)] if token else []))
+            items.extend(page.get("items") or [])
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return items, page["metadata"]["resourceVersion"]
+
+    def count(self, path: str, *, field_selector: str = "") -> int:
+        """How many objects `path` holds. Without a selector: one item and the server's
+        remainingItemCount; with one (the server then gives no count): their metadata only, paged."""
+        if not field_selector:
+            page = self._json("GET", path, query=[("limit", "1")])
+            return len(page.get("items") or []) + int(page["metadata"].get("remainingItemCount") or 0)
+        total, token = 0, ""
+        while True:
+            query = [("limit", "1000"), ("fieldSelector", field_selector)] + (
+                [("continue", token)] if token else []
+            )
+            page = self._json("GET", path, query=query, accept=METADATA_ONLY)
+            total += len(page.get("items") or [])
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return total
+
+    def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int, field_selector: str = ""
+    ) -> Iterator[Obj]:
+        """Watch events (type, object) at `path` until the server ends the watch; ERROR raises."""
+        query = [("allowWatchBookmarks", "true")] + (
+            [("fieldSelector", field_selector)] if field_selector else []
+        )
+        yield from self._watch(path, query, resource_version, timeout_seconds)
 
     def annotate(self, path: str, annotations: dict[str, str | None]) -> dict[str, Any]:
         """Merge-patch an object's annotations (`path`: its API path); None removes one."""
@@ -117,11 +145,6 @@ class Kube:
             f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{_segment(namespace)}"
             f"/resourceclaims/{_segment(name)}",
         )
-
-    def list_slices(self, *, driver: str, node_name: str) -> tuple[list[dict[str, Any]], str]:
-        """This node's slices of this driver, and the list's resourceVersion (to watch from)."""
-        result = self._json("GET", SLICES, query=[("fieldSelector", _slice_selector(driver, node_name))])
-        return list(result.get("items") or []), result["metadata"]["resourceVersion"]
 
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", SLICES, body=body)
@@ -142,16 +165,6 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:  # already gone is what we wanted
                 raise
-
-    def watch_slices(
-        self, *, driver: str, node_name: str, resource_version: str, timeout_seconds: int
-    ) -> Iterator[dict[str, Any]]:
-        """Yield watch events (dicts with type/object) until the server closes the watch.
-
-        An ERROR event (e.g. 410 Gone: the resourceVersion is too old) raises ApiException with its code.
-        """
-        query = [("fieldSelector", _slice_selector(driver, node_name))]
-        yield from self._watch(SLICES, query, resource_version, timeout_seconds)
 
     # -- the REST level ---------------------------------------------------------------------------------
 
@@ -226,24 +239,9 @@ class Kube:
         return response.response
 
 
-def _node_info(node: dict[str, Any]) -> NodeInfo:
-    meta = node["metadata"]
-    return NodeInfo(
-        name=meta["name"],
-        uid=meta["uid"],
-        labels=dict(meta.get("labels") or {}),
-        annotations=dict(meta.get("annotations") or {}),
-        resource_version=meta.get("resourceVersion", ""),
-    )
-
-
 def _segment(value: str) -> str:
     """A path segment, percent-encoded (names are validated elsewhere; this keeps a bad one harmless)."""
     return quote(value, safe="")
-
-
-def _slice_selector(driver: str, node_name: str) -> str:
-    return f"spec.driver={driver},spec.nodeName={node_name}"
 
 
 def describe_api_error(exc: Exception) -> str:

@@ -285,7 +285,7 @@ def _serve_env_vars() -> set[str]:
     parser = build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     actions = [*parser._actions, *sub.choices["serve"]._actions]
-    return {m for a in actions for m in re.findall(r"\[env (\w+)\]", a.help or "")}
+    return {m for a in actions for m in re.findall(r"\[env (\w+)[];]", a.help or "")}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -328,10 +328,10 @@ def test_daemonset_runs_the_plugin_like_the_real_one(helm: Path) -> None:
         assert mounts[name]["mountPath"] == path
     assert mounts["plugins"]["mountPropagation"] == "Bidirectional"
 
-    # The inventory: ConfigMap key inventory.yaml, mounted where FAKEPLUGIN_CONFIG points.
+    # The inventory: ConfigMap key inventory.yaml, mounted where FAKEPLUGIN_INVENTORY points.
     [config_volume] = [v for v in pod["volumes"] if "configMap" in v]
     assert config_volume["configMap"]["name"] == only(objs, "ConfigMap")["metadata"]["name"]
-    assert env["FAKEPLUGIN_CONFIG"] == mounts[config_volume["name"]]["mountPath"] + "/inventory.yaml"
+    assert env["FAKEPLUGIN_INVENTORY"] == mounts[config_volume["name"]]["mountPath"] + "/inventory.yaml"
 
 
 def test_bidirectional_propagation_only_when_privileged(helm: Path) -> None:

@@ -19,7 +19,15 @@ from fakeplugin.publish.inventory import parse_inventory
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"
 A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
-ENV_VARS = ("FAKEPLUGIN_CONFIG", "NODE_NAME", "NODE_LABELS", "NODE_UID", "DRIVER_NAME", "FAKEPLUGIN_OUTPUT")
+ENV_VARS = (
+    "FAKEPLUGIN_INVENTORY",
+    "FAKEPLUGIN_CONFIG",
+    "NODE_NAME",
+    "NODE_LABELS",
+    "NODE_UID",
+    "DRIVER_NAME",
+    "FAKEPLUGIN_OUTPUT",
+)
 
 
 def fakeplugin(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -35,8 +43,39 @@ def fakeplugin(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "warning"),
+    [
+        (["--config", str(SEED)], {}, "fakeplugin: --config is deprecated; use --inventory\n"),
+        (
+            [],
+            {"FAKEPLUGIN_CONFIG": str(SEED)},
+            "fakeplugin: FAKEPLUGIN_CONFIG is deprecated; set FAKEPLUGIN_INVENTORY\n",
+        ),
+        ([], {"FAKEPLUGIN_INVENTORY": str(SEED)}, ""),
+    ],
+)
+def test_the_old_inventory_flag_and_variable_still_work_with_a_warning(
+    args: list[str], env: dict[str, str], warning: str
+) -> None:
+    result = fakeplugin("render", *args, **env)
+    assert (result.returncode, result.stderr) == (0, warning)
+    assert result.stdout == (ROOT / "tests" / "golden" / "render-seed-lab.yaml").read_text()
+
+
+def test_help_names_the_deprecated_aliases() -> None:
+    help_text = " ".join(fakeplugin("serve", "--help").stdout.split())
+    assert "--inventory FILE, --config FILE" in help_text
+    assert "[env FAKEPLUGIN_INVENTORY; deprecated: --config, FAKEPLUGIN_CONFIG]" in help_text
+    fleet_help = " ".join(fakeplugin("fleet", "--help").stdout.split())
+    assert "[env FAKEPLUGIN_FLEET_THREADS; deprecated: --workers, FAKEPLUGIN_FLEET_WORKERS]" in fleet_help
+    up_help = " ".join(fakeplugin("cluster", "up", "--help").stdout.split())
+    assert "deprecated: --workers, FAKEPLUGIN_WORKERS" in up_help
+    assert "deprecated: --feature-gates, KUBE_FEATURE_GATES" in up_help
+
+
 def test_render_seed_lab_prints_the_golden_output() -> None:
-    result = fakeplugin("render", "--config", str(SEED))
+    result = fakeplugin("render", "--inventory", str(SEED))
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == (ROOT / "tests" / "golden" / "render-seed-lab.yaml").read_text()
     docs = list(yaml.safe_load_all(result.stdout))
@@ -52,7 +91,7 @@ def test_render_seed_lab_prints_the_golden_output() -> None:
 def test_render_one_node_from_env_vars() -> None:
     result = fakeplugin(
         "render", "--node-uid", "0c9c4e0e-1b8a-4c7e-9d1e-2f3a4b5c6d7e",
-        FAKEPLUGIN_CONFIG=str(SEED), NODE_NAME=A5000_NODE, DRIVER_NAME="gpu.fake.nvidia.com",
+        FAKEPLUGIN_INVENTORY=str(SEED), NODE_NAME=A5000_NODE, DRIVER_NAME="gpu.fake.nvidia.com",
     )  # fmt: skip
     assert (result.returncode, result.stderr) == (0, "")
     classes, (rs,) = (docs := list(yaml.safe_load_all(result.stdout)))[:3], docs[3:]
@@ -76,12 +115,12 @@ def test_render_selector_nodes(tmp_path: Path) -> None:
         'driverVersion: "580.95.05"\ncudaDriverVersion: "13.0"\n'
         "nodes:\n- selector: {matchLabels: {gpu: h200}}\n  gpus: [{profile: h200, count: 2}]\n"
     )
-    everything = fakeplugin("render", "--config", str(inv))
+    everything = fakeplugin("render", "--inventory", str(inv))
     assert everything.returncode == 0
     assert [d["kind"] for d in yaml.safe_load_all(everything.stdout)] == ["DeviceClass"] * 3
     assert "nodes[0] selects nodes by label {'gpu': 'h200'}; render one with --node NAME" in everything.stderr
 
-    one = fakeplugin("render", "--config", str(inv), "--node", "w7", "--node-labels", "gpu=h200,zone=a")
+    one = fakeplugin("render", "--inventory", str(inv), "--node", "w7", "--node-labels", "gpu=h200,zone=a")
     assert one.returncode == 0
     (rs,) = list(yaml.safe_load_all(one.stdout))[3:]
     assert rs["spec"]["nodeName"] == "w7"
@@ -92,12 +131,12 @@ def test_render_selector_nodes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["render"], 2, "--config (or FAKEPLUGIN_CONFIG) is required"),
-        (["render", "--config", str(SEED), "--node", "nope"], 1,
+        (["render"], 2, "--inventory (or FAKEPLUGIN_INVENTORY) is required"),
+        (["render", "--inventory", str(SEED), "--node", "nope"], 1,
          f'fakeplugin render: error: {SEED}: no entry for node "nope": not named, and no selector matches '
          "labels {}"),
-        (["render", "--config", str(SEED), "--driver-name", "GPU"], 2, 'invalid driver name "GPU"'),
-        (["render", "--config", str(SEED), "--node-uid", "u"], 2, "--node-uid needs --node"),
+        (["render", "--inventory", str(SEED), "--driver-name", "GPU"], 2, 'invalid driver name "GPU"'),
+        (["render", "--inventory", str(SEED), "--node-uid", "u"], 2, "--node-uid needs --node"),
     ],
 )  # fmt: skip
 def test_render_errors(args: list[str], code: int, message: str) -> None:
@@ -107,7 +146,7 @@ def test_render_errors(args: list[str], code: int, message: str) -> None:
 
 
 def test_validate_ok() -> None:
-    result = fakeplugin("validate", "--config", str(SEED))
+    result = fakeplugin("validate", "--inventory", str(SEED))
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == f"{SEED}: valid: 2 nodes, 3 GPUs on 2 nodes (driver 580.126.20, CUDA 13.0)\n"
 
@@ -118,7 +157,7 @@ def test_validate_prints_every_problem(tmp_path: Path) -> None:
         'driverVersion: "580.95.05"\ncudaDriverVersion: "13.0"\n'
         "nodes:\n- name: a\n  gpus:\n  - profile: t4\n    count: 0\n- name: a\n  gpu: []\n"
     )
-    result = fakeplugin("validate", "--config", str(inv))
+    result = fakeplugin("validate", "--inventory", str(inv))
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.splitlines() == [
         f"{inv}: nodes[0].gpus[0].count: must be at least 1, got 0",
@@ -152,7 +191,7 @@ def test_help_teaches_with_examples(command: str, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "examples:" in out and f"fakeplugin {command}" in out
     if command != "profiles":
-        assert "[env FAKEPLUGIN_CONFIG]" in out
+        assert "[env FAKEPLUGIN_INVENTORY; deprecated: --config, FAKEPLUGIN_CONFIG]" in " ".join(out.split())
 
 
 def test_validate_reports_device_level_problems() -> None:

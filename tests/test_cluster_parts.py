@@ -75,7 +75,7 @@ def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
             {"selector": {"matchLabels": {"pool": "x"}}, "gpus": [{"profile": "t10"}]},
         ],
     })  # fmt: skip
-    nodes = cluster_nodes(inventory, workers=2)
+    nodes = cluster_nodes(inventory, simulated_nodes=2)
     assert [(n.name, n.kubelet, n.gpus, n.index) for n in nodes] == [
         ("gpu-a", True, 2, 0),
         ("plain", False, 0, -1),
@@ -88,7 +88,7 @@ def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
         {"driverVersion": "580.1", "cudaDriverVersion": "13.0", "nodes": [{"name": "worker-1"}]}
     )
     with pytest.raises(ClusterError, match="worker-1 clashes"):
-        cluster_nodes(clash, workers=1)
+        cluster_nodes(clash, simulated_nodes=1)
 
 
 def test_socket_paths_too_long_are_named() -> None:

@@ -166,9 +166,9 @@ def test_render_and_serve_take_the_flag_and_its_env(tmp_path: Path) -> None:
     env = {**os.environ, "CONSUMABLE_SHARES": "memory", "DRIVER_RELEASE": "0.5.0-dev"}
     for command in ("render", "serve"):
         bad = subprocess.run(
-            [sys.executable, "-m", "fakeplugin", command, "--config", str(SEED_LAB), "--node-name", "n"]
+            [sys.executable, "-m", "fakeplugin", command, "--inventory", str(SEED_LAB), "--node-name", "n"]
             if command == "serve"
-            else [sys.executable, "-m", "fakeplugin", command, "--config", str(SEED_LAB)],
+            else [sys.executable, "-m", "fakeplugin", command, "--inventory", str(SEED_LAB)],
             capture_output=True, text=True, timeout=60, check=False, env=env, cwd=tmp_path,
         )  # fmt: skip
         assert bad.returncode != 0

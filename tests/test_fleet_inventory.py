@@ -75,7 +75,7 @@ def test_validate_and_the_local_cluster_count_every_generated_node() -> None:
     assert summary(inv) == (
         "fleet.yaml: valid: 54 nodes, 402 GPUs on 51 nodes (driver 580.126.20, CUDA 13.0)"
     )
-    nodes = cluster_nodes(inv, workers=1)
+    nodes = cluster_nodes(inv, simulated_nodes=1)
     assert [n.name for n in nodes][:3] == ["lab", "h100-0", "h100-1"]
     assert len(nodes) == 1 + 50 + 3 + 1
     assert {n.name: (n.kubelet, n.gpus, n.labels) for n in nodes}["cpu-2"] == (False, 0, {"role": "cpu"})

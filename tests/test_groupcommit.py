@@ -1,4 +1,4 @@
-"""Group commit (prepare.groupcommit): batches of whatever queued meanwhile, one at a time, results routed."""
+"""Group commit (runtime.groupcommit): batches of whatever queued meanwhile, one at a time, results routed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from fakeplugin.prepare.groupcommit import GroupCommit
+from fakeplugin.runtime.groupcommit import GroupCommit
 
 
 class Recorder:

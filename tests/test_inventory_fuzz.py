@@ -1,4 +1,4 @@
-"""Inventory fuzzing: seeded random and hostile documents through `fakeplugin validate --config F`.
+"""Inventory fuzzing: seeded random and hostile documents through `fakeplugin validate --inventory F`.
 
 Every document must end with exit 0 and a `valid` line for a valid inventory, or exit 1 with every line
 naming the file (`<file>: ...`, then `N problems in <file>`): never a traceback, never the CLI's catch-all
@@ -221,7 +221,7 @@ def check_output(path: Path, rc: int, out: str, err: str) -> None:
 def validate_in_process(path: Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = validate.run(argparse.Namespace(config=str(path), parser=None))
+        rc = validate.run(argparse.Namespace(inventory=str(path), parser=None))
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -278,7 +278,7 @@ def test_hostile_documents_are_refused_by_a_bounded_process(
     path = tmp_path / f"{name}.yaml"
     path.write_bytes(make())
     result = subprocess.run(
-        [sys.executable, "-m", "fakeplugin", "validate", "--config", str(path)],
+        [sys.executable, "-m", "fakeplugin", "validate", "--inventory", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

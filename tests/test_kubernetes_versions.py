@@ -70,10 +70,10 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes
 def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
     tmp_path: Path, version: str, gates: dict[str, bool] | None, runtime_config: str | None
 ) -> None:
-    kube = versions.release(version)
-    all_gates = {**kube.feature_gates, **(gates or {})}
+    k8s = versions.release(version)
+    all_gates = {**k8s.feature_gates, **(gates or {})}
     argv = components.apiserver_argv(
-        Path("/x"), StateLayout(tmp_path), components.Ports(1, 2, 3, 4, 5), all_gates, kube
+        Path("/x"), StateLayout(tmp_path), components.Ports(1, 2, 3, 4, 5), all_gates, k8s
     )
     assert [a for a in argv if a.startswith("--runtime-config")] == (
         [runtime_config] if runtime_config else []
@@ -91,12 +91,12 @@ def test_build_script_takes_etcd_helm_and_go_from_the_table() -> None:
         out = subprocess.run(
             [sys.executable, str(table), "pins", version], capture_output=True, text=True, check=True
         ).stdout
-        kube = versions.release(version)
+        k8s = versions.release(version)
         assert out.splitlines() == [
             f"K8S_VERSION={version}",
-            f"ETCD_VERSION={kube.etcd}",
-            f"HELM_VERSION={kube.helm}",
-            f"GO_MIN={kube.go}",
+            f"ETCD_VERSION={k8s.etcd}",
+            f"HELM_VERSION={k8s.helm}",
+            f"GO_MIN={k8s.go}",
         ]
     default = subprocess.run([sys.executable, str(table), "pins", ""], capture_output=True, text=True)
     assert default.stdout.splitlines()[0] == "K8S_VERSION=v1.35.4"
@@ -136,7 +136,7 @@ def test_cli_version_flag_refuses_an_unsupported_version_before_building() -> No
 def test_render_lays_dynamic_mig_out_for_the_api_servers_version() -> None:
     def kinds(version: str) -> list[list[str]]:
         out = subprocess.run(
-            [sys.executable, "-m", "fakeplugin", "render", "--config", str(REPO / "examples" / "mig.yaml"),
+            [sys.executable, "-m", "fakeplugin", "render", "--inventory", str(REPO / "examples" / "mig.yaml"),
              "--node", "h200-dynamic", "--feature-gates", "DynamicMIG=true", "--kubernetes-version", version],
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip

@@ -1,11 +1,11 @@
-"""The pure pool-reconciliation rules of publish.publisher.plan (upstream resourceslice controller)."""
+"""The pure pool-reconciliation rules of runtime.publisher.plan (upstream resourceslice controller)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fakeplugin import releases
-from fakeplugin.publish.publisher import plan
+from fakeplugin.runtime.publisher import plan
 
 NODE = "node-a"
 

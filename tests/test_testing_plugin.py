@@ -17,6 +17,7 @@ from fakeplugin.testing import (
     resource_claim_template,
     seed_lab_inventory,
 )
+from fakeplugin.testing.containers import container_claims
 from fakeplugin.testing.objects import allocated, as_objects, container_gpus, object_ref
 
 pytest_plugins = ["pytester"]
@@ -67,25 +68,46 @@ def test_a_session_without_its_fixtures_starts_and_imports_nothing(pytester: pyt
             assert "fakeplugin.cluster" not in sys.modules
         """
     )
-    result = pytester.runpytest_subprocess("--fakeplugin-workers=2", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--fakeplugin-simulated-nodes=2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
 def test_options_come_from_the_command_line_or_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfakeplugin_inventory = lab.yaml\nfakeplugin_simulated_nodes = 3\n")
+    pytester.makepyfile(
+        """
+        from pathlib import Path
+        from fakeplugin.testing.pytest_plugin import option
+
+        def test_options(pytestconfig, fakeplugin_inventory, fakeplugin_config):
+            assert fakeplugin_inventory == fakeplugin_config == Path("lab.yaml")
+            assert option(pytestconfig, "simulated-nodes") == "3"
+            assert option(pytestconfig, "kubernetes-feature-gates") == "A=true"
+            assert option(pytestconfig, "kubeconfig") == "/k"
+        """
+    )
+    assert "--fakeplugin-kubeconfig" in pytester.runpytest_subprocess("--help").stdout.str()
+    pytester.runpytest_subprocess(
+        "--fakeplugin-kubeconfig=/k", "--fakeplugin-kubernetes-feature-gates=A=true"
+    ).assert_outcomes(passed=1)
+
+
+def test_the_old_option_names_still_work(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nfakeplugin_config = lab.yaml\nfakeplugin_workers = 3\n")
     pytester.makepyfile(
         """
         from pathlib import Path
         from fakeplugin.testing.pytest_plugin import option
 
-        def test_options(pytestconfig, fakeplugin_config):
-            assert fakeplugin_config == Path("lab.yaml")
-            assert option(pytestconfig, "workers") == "3"
-            assert option(pytestconfig, "kubeconfig") == "/k"
+        def test_options(pytestconfig, fakeplugin_inventory):
+            assert fakeplugin_inventory == Path("lab.yaml")
+            assert option(pytestconfig, "simulated-nodes") == "3"
+            assert option(pytestconfig, "kubernetes-feature-gates") == "B=false"
         """
     )
-    assert "--fakeplugin-kubeconfig" in pytester.runpytest_subprocess("--help").stdout.str()
-    pytester.runpytest_subprocess("--fakeplugin-kubeconfig=/k").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--fakeplugin-feature-gates=B=false", "--help")
+    assert "deprecated: use --fakeplugin-inventory" in result.stdout.str()
+    pytester.runpytest_subprocess("--fakeplugin-feature-gates=B=false").assert_outcomes(passed=1)
 
 
 def test_container_gpus_are_the_devices_the_containers_cdi_edits_named() -> None:
@@ -250,3 +272,29 @@ def test_a_pod_without_claims_or_restart_policy_and_with_more_spec() -> None:
 def test_built_objects_apply_as_one_list() -> None:
     objects = as_objects([resource_claim("c"), claim_pod("p", {"resourceClaimName": "c"})])
     assert [object_ref(o) for o in objects] == [("ResourceClaim", "c"), ("Pod", "p")]
+
+
+def test_container_claims_resolve_template_and_extended_resource_claims_as_the_kubelet() -> None:
+    pod = {
+        "spec": {
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimTemplateName": "t"},
+                {"name": "own", "resourceClaimName": "c1"},
+            ],
+            "containers": [
+                {"name": "a", "resources": {"claims": [{"name": "gpu", "request": "r0"}, {"name": "own"}]}},
+                {"name": "b"},
+            ],
+        },
+        "status": {
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "pod-gpu-x1"}],
+            "extendedResourceClaimStatus": {
+                "resourceClaimName": "pod-extended-resources-y2",
+                "requestMappings": [
+                    {"containerName": "b", "resourceName": "nvidia.com/gpu", "requestName": "c-0"}
+                ],
+            },
+        },
+    }
+    assert container_claims(pod, "a") == [("pod-gpu-x1", "r0"), ("c1", "")]
+    assert container_claims(pod, "b") == [("pod-extended-resources-y2", "c-0")]

@@ -1,6 +1,6 @@
 """A real local Kubernetes cluster for tests and demos: see fakeplugin.cluster.local.
 
-cluster = Cluster.up(Path("examples/seed-lab.yaml"), state_dir, workers=3)
+cluster = Cluster.up(Path("examples/seed-lab.yaml"), state_dir, simulated_nodes=3)
 cluster.kubectl("get", "nodes")
 cluster.container_record("default", "pod", "ctr")   # what the fake CRI resolved
 cluster.down()

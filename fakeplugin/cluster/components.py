@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
-from fakeplugin.cluster.versions import DEFAULT_VERSION, Release, release
+from fakeplugin.cluster.versions import DEFAULT_VERSION, KubernetesRelease, release
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 
 LOOPBACK = "127.0.0.1"
@@ -108,7 +108,7 @@ def etcd_argv(binary: Path, layout: StateLayout, ports: Ports) -> list[str]:
 
 
 def apiserver_argv(
-    binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool], kube: Release
+    binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool], k8s: KubernetesRelease
 ) -> list[str]:
     argv = [
         str(binary),
@@ -130,9 +130,9 @@ def apiserver_argv(
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         f"--feature-gates={gates_flag(gates)}",
     ]
-    argv += kube.apiserver_args
-    if kube.taint_rule_runtime_config and gates.get(kube.taint_rule_gate):
-        argv.append(f"--runtime-config={kube.taint_rule_api}=true")  # DeviceTaintRule's API, off by default
+    argv += k8s.apiserver_args
+    if k8s.taint_rule_runtime_config and gates.get(k8s.taint_rule_gate):
+        argv.append(f"--runtime-config={k8s.taint_rule_api}=true")  # DeviceTaintRule's API, off by default
     return argv
 
 
@@ -277,7 +277,7 @@ def plugin_argv(
         "-m",
         "fakeplugin",
         "serve",
-        f"--config={inventory}",
+        f"--inventory={inventory}",
         f"--node-name={node.name}",
         f"--kubeconfig={layout.kubeconfig}",
         f"--kubelet-registrar-directory-path={node.registrar_dir}",
@@ -353,7 +353,7 @@ def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: S
         "-m",
         "fakeplugin",
         "fleet",
-        f"--config={inventory}",
+        f"--inventory={inventory}",
         f"--kubeconfig={layout.kubeconfig}",
         f"--state-dir={layout.root}",
         *shared,

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster.layout import NodeDirs
+from fakeplugin.fleet.containers import record_name
 from fakeplugin.prepare import smi
 
 
 def container_record(nodes: list[NodeDirs], namespace: str, pod: str, container: str) -> dict[str, Any]:
     """The fake CRI's record of a container (the newest one if `nodes` hold several)."""
-    name = f"{namespace}_{pod}_{container}.json"
+    name = record_name(namespace, pod, container)
     found = [p for p in (n.containers_dir / name for n in nodes) if p.exists()]
     if not found:
         dirs = ", ".join(str(n.containers_dir) for n in nodes) or "(no kubelet nodes)"

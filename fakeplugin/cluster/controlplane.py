@@ -12,7 +12,7 @@ from fakeplugin.cluster.components import LOOPBACK, Ports
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.layout import StateLayout
 from fakeplugin.cluster.supervisor import Supervisor
-from fakeplugin.cluster.versions import Release
+from fakeplugin.cluster.versions import KubernetesRelease
 
 
 def start_control_plane(
@@ -22,13 +22,13 @@ def start_control_plane(
     bins: dict[str, Path],
     ports: Ports,
     gates: dict[str, bool],
-    kube: Release,
+    k8s: KubernetesRelease,
 ) -> None:
     """Start the four components in dependency order; returns once each one is healthy."""
     processes.launch("etcd", [components.etcd_argv(bins["etcd"], layout, ports)])
     processes.wait_http("etcd", f"http://{LOOPBACK}:{ports.etcd_client}/health")
     processes.launch(
-        "kube-apiserver", [components.apiserver_argv(bins["kube-apiserver"], layout, ports, gates, kube)]
+        "kube-apiserver", [components.apiserver_argv(bins["kube-apiserver"], layout, ports, gates, k8s)]
     )
     processes.wait("kube-apiserver", lambda: kubectl("get", "--raw", "/readyz", check=False).returncode == 0)
     config = yaml.safe_dump(components.scheduler_config(layout), sort_keys=False).encode()

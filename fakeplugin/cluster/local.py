@@ -69,7 +69,7 @@ class Cluster:
         *,
         feature_gates: dict[str, bool] | None = None,
         plugin: bool = True,
-        workers: int = 0,
+        simulated_nodes: int = 0,
         build: bool = False,
         plugin_args: Sequence[str] = (),
         kubernetes_version: str | None = None,
@@ -86,10 +86,10 @@ class Cluster:
             started = time.monotonic()
             try:
                 version = kubernetes_version or versions.selected()
-                kube = versions.release(version)
-                gates = dict(kube.feature_gates) if feature_gates is None else feature_gates
+                k8s = versions.release(version)
+                gates = dict(k8s.feature_gates) if feature_gates is None else feature_gates
                 cluster._start(
-                    Path(inventory).absolute(), gates, plugin, workers, build, plugin_args, version
+                    Path(inventory).absolute(), gates, plugin, simulated_nodes, build, plugin_args, version
                 )
             except BaseException:
                 state = cluster._store.state
@@ -122,14 +122,14 @@ class Cluster:
         inventory_path: Path,
         gates: dict[str, bool],
         plugin: bool,
-        workers: int,
+        simulated_nodes: int,
         build: bool,
         plugin_args: Sequence[str],
         version: str,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs."""
         inventory = load_inventory(inventory_path)
-        nodes = cluster_nodes(inventory, workers)
+        nodes = cluster_nodes(inventory, simulated_nodes)
         kubelet_nodes = [n for n in nodes if n.kubelet]
         check_host(self.layout.root, [self._store.dirs(n) for n in kubelet_nodes])
         bins = find_binaries(build, version)
@@ -204,7 +204,8 @@ class Cluster:
         return Path(self._store.require().inventory)
 
     def nodes(self) -> list[ClusterNode]:
-        """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the workers."""
+        """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the plain
+        simulated ones."""
         return list(self._store.require().nodes)
 
     def status(self) -> list[ProcessStatus]:

@@ -1,5 +1,5 @@
-"""The simulated nodes of a local cluster (`kubelet: false`, and the plain `--workers`): kwok plays the
-nodes and moves their pods through its stages; one `fakeplugin fleet` is the DRA side of all of them
+"""The simulated nodes of a local cluster (`kubelet: false`, and the plain `--simulated-nodes`): kwok
+plays the nodes and moves their pods through its stages; one `fakeplugin fleet` is the DRA side of all of them
 (their slices, and preparing claims before kwok may start a pod). See fakeplugin.fleet."""
 
 from __future__ import annotations

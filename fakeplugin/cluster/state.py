@@ -48,9 +48,9 @@ class ClusterNode:
         }
 
 
-def cluster_nodes(inventory: Inventory, workers: int) -> list[ClusterNode]:
-    """The inventory's named nodes (by name, and every node of a namePrefix entry), then `workers` plain
-    API-only workers (worker-1...).
+def cluster_nodes(inventory: Inventory, simulated_nodes: int) -> list[ClusterNode]:
+    """The inventory's named nodes (by name, and every node of a namePrefix entry), then `simulated_nodes`
+    plain API-only nodes (worker-1...).
 
     Selector entries name no node: they only decide what the plugin publishes on matching nodes.
     """
@@ -62,7 +62,7 @@ def cluster_nodes(inventory: Inventory, workers: int) -> list[ClusterNode]:
             nodes.append(ClusterNode(name, entry.kubelet, dict(entry.labels), entry.gpu_count, index))
             kubelets += entry.kubelet
     taken = {n.name for n in nodes}
-    for i in range(1, workers + 1):
+    for i in range(1, simulated_nodes + 1):
         name = f"worker-{i}"
         if name in taken:
             raise ClusterError(
@@ -71,7 +71,7 @@ def cluster_nodes(inventory: Inventory, workers: int) -> list[ClusterNode]:
         nodes.append(ClusterNode(name, False, {}, 0))
     if not nodes:
         raise ClusterError(
-            f"{inventory.source}: no named nodes and no --workers: the cluster would have no nodes"
+            f"{inventory.source}: no named nodes and no --simulated-nodes: the cluster would have no nodes"
         )
     return nodes
 

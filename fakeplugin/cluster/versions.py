@@ -40,7 +40,7 @@ ENV = "FAKEPLUGIN_K8S_VERSION"  # selects the version for `cluster up/build`, `d
 
 
 @dataclass(frozen=True)
-class Release:
+class KubernetesRelease:
     """What one Kubernetes minor needs from us."""
 
     minor: str  # "1.37"
@@ -88,11 +88,11 @@ _ALPHA_DRA = MappingProxyType(
 # fails validation for an attribute without a value.
 _LIST_ATTRIBUTES = MappingProxyType({"DRAListTypeAttributes": True})
 
-RELEASES: Mapping[str, Release] = MappingProxyType(
+RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
     {
         r.minor: r
         for r in (
-            Release(
+            KubernetesRelease(
                 minor="1.34",
                 newest="v1.34.4",
                 go="1.24",
@@ -105,7 +105,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 taint_rule_runtime_config=True,
                 health_status_claims="named",
             ),
-            Release(
+            KubernetesRelease(
                 minor="1.35",
                 newest="v1.35.4",
                 go="1.25",
@@ -116,7 +116,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 taint_rule_api="resource.k8s.io/v1alpha3",
                 taint_rule_runtime_config=True,
             ),
-            Release(
+            KubernetesRelease(
                 minor="1.36",
                 newest="v1.36.3",
                 go="1.26",
@@ -129,7 +129,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType(
                 taint_rule_api="resource.k8s.io/v1beta2",
                 taint_rule_runtime_config=True,
             ),
-            Release(
+            KubernetesRelease(
                 minor="1.37",
                 newest="v1.37.2",
                 go="1.26",
@@ -172,7 +172,7 @@ def minor_of(version: str) -> str:
     return minor
 
 
-def release(version: str) -> Release:
+def release(version: str) -> KubernetesRelease:
     return RELEASES[minor_of(version)]
 
 

@@ -1,28 +1,118 @@
 """One module per CLI command; each exposes add_parser(subparsers).
 
 Every flag can also be set through an environment variable (shown in --help), using the real
-NVIDIA driver's names where one exists.
+NVIDIA driver's names where one exists. A renamed flag or variable keeps working under its old name,
+shown as deprecated in --help and warned about on use.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Sequence
 from typing import Any
 
-from fakeplugin import consumableshares
+from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
 
 
-def flag(parser: argparse.ArgumentParser, *names: str, env: str, default: Any = None, **kw: Any) -> None:
-    """Add a flag whose default comes from the environment variable `env`."""
-    value = os.environ.get(env, default)
+def flag(
+    parser: argparse.ArgumentParser,
+    *names: str,
+    env: str,
+    default: Any = None,
+    deprecated: Sequence[str] = (),
+    deprecated_env: Sequence[str] = (),
+    **kw: Any,
+) -> None:
+    """Add a flag whose default comes from the environment variable `env` (else the first of
+    `deprecated_env` set); `deprecated`: its old flag names, still accepted."""
+    value = os.environ.get(env)
+    for old in deprecated_env:
+        if value is None and old in os.environ:
+            value = os.environ[old]
+            # Said by cli.main only when this command runs (a subparser's defaults apply only then).
+            parser.set_defaults(**{f"{DEPRECATED_ENV_PREFIX}{old}": f"{old} is deprecated; set {env}"})
+    value = default if value is None else value
     if kw.get("type") is int and isinstance(value, str):
         value = int(value)
     if kw.get("action") == "store_true":
         value = str(value).lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
     help_text = kw.pop("help", "")
     shown = f" (default: {default})" if default not in (None, "", False) else ""
-    parser.add_argument(*names, default=value, help=f"{help_text}{shown} [env {env}]", **kw)
+    old_names = ", ".join([*deprecated, *deprecated_env])
+    note = f"; deprecated: {old_names}" if old_names else ""
+    if deprecated:
+        kw["action"] = _warn_on(kw.get("action", "store"), names[0], frozenset(deprecated))
+    parser.add_argument(
+        *names, *deprecated, default=value, help=f"{help_text}{shown} [env {env}{note}]", **kw
+    )
+
+
+DEPRECATED_ENV_PREFIX = "deprecated_env_"
+
+
+def deprecation_warnings(args: argparse.Namespace) -> list[str]:
+    """The deprecated environment variables the chosen command read, as warnings."""
+    return [v for k, v in sorted(vars(args).items()) if k.startswith(DEPRECATED_ENV_PREFIX)]
+
+
+def _warn_on(action: str, name: str, old: frozenset[str]) -> type[argparse.Action]:
+    """argparse's `action` that says so when one of the `old` names was used."""
+    base = {"store": argparse._StoreAction, "store_true": argparse._StoreTrueAction}[action]
+
+    class Warned(base):  # type: ignore[misc, valid-type]
+        def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+            if option_string in old:
+                print(f"fakeplugin: {option_string} is deprecated; use {name}", file=sys.stderr)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Warned
+
+
+def inventory_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--inventory FILE` (once `--config`, which still works)."""
+    flag(
+        parser,
+        "--inventory",
+        env="FAKEPLUGIN_INVENTORY",
+        deprecated=("--config",),
+        deprecated_env=("FAKEPLUGIN_CONFIG",),
+        metavar="FILE",
+        help=help,
+    )
+
+
+def emulation_flags(parser: argparse.ArgumentParser, *, driver_name_help: str) -> None:
+    """What is emulated (runtime.emulation): --driver-name, --driver-release, --feature-gates (NVIDIA's,
+    under the real driver's name), --consumable-shares."""
+    flag(
+        parser,
+        "--driver-name",
+        env="DRIVER_NAME",
+        default=DEFAULT_DRIVER_NAME,
+        metavar="NAME",
+        help=driver_name_help,
+    )
+    flag(
+        parser,
+        "--driver-release",
+        env="DRIVER_RELEASE",
+        default="",
+        metavar="RELEASE",
+        help="NVIDIA driver release to emulate (its gates, slice names, opaque config rules); empty: the "
+        f"inventory's driverRelease, read once at start; known: {releases.known()}",
+    )
+    flag(
+        parser,
+        "--feature-gates",
+        env="FEATURE_GATES",
+        default="",
+        metavar="LIST",
+        help="NVIDIA driver feature gates (the driver's own, not Kubernetes'), e.g. "
+        "TimeSlicingSettings=true; known (by release): " + ", ".join(featuregates.KNOWN),
+    )
+    consumable_shares_flag(parser)
 
 
 def consumable_shares_flag(parser: argparse.ArgumentParser) -> None:

@@ -6,14 +6,14 @@ import argparse
 import shlex
 from pathlib import Path
 
-from fakeplugin.commands import flag
+from fakeplugin.commands import flag, inventory_flag
 
 EPILOG = """\
 what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in the state dir):
   etcd, kube-apiserver, kube-scheduler, kube-controller-manager (node-lifecycle controller off);
   per inventory node with `kubelet: true` (default for GPU nodes): a real kubelet in a private mount
   namespace (host sysctls untouched), a fake CRI that resolves CDI devices, and `fakeplugin serve`;
-  per other node (`kubelet: false`, --workers): a Node kwok simulates (kwok runs once), and one
+  per other node (`kubelet: false`, --simulated-nodes): a Node kwok simulates (kwok runs once), and one
   `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared).
 
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
@@ -25,8 +25,8 @@ DeviceTaintRule API come from one table: fakeplugin/cluster/versions.py (docs/ku
 
 examples:
   fakeplugin cluster build                                   build the binaries (Go, module proxy)
-  fakeplugin cluster up --config examples/seed-lab.yaml --workers 3
-  fakeplugin cluster up --config examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
+  fakeplugin cluster up --inventory examples/seed-lab.yaml --simulated-nodes 3
+  fakeplugin cluster up --inventory examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -45,20 +45,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     up = actions.add_parser("up", help="start a cluster for an inventory")
-    flag(
-        up,
-        "--config",
-        env="FAKEPLUGIN_CONFIG",
-        required=False,
-        metavar="FILE",
-        help="inventory YAML (nodes, their labels, `kubelet`, GPUs)",
-    )
+    inventory_flag(up, "inventory YAML (nodes, their labels, `kubelet`, GPUs)")
     state_dir_flag(up)
     kubernetes_version_flag(up)
     flag(
         up,
-        "--feature-gates",
-        env="KUBE_FEATURE_GATES",
+        "--kubernetes-feature-gates",
+        env="KUBERNETES_FEATURE_GATES",
+        deprecated=("--feature-gates",),
+        deprecated_env=("KUBE_FEATURE_GATES",),
         default="",
         metavar="LIST",
         help="Kubernetes feature gates for every component, over the version's defaults (1.34, 1.35: "
@@ -76,12 +71,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         up,
-        "--workers",
-        env="FAKEPLUGIN_WORKERS",
+        "--simulated-nodes",
+        env="FAKEPLUGIN_SIMULATED_NODES",
+        deprecated=("--workers",),
+        deprecated_env=("FAKEPLUGIN_WORKERS",),
         default=0,
         type=int,
         metavar="N",
-        help="add N plain simulated (kwok) worker nodes worker-1..N",
+        help="add N plain simulated (kwok) nodes worker-1..N",
     )
     flag(
         up,
@@ -154,16 +151,16 @@ def kubernetes_version_flag(p: argparse.ArgumentParser) -> None:
 def run_up(args: argparse.Namespace) -> int:
     from fakeplugin.cluster import Cluster, parse_feature_gates, versions
 
-    if not args.config:
-        raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
-    kube = versions.release(args.kubernetes_version)
+    if not args.inventory:
+        raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
+    k8s = versions.release(args.kubernetes_version)
     cluster = Cluster.up(
-        Path(args.config),
+        Path(args.inventory),
         Path(args.state_dir),
         kubernetes_version=args.kubernetes_version,
-        feature_gates=parse_feature_gates(args.feature_gates, kube.feature_gates),
+        feature_gates=parse_feature_gates(args.kubernetes_feature_gates, k8s.feature_gates),
         plugin=not args.no_plugin,
-        workers=args.workers,
+        simulated_nodes=args.simulated_nodes,
         build=args.build,
         plugin_args=shlex.split(args.plugin_args),
     )

@@ -9,8 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
-from fakeplugin.commands import consumable_shares_flag, flag
+from fakeplugin.commands import emulation_flags, flag, inventory_flag
 
 log = logging.getLogger("fakeplugin.fleet")
 
@@ -32,7 +31,7 @@ examples:
   fakeplugin fleet --print-kwok-config > kwok.yaml
   kwok --kubeconfig ~/.kube/config --config kwok.yaml \\
       --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake &
-  fakeplugin fleet --config fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
+  fakeplugin fleet --inventory fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
 
 files: <state-dir>/nodes/<node>/cdi (CDI specs), plugin/ (checkpoint, nvidia-smi data) and
 containers/<namespace>_<pod>_<container>.json (what each container would receive: CDI IDs, env, mounts).
@@ -48,18 +47,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--config", env="FAKEPLUGIN_CONFIG", metavar="FILE", help="inventory YAML of the fleet's GPUs")
+    inventory_flag(p, "inventory YAML of the fleet's GPUs")
     flag(
         p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE", help="kubeconfig; empty: in-cluster"
     )
-    flag(
-        p,
-        "--driver-name",
-        env="DRIVER_NAME",
-        default=DEFAULT_DRIVER_NAME,
-        metavar="NAME",
-        help="DRA driver name",
-    )
+    emulation_flags(p, driver_name_help="DRA driver name")
     flag(
         p,
         "--state-dir",
@@ -70,14 +62,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         p,
-        "--feature-gates",
-        env="FEATURE_GATES",
-        default="",
-        metavar="LIST",
-        help="NVIDIA driver feature gates, e.g. TimeSlicingSettings=true",
-    )
-    flag(
-        p,
         "--fake-device-nodes",
         env="FAKE_DEVICE_NODES",
         action="store_true",
@@ -85,23 +69,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     flag(
         p,
-        "--workers",
-        env="FAKEPLUGIN_FLEET_WORKERS",
+        "--threads",
+        env="FAKEPLUGIN_FLEET_THREADS",
+        deprecated=("--workers",),
+        deprecated_env=("FAKEPLUGIN_FLEET_WORKERS",),
         default=8,
         type=int,
         metavar="N",
         help="threads preparing pods and writing slices (and API connections)",
     )
-    flag(
-        p,
-        "--driver-release",
-        env="DRIVER_RELEASE",
-        default="",
-        metavar="RELEASE",
-        help="NVIDIA driver release to emulate; empty: the inventory's driverRelease; known: "
-        + releases.known(),
-    )
-    consumable_shares_flag(p)
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -116,42 +92,40 @@ def run(args: argparse.Namespace) -> int:
     if args.print_kwok_config:
         sys.stdout.write(kwok_config_yaml())
         return 0
-    if not args.config:
-        raise ValueError("--config (or FAKEPLUGIN_CONFIG) is required: the inventory file")
-    if args.workers < 1:
-        raise ValueError(f"--workers: {args.workers}: must be at least 1")
+    if not args.inventory:
+        raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
+    if args.threads < 1:
+        raise ValueError(f"--threads: {args.threads}: must be at least 1")
 
+    from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.kube import new_api_client
-    from fakeplugin.publish.inventory import load_inventory
+    from fakeplugin.publish.node import InventoryFile
+    from fakeplugin.runtime.emulation import emulation
 
-    release = releases.get(args.driver_release or load_inventory(Path(args.config)).driver_release)
-    gates = featuregates.parse(args.feature_gates, release)
-    shares = consumableshares.parse(args.consumable_shares, gates, release)
-    release = release.with_gates(gates)  # DRAListTypeAttributes: the form of numaNode
+    inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
+    emulated = emulation(
+        release=args.driver_release or inventory.inventory.driver_release,
+        driver_name=args.driver_name,
+        feature_gates=args.feature_gates,
+        consumable_shares=args.consumable_shares,
+        device_nodes=args.fake_device_nodes,
+    )
     # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
-    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.workers + 3))
+    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.threads + 3))
     fleet = Fleet(
         kube,
-        inventory=Path(args.config),
-        driver=args.driver_name,
+        inventory=inventory,
+        emulation=emulated,
+        driver=GpuDriver(emulated),
         state_dir=Path(args.state_dir),
-        feature_gates=gates,
-        release=release,
-        consumable_shares=shares,
-        device_nodes=args.fake_device_nodes,
-        workers=args.workers,
+        threads=args.threads,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info(
-        "fleet for driver %s, emulating NVIDIA driver %s; state in %s",
-        args.driver_name,
-        release.tag,
-        args.state_dir,
-    )
+    log.info("fleet for %s; state in %s", emulated.describe(), args.state_dir)
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0

@@ -9,14 +9,15 @@ from typing import Any
 
 import yaml
 
-from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
+from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, releases
 from fakeplugin.cluster import versions
-from fakeplugin.commands import consumable_shares_flag, flag
+from fakeplugin.commands import emulation_flags, flag, inventory_flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
+from fakeplugin.runtime.emulation import emulation
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -36,12 +37,12 @@ default 25.12): its feature gates, attributes, DeviceClasses and slice names (0.
 
 EPILOG = """\
 examples:
-  fakeplugin render --config examples/seed-lab.yaml
-  fakeplugin render --config examples/seed-lab.yaml --node capi-dralabs-md-gpua5000-jw4mx-d64jz
-  fakeplugin render --config fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
-  fakeplugin render --config inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply --dry-run=client -f -
-  fakeplugin render --config examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
-  fakeplugin render --config examples/seed-lab.yaml --driver-release 0.4.1
+  fakeplugin render --inventory examples/seed-lab.yaml
+  fakeplugin render --inventory examples/seed-lab.yaml --node capi-dralabs-md-gpua5000-jw4mx-d64jz
+  fakeplugin render --inventory fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
+  fakeplugin render --inventory inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply -f -
+  fakeplugin render --inventory examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
+  fakeplugin render --inventory examples/seed-lab.yaml --driver-release 0.4.1
 """
 
 
@@ -53,7 +54,7 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--config", env="FAKEPLUGIN_CONFIG", metavar="FILE", help="inventory YAML file (required)")
+    inventory_flag(p, "inventory YAML file (required)")
     flag(p, "--node", env="NODE_NAME", metavar="NAME", help="render only this node's slices")
     flag(
         p,
@@ -63,32 +64,7 @@ def add_parser(subparsers: Any) -> None:
         help="labels of --node, to pick its entry by selector when it is not named in the inventory",
     )
     flag(p, "--node-uid", env="NODE_UID", metavar="UID", help="UID of --node for the ownerReference")
-    flag(
-        p,
-        "--driver-name",
-        env="DRIVER_NAME",
-        default=DEFAULT_DRIVER_NAME,
-        metavar="NAME",
-        help="DRA driver name; DeviceClass names follow it",
-    )
-    flag(
-        p,
-        "--feature-gates",
-        env="FEATURE_GATES",
-        default="",
-        metavar="LIST",
-        help="the plugin's feature gates, e.g. DynamicMIG=true (as `serve --feature-gates`)",
-    )
-    flag(
-        p,
-        "--driver-release",
-        env="DRIVER_RELEASE",
-        default="",
-        metavar="RELEASE",
-        help="NVIDIA driver release to emulate, overriding the inventory's driverRelease; known: "
-        + releases.known(),
-    )
-    consumable_shares_flag(p)
+    emulation_flags(p, driver_name_help="DRA driver name; DeviceClass names follow it")
     flag(
         p,
         "--kubernetes-version",
@@ -102,11 +78,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.config:
-        args.parser.error("--config (or FAKEPLUGIN_CONFIG) is required")
+    if not args.inventory:
+        args.parser.error("--inventory (or FAKEPLUGIN_INVENTORY) is required")
     if args.node_uid and not args.node:
         args.parser.error("--node-uid needs --node")
-    inv = load_inventory(args.config)
+    inv = load_inventory(args.inventory)
     try:
         release = releases.get(args.driver_release or inv.driver_release)
     except ValueError as exc:
@@ -114,8 +90,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
-        gates = featuregates.parse(args.feature_gates, release)
-        shares = consumableshares.parse(args.consumable_shares, gates, release)
+        emulated = emulation(
+            release=release.name,
+            driver_name=args.driver_name,
+            feature_gates=args.feature_gates,
+            consumable_shares=args.consumable_shares,
+        )
         server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
@@ -133,10 +113,10 @@ def run(args: argparse.Namespace) -> int:
         node=args.node,
         labels=labels,
         node_uid=args.node_uid,
-        dynamic_mig=gates["DynamicMIG"],
-        release=release.with_gates(gates),  # DRAListTypeAttributes: the form of numaNode
+        dynamic_mig=emulated.dynamic_mig,
+        release=emulated.release,
         server_version=server_version,
-        consumable_shares=shares,
+        consumable_shares=emulated.consumable_shares,
     )
     sys.stdout.write(to_yaml(docs))
     return 0

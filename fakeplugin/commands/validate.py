@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from fakeplugin.commands import flag
+from fakeplugin.commands import inventory_flag
 from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
 from fakeplugin.publish.node import node_devices
 
@@ -19,8 +19,8 @@ would get. Prints one summary line and exits 0 when valid; otherwise prints ever
 
 EPILOG = """\
 examples:
-  fakeplugin validate --config examples/seed-lab.yaml
-  FAKEPLUGIN_CONFIG=inv.yaml fakeplugin validate
+  fakeplugin validate --inventory examples/seed-lab.yaml
+  FAKEPLUGIN_INVENTORY=inv.yaml fakeplugin validate
 
 a problem looks like:
   inv.yaml: nodes[1].gpus[0].count: must be at least 1, got 0
@@ -35,22 +35,24 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--config", env="FAKEPLUGIN_CONFIG", metavar="FILE", help="inventory YAML file (required)")
+    inventory_flag(p, "inventory YAML file (required)")
     p.set_defaults(func=run, parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.config:
-        args.parser.error("--config (or FAKEPLUGIN_CONFIG) is required")
+    if not args.inventory:
+        args.parser.error("--inventory (or FAKEPLUGIN_INVENTORY) is required")
     try:
-        inv = load_inventory(args.config)
+        inv = load_inventory(args.inventory)
         problems = device_problems(inv)
     except InventoryError as exc:
         problems = exc.problems
     if problems:
         for line in problems:
             print(line, file=sys.stderr)
-        print(f"{len(problems)} problem{'s' if len(problems) > 1 else ''} in {args.config}", file=sys.stderr)
+        print(
+            f"{len(problems)} problem{'s' if len(problems) > 1 else ''} in {args.inventory}", file=sys.stderr
+        )
         return 1
     print(summary(inv))
     return 0

@@ -105,10 +105,14 @@ def write_record(
         record["error"] = "; ".join(errors)
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(
-        directory / record_name(pod, container), json.dumps(record, indent=2).encode(), mode=0o644, sync=False
+        directory / record_name(meta["namespace"], meta["name"], container["name"]),
+        json.dumps(record, indent=2).encode(),
+        mode=0o644,
+        sync=False,
     )
 
 
-def record_name(pod: Mapping[str, Any], container: Mapping[str, Any]) -> str:
-    """<namespace>_<pod>_<container>.json (names cannot hold "_")."""
-    return f"{pod['metadata']['namespace']}_{pod['metadata']['name']}_{container['name']}.json"
+def record_name(namespace: str, pod: str, container: str) -> str:
+    """<namespace>_<pod>_<container>.json (names cannot hold "_"); the fake CRI names its records so too
+    (hack/fakecri/main.go writeRecord)."""
+    return f"{namespace}_{pod}_{container}.json"

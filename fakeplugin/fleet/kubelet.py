@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fakeplugin.fleet import podclaims, stages
-from fakeplugin.fleet.api import FleetKube, Obj, list_and_watch
+from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.poddra import PodDRA
+from fakeplugin.runtime.informer import Source, list_and_watch
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +35,14 @@ class _Pod:
 
 
 class FleetKubelet:
-    def __init__(self, kube: FleetKube, dra: PodDRA, *, workers: int = 8) -> None:
+    def __init__(self, kube: FleetKube, dra: PodDRA, *, threads: int = 8) -> None:
         self._kube = kube
         self._dra = dra
         self._mutex = threading.Lock()
         self._pods: dict[str, _Pod] = {}  # pod UID → what we know, for pods with claims on the fleet's nodes
         self._on_node: dict[str, set[str]] = defaultdict(set)  # node → UIDs of those pods
         self._queued: set[str] = set()
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="fleet-kubelet")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fleet-kubelet")
         self.synced = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
@@ -52,7 +53,7 @@ class FleetKubelet:
                 self._seen(obj)
 
         list_and_watch(
-            self._kube, PODS, stop=stop, on_list=self._resync, on_event=on_event, synced=self.synced
+            self._kube, Source(PODS), stop=stop, on_list=self._resync, on_event=on_event, synced=self.synced
         )
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -70,7 +71,7 @@ class FleetKubelet:
         status = obj.get("status") or {}
         if not node or not (obj["spec"].get("resourceClaims") or status.get("extendedResourceClaimStatus")):
             return
-        if self._dra.preparer(node) is None:
+        if self._dra.plugin(node) is None:
             return
         uid = obj["metadata"]["uid"]
         obj = _slim(obj)

@@ -46,26 +46,35 @@ def pod_claims(pod: Mapping[str, Any]) -> PodClaims:
     return PodClaims(names, tuple(pending))
 
 
+def container_claim_refs(pod: Mapping[str, Any], container: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(ResourceClaim name, request; "" for all of the claim) of every claim `container` uses: its
+    resources.claims, then the extended-resource claim's request mappings naming it."""
+    claims = pod_claims(pod).names
+    refs = [
+        (claims[ref["name"]], ref.get("request") or "")
+        for ref in (container.get("resources") or {}).get("claims") or []
+        if ref["name"] in claims
+    ]
+    extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    refs += [
+        (claims[EXTENDED], mapping.get("requestName") or "")
+        for mapping in extended.get("requestMappings") or []
+        if mapping.get("containerName") == container.get("name") and EXTENDED in claims
+    ]
+    return refs
+
+
 def container_cdi_devices(
     pod: Mapping[str, Any], container: Mapping[str, Any], results: Mapping[str, PrepareResult]
 ) -> list[str]:
     """CDI device IDs the kubelet passes to `container`; `results`: ResourceClaim name → its result."""
-    claims = pod_claims(pod).names
     ids: list[str] = []
-
-    def add(claim_name: str | None, request: str) -> None:
-        result = results.get(claim_name) if claim_name else None
+    for claim_name, request in container_claim_refs(pod, container):
+        result = results.get(claim_name)
         for device in result.devices if result else ():
             parents = {r.split("/", 1)[0] for r in device.request_names}
             if not request or not device.request_names or request in parents:
                 ids.extend(i for i in device.cdi_device_ids if i not in ids)
-
-    for ref in (container.get("resources") or {}).get("claims") or []:
-        add(claims.get(ref["name"]), ref.get("request") or "")
-    extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
-    for mapping in extended.get("requestMappings") or []:
-        if mapping.get("containerName") == container.get("name"):
-            add(claims.get(EXTENDED), mapping.get("requestName") or "")
     return ids
 
 

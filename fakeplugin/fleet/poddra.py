@@ -1,4 +1,5 @@
-"""What a kubelet's DRA manager does for one pod (wire-protocol.md §6.3, §6.4), against a node's Preparer:
+"""What a kubelet's DRA manager does for one pod (wire-protocol.md §6.3, §6.4), against the driver on
+the pod's node (runtime.driver.NodePlugin):
 read and check the pod's claims, prepare them, record what each container would get, tell kwok
 (fleet.stages) by annotating the pod; and the reverse when the pod goes.
 
@@ -19,31 +20,31 @@ from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.containers import record_name, write_record
 from fakeplugin.kube import describe_api_error
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.runtime.driver import NodePlugin
 
 log = logging.getLogger(__name__)
 
 
 class PodDRA:
-    """`preparer(node)`: the node's Preparer (None: not a node of the fleet); `containers_dir(node)`,
+    """`plugin(node)`: the driver on the node (None: not a node of the fleet); `containers_dir(node)`,
     `cdi_root(node)`: where the node keeps container records and CDI specs."""
 
     def __init__(
         self,
         kube: FleetKube,
         *,
-        preparer: Callable[[str], Preparer | None],
+        plugin: Callable[[str], NodePlugin | None],
         containers_dir: Callable[[str], Path],
         cdi_root: Callable[[str], Path],
     ) -> None:
         self._kube = kube
-        self.preparer = preparer
+        self.plugin = plugin
         self._containers_dir = containers_dir
         self._cdi_root = cdi_root
-        self._fetched = threading.local()  # claims this thread just read, for the Preparer's get_claim
+        self._fetched = threading.local()  # claims this thread just read, for the prepare side's get_claim
 
     def get_claim(self, namespace: str, name: str) -> Obj:
-        """The Preparer's claim read: the claim this thread read a moment ago (checked against the pod),
+        """The prepare side's claim read: the claim this thread read a moment ago (checked against the pod),
         else a fresh GET."""
         claim = getattr(self._fetched, "claims", {}).get((namespace, name))
         return claim if claim is not None else self._kube.get_claim(namespace, name)
@@ -51,8 +52,8 @@ class PodDRA:
     def prepare(self, obj: Obj) -> bool:
         """Prepare the pod's claims on its node; False: failed (event sent), try again later."""
         meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        preparer = self.preparer(node)
-        assert preparer is not None
+        plugin = self.plugin(node)
+        assert plugin is not None
         claims = podclaims.pod_claims(obj)
         if claims.pending:
             return True  # the pod's next update (its claim statuses) queues it again
@@ -73,7 +74,7 @@ class PodDRA:
             refs.append(ClaimRef(meta["namespace"], claim["metadata"]["uid"], claim_name))
         self._fetched.claims = fetched
         try:
-            results = preparer.prepare(refs)
+            results = plugin.prepare(refs)
         finally:
             self._fetched.claims = {}
         by_name: dict[str, PrepareResult] = {}
@@ -92,18 +93,20 @@ class PodDRA:
         The claims are found in the node's checkpoint, so this works after a restart of the fleet too.
         False: failed, try again later. `obj["gone"]`: the pod object is deleted already."""
         meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        preparer = self.preparer(node)
-        assert preparer is not None
+        plugin = self.plugin(node)
+        assert plugin is not None
         names = set(podclaims.pod_claims(obj).names.values()) - in_use
-        refs = [r for r in preparer.prepared_claims() if r.namespace == meta["namespace"] and r.name in names]
-        errors = [e for e in (preparer.unprepare(refs) if refs else {}).values() if e]
+        refs = [r for r in plugin.prepared_claims() if r.namespace == meta["namespace"] and r.name in names]
+        errors = [e for e in (plugin.unprepare(refs) if refs else {}).values() if e]
         if errors:
             log.warning(
                 "pod %s/%s on %s: unprepare failed: %s", meta["namespace"], meta["name"], node, errors[0]
             )
             return False
         for container in obj["spec"].get("containers") or []:
-            (self._containers_dir(node) / record_name(obj, container)).unlink(missing_ok=True)
+            (
+                self._containers_dir(node) / record_name(meta["namespace"], meta["name"], container["name"])
+            ).unlink(missing_ok=True)
         return bool(obj.get("gone")) or self._annotate(obj, stages.UNPREPARED)
 
     def _failed(self, obj: Obj, claim_name: str, error: str, *, wrapped: bool = True) -> bool:

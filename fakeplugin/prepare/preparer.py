@@ -4,7 +4,7 @@ Prepare, per claim (one claim's failure never touches the others; its message go
 
     validate ref ─▶ GET claim ─▶ our allocated devices ─▶ injected faults (prepare.faults: delay, error,
     fail count)                 (prepare.resolve: in the caller's thread, outside the lock)
-    ─▶ [node lock, with every claim queued meanwhile: prepare.groupcommit] read checkpoint
+    ─▶ [node lock, with every claim queued meanwhile: runtime.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
     ─▶ overlap check ─▶ write PrepareStarted (all claims of the batch at once) ─▶ opaque configs
@@ -37,12 +37,12 @@ from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare import faults, smi, stale
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.prepare.claims import ClaimError, validate_claim_ref
-from fakeplugin.prepare.groupcommit import GroupCommit
-from fakeplugin.prepare.nodelock import FILE_NAME as LOCK_FILE
-from fakeplugin.prepare.nodelock import LockTimeoutError, NodeLock
 from fakeplugin.prepare.overlap import conflict
 from fakeplugin.prepare.resolve import Request, Resolver
 from fakeplugin.releases import DriverRelease
+from fakeplugin.runtime.groupcommit import GroupCommit
+from fakeplugin.runtime.nodelock import FILE_NAME as LOCK_FILE
+from fakeplugin.runtime.nodelock import LockTimeoutError, NodeLock
 
 log = logging.getLogger(__name__)
 

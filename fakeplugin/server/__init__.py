@@ -1,6 +1,6 @@
-"""The gRPC edge between the kubelet and the prepare core.
+"""The runtime's gRPC edge between the kubelet and a driver's prepare side (runtime.driver.Claims).
 
-Modules: `driver` (the Driver protocol the core implements), `sockets` (socket path rules), `registration`
+Modules: `sockets` (socket path rules), `registration`
 (pluginregistration.Registration), `claims` (the version-neutral request flow), `dra_v1` / `dra_v1beta1`
 (one adapter per wire version), `device_health` (v1alpha1.DRAResourceHealth), `liveness`
 (grpc.health.v1.Health over TCP), `trace` (request logging), `calllog` (every kubelet call as a JSON
@@ -10,6 +10,5 @@ line, and its reader), `app` (ServerSettings, Server, run).
 from __future__ import annotations
 
 from fakeplugin.server.app import Server, ServerSettings, run
-from fakeplugin.server.driver import Driver
 
-__all__ = ["Driver", "Server", "ServerSettings", "run"]
+__all__ = ["Server", "ServerSettings", "run"]

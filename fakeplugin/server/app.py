@@ -1,6 +1,7 @@
 """The whole plugin server: DRA services and registration on unix sockets, liveness on TCP.
 
-It never touches the Kubernetes API; all it knows of the world is the Driver it is given.
+It never touches the Kubernetes API; all it knows of the world is the prepare side it is given
+(runtime.driver.Claims).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from fakeplugin._proto.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
 from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as device_health_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from fakeplugin.logs import GRPC_TRACE_LEVEL
+from fakeplugin.runtime.driver import Claims
 from fakeplugin.server.calllog import CALL_LOG_NAME, DEFAULT_MAX_BYTES, CallLog, CallLogInterceptor
 from fakeplugin.server.device_health import DeviceHealthServicer, HealthOf
 from fakeplugin.server.device_health import v1_handler as v1_health_handler
 from fakeplugin.server.dra_v1 import DRAPluginV1
 from fakeplugin.server.dra_v1beta1 import DRAPluginV1beta1
-from fakeplugin.server.driver import Driver
 from fakeplugin.server.liveness import LivenessServicer
 from fakeplugin.server.registration import RegistrationServicer
 from fakeplugin.server.sockets import check_length, prepare_listen_path, remove_socket, socket_paths
@@ -58,7 +59,7 @@ class ServerSettings:
     call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
     # Threads running Prepare/Unprepare calls at once (their claim GETs overlap; the rest is batched under
     # the node lock). The kubelet calls once per pod being started, so a burst of pods is a burst of calls.
-    workers: int = 8
+    threads: int = 8
 
     def __post_init__(self) -> None:
         if self.device_health and not self.device_health_pool:
@@ -70,7 +71,7 @@ class ServerSettings:
 class Server:
     """Start with `await start()`, end with `await stop()`; `run()` does both around a stop event."""
 
-    def __init__(self, driver: Driver, cfg: ServerSettings) -> None:
+    def __init__(self, driver: Claims, cfg: ServerSettings) -> None:
         self.cfg = cfg
         self.paths = socket_paths(cfg.driver_name, cfg.registrar_dir, cfg.plugins_dir, cfg.pod_uid)
         self.registration = RegistrationServicer(cfg.driver_name, self.paths.dra, cfg.device_health)
@@ -173,7 +174,7 @@ class Server:
         await server.start()
 
 
-async def run(driver: Driver, cfg: ServerSettings, stop: asyncio.Event | None = None) -> None:
+async def run(driver: Claims, cfg: ServerSettings, stop: asyncio.Event | None = None) -> None:
     """Serve until `stop` is set or SIGTERM/SIGINT arrives, then stop gracefully and remove the sockets."""
     if stop is None:
         stop = asyncio.Event()
@@ -182,7 +183,7 @@ async def run(driver: Driver, cfg: ServerSettings, stop: asyncio.Event | None = 
     signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="claims"))
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.threads, thread_name_prefix="claims"))
     server = Server(driver, cfg)
     try:
         await server.start()

@@ -16,8 +16,8 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
+from fakeplugin.runtime.driver import Claims
 from fakeplugin.server import metrics
-from fakeplugin.server.driver import Driver
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,11 @@ def split_claims(claims: Iterable[WireClaim]) -> tuple[list[ClaimRef], dict[str,
     return refs, invalid
 
 
-async def prepare(driver: Driver, claims: Iterable[WireClaim]) -> dict[str, PrepareResult]:
+async def prepare(driver: Claims, claims: Iterable[WireClaim]) -> dict[str, PrepareResult]:
     return await _answer_each(driver.prepare, claims, lambda error: PrepareResult(error=error), "prepare")
 
 
-async def unprepare(driver: Driver, claims: Iterable[WireClaim]) -> dict[str, str]:
+async def unprepare(driver: Claims, claims: Iterable[WireClaim]) -> dict[str, str]:
     return await _answer_each(driver.unprepare, claims, lambda error: error, "unprepare")
 
 
@@ -93,7 +93,7 @@ class DRAPluginAdapter:
 
     pb: ModuleType  # the version's generated api_pb2
 
-    def __init__(self, driver: Driver, driver_name: str) -> None:
+    def __init__(self, driver: Claims, driver_name: str) -> None:
         self._driver = driver
         self._driver_name = driver_name  # metrics label
 

@@ -2,7 +2,7 @@
 
     from fakeplugin.testing import FakepluginCluster
 
-    with FakepluginCluster.start(Path("my-lab.yaml"), workers=2) as cluster:  # or .attach(kubeconfig)
+    with FakepluginCluster.start(Path("my-lab.yaml"), simulated_nodes=2) as cluster:  # or .attach(kubeconfig)
         ns = cluster.create_namespace()
         cluster.apply(MY_YAML, ns)
         cluster.wait_for_pod(ns, "trainer")

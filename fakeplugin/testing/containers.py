@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakeplugin.fleet.podclaims import container_claim_refs
 from fakeplugin.testing.objects import container_gpus
 
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
@@ -102,17 +103,9 @@ def exec_view(kubectl: Callable[..., subprocess.CompletedProcess[str]], namespac
     return ContainerView(namespace, pod, container, env, cdi_devices, mounts, run)
 
 
-def container_claims(pod: Mapping[str, Any], container: str) -> list[tuple[str, str | None]]:
-    """(claim name, request or None for all) of each claim the pod's `container` uses."""
-    spec, status = pod["spec"], pod.get("status", {})
-    generated = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses", [])}
-    names = {
-        c["name"]: c.get("resourceClaimName") or generated.get(c["name"])
-        for c in spec.get("resourceClaims", [])
-    }
+def container_claims(pod: Mapping[str, Any], container: str) -> list[tuple[str, str]]:
+    """(claim name, request; "" for all of the claim) of each claim the pod's `container` uses, as the
+    kubelet resolves them (fleet.podclaims: template claims, the extended-resource claim)."""
+    spec = pod["spec"]
     (ctr,) = [c for c in spec["containers"] + spec.get("initContainers", []) if c["name"] == container]
-    return [
-        (names[c["name"]], c.get("request"))
-        for c in ctr.get("resources", {}).get("claims", [])
-        if names.get(c["name"])
-    ]
+    return container_claim_refs(pod, ctr)

@@ -1,20 +1,24 @@
 """pytest plugin (entry point `pytest11: fakeplugin`): a cluster with our plugin for a test session.
 
 Fixtures: `fakeplugin_cluster` (session; a fakeplugin.testing.FakepluginCluster), `fakeplugin_namespace`
-(a fresh namespace per test, deleted after it), `fakeplugin_config` (session; the inventory a started
-cluster gets: override it in a conftest to generate one). Nothing starts unless a test asks for
+(a fresh namespace per test, deleted after it), `fakeplugin_inventory` (session; the inventory a
+started cluster gets: override it in a conftest to generate one; `fakeplugin_config`, its old name,
+still works). Nothing starts unless a test asks for
 `fakeplugin_cluster`; this module imports nothing heavy before that.
 
 Options (command line, or the ini key without `--` and with `_`):
-  --fakeplugin-config FILE       inventory of the local cluster to start (default: the seed lab)
+  --fakeplugin-inventory FILE    inventory of the local cluster to start (default: the seed lab)
   --fakeplugin-kubeconfig FILE   attach to this running cluster instead; nothing is started or stopped
   --fakeplugin-state-dir DIR     where to start the local cluster (default: a session temp dir); with
                                  --fakeplugin-kubeconfig: a running local cluster's, for its records
-  --fakeplugin-workers N         plain simulated (kwok) workers besides the inventory's nodes (default 0)
+  --fakeplugin-simulated-nodes N plain simulated (kwok) nodes besides the inventory's (default 0)
   --fakeplugin-plugin-args ARGS  extra `fakeplugin serve` flags for every node (e.g. --device-health)
-  --fakeplugin-feature-gates G   A=true,B=false over the local cluster's default gates
+  --fakeplugin-kubernetes-feature-gates G  Kubernetes' gates A=true,B=false over the local cluster's
+                                 defaults
   --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.37.x
                                  (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
+Deprecated, still accepted: --fakeplugin-config, --fakeplugin-workers, --fakeplugin-feature-gates (and
+their ini keys).
 """
 
 from __future__ import annotations
@@ -30,38 +34,55 @@ if TYPE_CHECKING:
     from fakeplugin.testing.session import FakepluginCluster
 
 OPTIONS = {
-    "config": "inventory of the local cluster to start (default: the seed lab shipped in the package)",
+    "inventory": "inventory of the local cluster to start (default: the seed lab shipped in the package)",
     "kubeconfig": "attach to the running cluster of this kubeconfig instead of starting one",
     "state-dir": "state dir of the local cluster to start (default: a temp dir); when attaching: a local "
     "cluster's state dir, for container records and call logs",
-    "workers": "plain simulated (kwok) worker nodes besides the inventory's (default 0)",
+    "simulated-nodes": "plain simulated (kwok) nodes besides the inventory's (default 0)",
     "plugin-args": "extra `fakeplugin serve` flags for every node's plugin, shell-quoted",
-    "feature-gates": "feature gates A=true,B=false over the local cluster's defaults",
+    "kubernetes-feature-gates": "Kubernetes feature gates A=true,B=false over the local cluster's defaults",
     "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.37.x (default: "
     "$FAKEPLUGIN_K8S_VERSION, else v1.35.4)",
+}
+# Old name → new name: still read when the new one is not set.
+DEPRECATED = {
+    "config": "inventory",
+    "workers": "simulated-nodes",
+    "feature-gates": "kubernetes-feature-gates",
 }
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fakeplugin", "fakeplugin: a cluster with the fake gpu.nvidia.com DRA driver")
-    for name, help_text in OPTIONS.items():
+    options = {**OPTIONS, **{old: f"deprecated: use --fakeplugin-{new}" for old, new in DEPRECATED.items()}}
+    for name, help_text in options.items():
         group.addoption(f"--fakeplugin-{name}", dest=f"fakeplugin_{name.replace('-', '_')}", help=help_text)
         parser.addini(f"fakeplugin_{name.replace('-', '_')}", help_text)
 
 
 def option(config: pytest.Config, name: str) -> str:
     """A fakeplugin option: the command line's, else the ini file's, else ""."""
-    key = f"fakeplugin_{name.replace('-', '_')}"
-    return config.getoption(key) or str(config.getini(key) or "")
+    names = [name, *(old for old, new in DEPRECATED.items() if new == name)]
+    for key in (f"fakeplugin_{n.replace('-', '_')}" for n in names):
+        if value := config.getoption(key) or str(config.getini(key) or ""):
+            return value
+    return ""
 
 
 @pytest.fixture(scope="session")
-def fakeplugin_config(pytestconfig: pytest.Config) -> Path:
+def fakeplugin_inventory(pytestconfig: pytest.Config) -> Path:
     """The inventory a started local cluster gets."""
     from fakeplugin.testing.session import seed_lab_inventory
 
-    value = option(pytestconfig, "config")
+    value = option(pytestconfig, "inventory")
     return Path(value) if value else seed_lab_inventory()
+
+
+@pytest.fixture(scope="session")
+def fakeplugin_config(fakeplugin_inventory: Path) -> Path:
+    """Deprecated name of `fakeplugin_inventory`; the cluster asks for this one, so overriding
+    either works."""
+    return fakeplugin_inventory
 
 
 @pytest.fixture(scope="session")
@@ -82,10 +103,10 @@ def fakeplugin_cluster(
     cluster = FakepluginCluster.start(
         request.getfixturevalue("fakeplugin_config"),
         Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
-        workers=int(option(config, "workers") or 0),
+        simulated_nodes=int(option(config, "simulated-nodes") or 0),
         plugin_args=shlex.split(option(config, "plugin-args")),
         feature_gates=parse_feature_gates(
-            option(config, "feature-gates"), versions.release(version).feature_gates
+            option(config, "kubernetes-feature-gates"), versions.release(version).feature_gates
         ),
         kubernetes_version=version,
     )

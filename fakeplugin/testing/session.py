@@ -59,7 +59,7 @@ class FakepluginCluster:
         inventory: Path | None = None,
         state_dir: Path | None = None,
         *,
-        workers: int = 0,
+        simulated_nodes: int = 0,
         plugin_args: Sequence[str] = (),
         feature_gates: Mapping[str, bool] | None = None,
         build: bool = False,
@@ -71,7 +71,7 @@ class FakepluginCluster:
         local = Cluster.up(
             inventory or seed_lab_inventory(),
             state_dir or DEFAULT_STATE_DIR,
-            workers=workers,
+            simulated_nodes=simulated_nodes,
             plugin_args=plugin_args,
             feature_gates=None if feature_gates is None else dict(feature_gates),
             build=build,
@@ -197,7 +197,7 @@ class FakepluginCluster:
             ids += [
                 cdi_device_id(claim["metadata"]["uid"], r["device"], driver_name=DEFAULT_DRIVER_NAME)
                 for r in results
-                if r["driver"] == DEFAULT_DRIVER_NAME and request in (None, r["request"])
+                if r["driver"] == DEFAULT_DRIVER_NAME and request in ("", r["request"])
             ]
         return containers.exec_view(self.kubectl, namespace, pod, container, ids)
 

@@ -3,7 +3,7 @@
 `cluster` (session): the plugin's `fakeplugin_cluster` (a fakeplugin.testing.FakepluginCluster) started
 with the seed lab of examples/seed-lab.yaml as the reference lab runs it: its two GPU nodes (real
 kubelets, fake CRI, our plugin) labelled `nvidia.com/dra-kubelet-plugin=true`, plus three plain kwok-simulated
-workers (our override of the plugin's `fakeplugin_config`). `namespace` (per test): the plugin's
+workers (our override of the plugin's `fakeplugin_inventory`). `namespace` (per test): the plugin's
 `fakeplugin_namespace`, a fresh namespace deleted afterwards.
 
 Missing binaries (hack/build-k8s.sh) or no root: skipped on a developer's machine, failed when CI=true.
@@ -28,7 +28,7 @@ def host_before() -> HostBefore:
 
 
 @pytest.fixture(scope="session")
-def fakeplugin_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def fakeplugin_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return seed_lab_cluster_inventory(tmp_path_factory.mktemp("inventory") / "seed-lab-cluster.yaml")
 
 

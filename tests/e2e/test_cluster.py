@@ -121,7 +121,7 @@ def test_lifecycle_second_up_refused_down_leaves_nothing_running(
         argv = [sys.executable, "-m", "fakeplugin", "cluster", *args, f"--state-dir={state}"]
         return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
 
-    up = cli("up", f"--config={inventory}", "--no-plugin")
+    up = cli("up", f"--inventory={inventory}", "--no-plugin")
     assert up.returncode == 0, up.stderr
     try:
         assert up.stdout.strip() == f"export KUBECONFIG={state / 'admin.kubeconfig'}"
@@ -141,7 +141,7 @@ def test_lifecycle_second_up_refused_down_leaves_nothing_running(
         )
         assert all(is_running(r) for r in records)
 
-        again = cli("up", f"--config={inventory}", "--no-plugin")
+        again = cli("up", f"--inventory={inventory}", "--no-plugin")
         assert again.returncode != 0
         assert "already running" in again.stderr
         assert all(is_running(r) for r in records), "a refused `up` must leave the running cluster alone"

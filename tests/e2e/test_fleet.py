@@ -47,7 +47,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     )
     path = root / "mixed.yaml"
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    cluster = Cluster.up(path, root / "state", workers=2)
+    cluster = Cluster.up(path, root / "state", simulated_nodes=2)
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
         yield cluster

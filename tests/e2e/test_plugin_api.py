@@ -60,7 +60,7 @@ class Plugin:
                 "-v",
                 "4",
                 "serve",
-                "--config",
+                "--inventory",
                 str(self.inventory),
                 "--node-name",
                 self.node,

@@ -59,7 +59,7 @@ def health_watched_claim(
     """A claim of `requests` whose device health this cluster's kubelet shows in the pod status, and the
     pod's entry for it (for `claim_pod`): from a template named `template_name`, or on a kubelet that
     only finds claims named as the pod's entry, a ResourceClaim named `gpu`
-    (versions.Release.health_status_claims)."""
+    (versions.KubernetesRelease.health_status_claims)."""
     if versions.release(cluster.local.kubernetes_version).health_status_claims == "named":
         return resource_claim("gpu", *requests), {"resourceClaimName": "gpu"}
     return resource_claim_template(template_name, *requests), {"resourceClaimTemplateName": template_name}

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.commands.serve import INVENTORY_POLL_SECONDS
+from fakeplugin.runtime.nodes import INVENTORY_POLL_SECONDS
 from fakeplugin.testing import device_request, opaque_config, resource_claim
 from tests.harness.kube import get, items, pod_phase
 from tests.harness.paths import SEED_LAB

@@ -1,0 +1,126 @@
+"""gpu.nvidia.com on the runtime: a node's publish.node.NodeDevices and its prepare.Preparer.
+
+The Preparer is made on first use (`open`): it takes the node lock, removes stale files, installs the
+fake nvidia-smi and loads the checkpoint, which a fleet of a thousand nodes need not do at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.publish.node import InventoryFile, NodeDevices
+from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
+from fakeplugin.runtime.emulation import Emulation
+
+
+class GpuDriver:
+    def __init__(self, emulation: Emulation, *, boot_id_file: Path | None = None) -> None:
+        self.emulation = emulation
+        self._boot_id_file = boot_id_file
+
+    @property
+    def name(self) -> str:
+        return self.emulation.driver_name
+
+    def node(
+        self,
+        node_name: str,
+        inventory: InventoryFile,
+        *,
+        dirs: NodeDirs,
+        get_claim: GetClaim,
+        quiet: bool = False,
+    ) -> GpuNode:
+        return GpuNode(self, node_name, inventory, dirs=dirs, get_claim=get_claim, quiet=quiet)
+
+    def preparer(self, devices: NodeDevices, dirs: NodeDirs, get_claim: GetClaim) -> Preparer:
+        e = self.emulation
+        return Preparer(
+            driver_name=e.driver_name,
+            node_name=devices.node_name,
+            devices=devices,
+            get_claim=get_claim,
+            cdi_root=dirs.cdi_root,
+            plugin_dir=dirs.plugin_dir,
+            feature_gates=e.feature_gates,
+            release=e.release,
+            consumable_shares=e.consumable_shares,
+            device_nodes=e.device_nodes,
+            **({"boot_id_file": self._boot_id_file} if self._boot_id_file else {}),
+        )
+
+
+class GpuNode:
+    """runtime.driver.NodePlugin of gpu.nvidia.com."""
+
+    def __init__(
+        self,
+        driver: GpuDriver,
+        node_name: str,
+        inventory: InventoryFile,
+        *,
+        dirs: NodeDirs,
+        get_claim: GetClaim,
+        quiet: bool,
+    ) -> None:
+        e = driver.emulation
+        # Known by name in the inventory: the devices are ready before the API server answers.
+        self._devices = NodeDevices(
+            inventory,
+            node_name,
+            driver=e.driver_name,
+            dynamic_mig=e.dynamic_mig,
+            release=e.release,
+            consumable_shares=e.consumable_shares,
+            log_level=logging.DEBUG if quiet else logging.INFO,
+        )
+        self._driver = driver
+        self._dirs = dirs
+        self._get_claim = get_claim
+        self._opening = threading.Lock()
+        self._preparer: Preparer | None = None
+
+    @property
+    def node_name(self) -> str:
+        return self._devices.node_name
+
+    @property
+    def devices(self) -> Collection[str]:
+        return self._devices
+
+    def set_node(self, node: Obj) -> bool:
+        meta = node["metadata"]
+        return self._devices.set_node(meta.get("labels") or {}, meta["uid"], meta.get("annotations") or {})
+
+    def refresh(self) -> bool:
+        return self._devices.refresh()
+
+    def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
+        return self._devices.desired_slices(server_version)
+
+    def health_of(self, device: str) -> tuple[bool, str] | None:
+        fault = self._devices.fault(device)
+        return (fault.healthy, fault.message) if fault else None
+
+    def open(self) -> None:
+        self._open()
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        return self._open().prepare(claims)
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        return self._open().unprepare(claims)
+
+    def prepared_claims(self) -> list[ClaimRef]:
+        return self._open().prepared_claims()
+
+    def _open(self) -> Preparer:
+        with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
+            if self._preparer is None:
+                self._preparer = self._driver.preparer(self._devices, self._dirs, self._get_claim)
+            return self._preparer

@@ -1,0 +1,64 @@
+"""An informer's loop (list, then watch from the list's resourceVersion, list again when the watch ends),
+for a collection or for one named object.
+
+One object (`Source.name`) is read with GET and watched with a field selector on its name: a kubelet
+plugin's RBAC allows `get` and `watch` on its Node, not `list`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fakeplugin.kube import Kube, Obj
+from fakeplugin.runtime import retry
+
+WATCH_SECONDS = 300  # the API server ends each watch after this long; a fresh list follows
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # a collection, e.g. /api/v1/nodes
+    name: str = ""  # only this object of it
+    field_selector: str = ""
+
+    def list(self, kube: Kube) -> tuple[list[Obj], str]:
+        if self.name:
+            obj = kube.get(f"{self.path}/{self.name}")
+            return [obj], obj["metadata"]["resourceVersion"]
+        return kube.list(self.path, field_selector=self.field_selector)
+
+    @property
+    def watch_selector(self) -> str:
+        return f"metadata.name={self.name}" if self.name else self.field_selector
+
+
+def list_and_watch(
+    kube: Kube,
+    source: Source,
+    *,
+    stop: threading.Event,
+    on_list: Callable[[list[Obj]], None],
+    on_event: Callable[[str, Obj], None],
+    synced: threading.Event,
+) -> None:
+    """Until `stop`: list (then `on_list(items)`, `synced` set), watch from the list's version
+    (`on_event(type, object)` for ADDED, MODIFIED, DELETED); any failure is retried (runtime.retry)."""
+
+    def cycle() -> None:
+        items, version = source.list(kube)
+        on_list(items)
+        synced.set()
+        for event in kube.watch(
+            source.path,
+            resource_version=version,
+            timeout_seconds=WATCH_SECONDS,
+            field_selector=source.watch_selector,
+        ):
+            if stop.is_set():
+                return
+            if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                on_event(event["type"], event["object"])
+
+    retry.forever(cycle, stop=stop, what=f"watching {source.path}/{source.name}".rstrip("/"))

@@ -1,0 +1,206 @@
+"""The driver-neutral runtime (fakeplugin.runtime): what is emulated, the served nodes, retries, and a
+driver of our own hosted beside gpu.nvidia.com with no runtime change."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin import consumableshares
+from fakeplugin.drivers.gpu import GpuDriver
+from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.publish.node import InventoryFile
+from fakeplugin.runtime import nodes as runtime_nodes
+from fakeplugin.runtime.driver import GetClaim, NodeDirs, NodePlugin
+from fakeplugin.runtime.emulation import emulation
+from fakeplugin.runtime.nodes import Nodes
+from fakeplugin.runtime.retry import Backoff
+
+SERVER = (1, 35)
+
+
+def write(path: Path, nodes: list[dict[str, Any]]) -> Path:
+    doc = {"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": nodes}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def node_obj(name: str, *, uid: str = "", labels: dict[str, str] | None = None, kwok: bool = False) -> dict:
+    annotations = {"kwok.x-k8s.io/node": "fake"} if kwok else {}
+    meta = {"name": name, "uid": uid or f"uid-{name}", "labels": labels or {}, "annotations": annotations}
+    return {"metadata": meta}
+
+
+# -- what is emulated ------------------------------------------------------------------------------------
+
+
+def test_emulation_applies_the_gates_to_the_release_once() -> None:
+    e = emulation(release="0.5.0-dev", feature_gates="DRAListTypeAttributes=true,DynamicMIG=true")
+    assert e.release.name == "0.5.0-dev" and e.release.list_type_attributes is True
+    assert e.dynamic_mig is True and e.feature_gates["DRAListTypeAttributes"] is True
+    with pytest.raises(TypeError):
+        e.feature_gates["DynamicMIG"] = False  # type: ignore[index]
+    assert "feature gates: DRAListTypeAttributes, DynamicMIG" in e.describe()
+    assert emulation(release="").release.name == "25.12"
+
+
+def test_emulation_errors_name_the_flag() -> None:
+    with pytest.raises(ValueError, match="--feature-gates: unknown feature gate 'Nope'"):
+        emulation(release="25.12", feature_gates="Nope=true")
+    with pytest.raises(ValueError, match=r"--consumable-shares memory: NVIDIA driver release 25\.12"):
+        emulation(release="25.12", consumable_shares="memory")
+    shares = emulation(release="0.5.0-dev", feature_gates="ConsumableShares=true", consumable_shares="memory")
+    assert shares.consumable_shares == "memory" != consumableshares.DISABLED
+    assert "consumable shares: memory" in shares.describe()
+
+
+def test_backoff_doubles_to_its_cap_and_resets() -> None:
+    backoff = Backoff(1.0, 8.0)
+    assert [backoff.failed() for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    backoff.reset()
+    assert backoff.failed() == 1.0
+
+
+# -- the served nodes, with gpu.nvidia.com -------------------------------------------------------------
+
+
+def gpu_nodes(tmp_path: Path, entries: list[dict[str, Any]], **kw: Any) -> Nodes:
+    inventory = InventoryFile(write(tmp_path / "inv.yaml", entries))
+    driver = GpuDriver(emulation(release=""))
+
+    def make(name: str) -> NodePlugin:
+        dirs = NodeDirs(cdi_root=tmp_path / name / "cdi", plugin_dir=tmp_path / name / "plugin")
+        return driver.node(name, inventory, dirs=dirs, get_claim=lambda ns, n: {}, quiet=True)
+
+    return Nodes(inventory, make, **kw)
+
+
+def test_a_node_publishes_only_once_its_node_object_was_seen(tmp_path: Path) -> None:
+    nodes = gpu_nodes(tmp_path, [{"name": "n1", "gpus": [{"profile": "t10", "count": 2}]}])
+    plugin = nodes.add("n1")  # serve: made at start, devices known from the inventory alone
+    assert sorted(plugin.devices) == ["gpu-0", "gpu-1"]
+    assert nodes.get("n1") is None and nodes.desired(SERVER) == {}
+    nodes.on_list([node_obj("n1", uid="u1")])
+    assert nodes.changed.is_set() and nodes.get("n1") is plugin
+    [pool] = nodes.desired(SERVER)["n1"]
+    assert pool["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    assert [d["name"] for d in pool["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+
+
+def test_a_fleet_takes_the_nodes_it_accepts_and_keeps_a_dropped_nodes_plugin(tmp_path: Path) -> None:
+    entries = [{"namePrefix": "sim-", "replicas": 2, "gpus": [{"profile": "h100-80gb-hbm3"}]}]
+    nodes = gpu_nodes(
+        tmp_path, entries, accept=lambda n: "kwok.x-k8s.io/node" in n["metadata"]["annotations"]
+    )
+    nodes.on_list([node_obj("sim-0", kwok=True), node_obj("sim-1", kwok=True), node_obj("real")])
+    assert nodes.names() == ["sim-0", "sim-1"]
+    plugin = nodes.get("sim-1")
+    nodes.changed.clear()
+    nodes.on_event("DELETED", node_obj("sim-1", kwok=True))
+    assert nodes.changed.is_set() and nodes.names() == ["sim-0"] and nodes.get("sim-1") is None
+    nodes.on_event("ADDED", node_obj("sim-1", kwok=True))
+    assert nodes.get("sim-1") is plugin  # one plugin per node name: one prepare side per node's files
+    nodes.on_list([node_obj("sim-0", kwok=True)])  # a relist without sim-1: gone again
+    assert nodes.names() == ["sim-0"]
+
+
+def test_the_inventory_poll_hands_an_edit_to_every_node(tmp_path: Path, monkeypatch: Any) -> None:
+    nodes = gpu_nodes(tmp_path, [{"namePrefix": "n", "replicas": 2, "gpus": [{"profile": "t10"}]}])
+    nodes.on_list([node_obj("n0"), node_obj("n1")])
+    nodes.changed.clear()
+    write(
+        tmp_path / "inv.yaml", [{"namePrefix": "n", "replicas": 2, "gpus": [{"profile": "t10", "count": 3}]}]
+    )
+    stop = threading.Event()
+    monkeypatch.setattr(runtime_nodes, "INVENTORY_POLL_SECONDS", 0.01)
+    poll = threading.Thread(target=nodes.poll_inventory, args=(stop,))
+    poll.start()
+    assert nodes.changed.wait(10)
+    stop.set()
+    poll.join()
+    desired = nodes.desired(SERVER)
+    assert {n: len(s[0]["spec"]["devices"]) for n, s in desired.items()} == {"n0": 3, "n1": 3}
+
+
+# -- a second driver, on the same runtime -----------------------------------------------------------------
+
+
+class EchoNode:
+    """A NodePlugin of a driver that is not gpu.nvidia.com: one device per node, prepared as its name."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._uid = ""
+        self.prepared: list[ClaimRef] = []
+
+    @property
+    def node_name(self) -> str:
+        return self._name
+
+    @property
+    def devices(self) -> Collection[str]:
+        return ["echo-0"]
+
+    def set_node(self, node: dict) -> bool:
+        changed, self._uid = self._uid != node["metadata"]["uid"], node["metadata"]["uid"]
+        return changed
+
+    def refresh(self) -> bool:
+        return False
+
+    def desired_slices(self, server_version: tuple[int, int]) -> list[dict]:
+        pool = {"name": self._name, "generation": 1, "resourceSliceCount": 1}
+        spec = {"driver": "echo.example.com", "nodeName": self._name, "pool": pool}
+        return [{"spec": {**spec, "devices": [{"name": "echo-0"}]}}]
+
+    def health_of(self, device: str) -> tuple[bool, str] | None:
+        return None
+
+    def open(self) -> None:
+        pass
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        self.prepared.extend(claims)
+        return {c.uid: PrepareResult() for c in claims}
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        return {c.uid: "" for c in claims}
+
+    def prepared_claims(self) -> list[ClaimRef]:
+        return list(self.prepared)
+
+
+class EchoDriver:
+    name = "echo.example.com"
+
+    def node(
+        self,
+        node_name: str,
+        inventory: InventoryFile,
+        *,
+        dirs: NodeDirs,
+        get_claim: GetClaim,
+        quiet: bool = False,
+    ) -> NodePlugin:
+        return EchoNode(node_name)
+
+
+def test_a_driver_of_our_own_runs_on_the_runtime_unchanged(tmp_path: Path) -> None:
+    inventory = InventoryFile(write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "t10"}]}]))
+    driver = EchoDriver()
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    nodes = Nodes(inventory, lambda name: driver.node(name, inventory, dirs=dirs, get_claim=lambda ns, n: {}))
+    nodes.on_list([node_obj("n1"), node_obj("n2")])
+    assert {n: s[0]["spec"]["devices"] for n, s in nodes.desired(SERVER).items()} == {
+        "n1": [{"name": "echo-0"}],
+        "n2": [{"name": "echo-0"}],
+    }
+    plugin = nodes.get("n2")
+    assert plugin is not None
+    assert plugin.prepare([ClaimRef("ns", "uid-1", "claim")]) == {"uid-1": PrepareResult()}
+    assert plugin.prepared_claims() == [ClaimRef("ns", "uid-1", "claim")]
