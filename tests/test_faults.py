@@ -11,7 +11,13 @@ import pytest
 
 from fakeplugin.commands import fault
 from fakeplugin.model import ClaimRef
-from fakeplugin.prepare.faults import ClaimFaultError, ClaimFaults, FailCounts, claim_faults, parse_duration
+from fakeplugin.prepare.claimfaults import (
+    ClaimFaultError,
+    ClaimFaults,
+    FailCounts,
+    claim_faults,
+    parse_duration,
+)
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
 from fakeplugin.server.device_health import api_pb2, report
 from tests.harness import DRIVER

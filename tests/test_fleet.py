@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.fleet import podclaims, stages
-from fakeplugin.fleet.containers import resolve
+from fakeplugin.fleet.records import resolve
 from fakeplugin.model import PreparedDevice, PrepareResult
 from fakeplugin.publish.node import InventoryFile, NodeDevices
 from tests.harness import DRIVER

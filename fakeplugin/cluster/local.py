@@ -4,7 +4,7 @@ inventory, and API-only Node objects for the rest. Loopback only; layout in fake
 
 Cluster is the front; the rooms behind it: state (cluster.json, the lock), supervisor (processes),
 host (tools, binaries, ports), credentials, kubectl, controlplane, nodes (API-only and kubelet nodes),
-plugins (`fakeplugin serve` per kubelet node), containers (what the fake CRI recorded).
+plugins (`fakeplugin serve` per kubelet node), crirecords (what the fake CRI recorded).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.cluster import binaries, containers, versions
+from fakeplugin.cluster import binaries, crirecords, versions
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
@@ -223,17 +223,17 @@ class Cluster:
 
     def container_record(self, namespace: str, pod: str, container: str) -> dict[str, Any]:
         """What the fake CRI got and resolved for a container (newest record if on several nodes); on a
-        simulated node, what the fleet resolved the same way (fakeplugin.fleet.containers)."""
+        simulated node, what the fleet resolved the same way (fakeplugin.fleet.records)."""
         dirs = [self._store.dirs(n) for n in self._store.require().nodes]  # simulated nodes: the fleet's
-        return containers.container_record(dirs, namespace, pod, container)
+        return crirecords.container_record(dirs, namespace, pod, container)
 
     def run_in_container_view(
         self, namespace: str, pod: str, container: str, script: str, *args: str
     ) -> subprocess.CompletedProcess[str]:
         """Run a shell script of the container's (e.g. /usr/bin/nvidia-smi) as a workload there would see
-        it: see fakeplugin.cluster.containers.run_in_container_view."""
+        it: see fakeplugin.cluster.crirecords.run_in_container_view."""
         record = self.container_record(namespace, pod, container)
-        return containers.run_in_container_view(record, script, *args)
+        return crirecords.run_in_container_view(record, script, *args)
 
     def restart_kubelet(self, node: str) -> None:
         """Stop and start a node's kubelet (same config, same root dir); returns once it is healthy."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fakeplugin.commands import flag
-from fakeplugin.prepare import faults as claim_faults
+from fakeplugin.prepare import claimfaults as claim_faults
 from fakeplugin.publish import devicefaults
 
 DESCRIPTION = """\

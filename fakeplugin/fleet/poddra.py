@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.fleet import podclaims, stages
 from fakeplugin.fleet.api import FleetKube, Obj
-from fakeplugin.fleet.containers import record_name, write_record
+from fakeplugin.fleet.records import record_name, write_record
 from fakeplugin.kube import describe_api_error
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.runtime.driver import NodePlugin

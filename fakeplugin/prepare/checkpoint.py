@@ -71,7 +71,7 @@ class ClaimEntry:
     # for a prepared claim carries the settings of the original preparation.
     settings: Mapping[str, DeviceSettings] = field(default_factory=dict)
     # Devices every result of ours allocated with `adminAccess: true`: they never block another claim
-    # (prepare.claims.Allocated). Checkpoints written before fakeplugin knew admin access have none.
+    # (prepare.allocation.Allocated). Checkpoints written before fakeplugin knew admin access have none.
     admin_devices: frozenset[str] = frozenset()
     # Device name → its normalized opaque config ({"kind", "spec"}: prepare.opaqueconfig.DeviceConfig), kept
     # while consumable shares are on: a device is shared only by claims whose configs for it are equal.

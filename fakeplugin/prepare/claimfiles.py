@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.prepare import cdi, smi
-from fakeplugin.prepare.claims import ClaimError
+from fakeplugin.prepare.allocation import ClaimError
 from fakeplugin.publish.mig import created_for_claim
 
 log = logging.getLogger(__name__)

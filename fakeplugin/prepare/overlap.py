@@ -3,7 +3,7 @@
 SIGS v25.12.0, v0.4.1 and main 95932046: cmd/gpu-kubelet-plugin/device_state.go
 `validateNoOverlappingPreparedDevices` (with `requestedNonAdminDevices`, prepared.go `GetNonAdminDevices`):
 - only claims in PrepareCompleted count: an attempt that died midway holds nothing;
-- devices allocated with admin access (prepare.claims.Allocated) are left out on both sides;
+- devices allocated with admin access (prepare.allocation.Allocated) are left out on both sides;
 - with consumable shares (main only) a device is shared when both claims' normalized configs for it are
   equal (`getNormalizedDeviceConfig`, compared with reflect.DeepEqual); else
   `requested device %s has conflicting configuration with already prepared claim %s`.

@@ -2,7 +2,7 @@
 
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
-    validate ref ─▶ GET claim ─▶ our allocated devices ─▶ injected faults (prepare.faults: delay, error,
+    validate ref ─▶ GET claim ─▶ our allocated devices ─▶ injected faults (prepare.claimfaults: delay, error,
     fail count)                 (prepare.resolve: in the caller's thread, outside the lock)
     ─▶ [node lock, with every claim queued meanwhile: runtime.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
@@ -34,9 +34,9 @@ from typing import Any
 from fakeplugin import consumableshares, featuregates, releases
 from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare import faults, smi, stale
+from fakeplugin.prepare import claimfaults, smi, stale
+from fakeplugin.prepare.allocation import ClaimError, validate_claim_ref
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
-from fakeplugin.prepare.claims import ClaimError, validate_claim_ref
 from fakeplugin.prepare.overlap import conflict
 from fakeplugin.prepare.resolve import Request, Resolver
 from fakeplugin.releases import DriverRelease
@@ -79,7 +79,7 @@ class Preparer:
         consumable_shares: str = consumableshares.DISABLED,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._faults = faults.Injector(get_claim, sleep)
+        self._faults = claimfaults.Injector(get_claim, sleep)
         self._claims = Resolver(
             driver_name=driver_name,
             node_name=node_name,

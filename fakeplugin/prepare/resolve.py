@@ -1,7 +1,7 @@
 """What one claim asks of this node, resolved outside the node lock (prepare.preparer's first step).
 
 A claim reference → GET the claim → the devices of ours its allocation names on this node → injected faults
-(prepare.faults; a delay waits here, in the caller's thread) → the pool's devices for them. Then, for the
+(prepare.claimfaults; a delay waits here, in the caller's thread) → the pool's devices for them. Then, for the
 steps under the lock: the claim's normalized configs (the overlap check of prepare.overlap, with
 consumable shares) and the settings its opaque configs apply (prepare.opaqueconfig).
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
-from fakeplugin.prepare import faults, opaqueconfig
+from fakeplugin.prepare import claimfaults, opaqueconfig
+from fakeplugin.prepare.allocation import ClaimError, allocated_devices, prepared_devices, validate_claim_ref
 from fakeplugin.prepare.claimfiles import prepare_error
-from fakeplugin.prepare.claims import ClaimError, allocated_devices, prepared_devices, validate_claim_ref
 from fakeplugin.prepare.opaqueconfig import DeviceConfig
 from fakeplugin.prepare.overlap import (
     ConfigError,
@@ -40,7 +40,7 @@ class Request:
     prepared: tuple[PreparedDevice, ...]
     pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
     allocation: Mapping[str, Any]
-    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.claims.Allocated)
+    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.allocation.Allocated)
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Resolver:
     node_name: str
     devices: Mapping[str, GpuDevice]
     get_claim: Callable[[str, str], dict]
-    faults: faults.Injector
+    faults: claimfaults.Injector
     feature_gates: Mapping[str, bool]
     release: DriverRelease
     shared: bool

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fakeplugin._proto.dra.v1beta1 import api_pb2, api_pb2_grpc
 from fakeplugin.model import PreparedDevice
-from fakeplugin.server.claims import DRAPluginAdapter
+from fakeplugin.server.wireflow import DRAPluginAdapter
 
 
 class DRAPluginV1beta1(DRAPluginAdapter, api_pb2_grpc.DRAPluginServicer):

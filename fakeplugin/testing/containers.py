@@ -1,7 +1,7 @@
 """What one container received (env, CDI devices, mounts), and running a command in its view.
 
 Two sources: a local cluster's fake CRI records (no real container exists: `run` replays the record's
-mounts and runs a mounted script there, see fakeplugin.cluster.containers), or a real cluster such as
+mounts and runs a mounted script there, see fakeplugin.cluster.crirecords), or a real cluster such as
 kind, where `kubectl exec` asks the container itself.
 """
 

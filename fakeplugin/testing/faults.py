@@ -1,7 +1,7 @@
 """Fault injection for tests: set and clear the annotations the plugin reads on claims and nodes.
 
 This module only annotates objects (kubectl annotate); what the plugin does with each annotation is in
-README.md's fault table (fakeplugin.prepare.faults, fakeplugin.publish.devicefaults). Values are passed
+README.md's fault table (fakeplugin.prepare.claimfaults, fakeplugin.publish.devicefaults). Values are passed
 through as strings.
 """
 
@@ -11,7 +11,7 @@ import json
 import subprocess
 from collections.abc import Callable, Mapping
 
-from fakeplugin.prepare.faults import (
+from fakeplugin.prepare.claimfaults import (
     CLAIM_ANNOTATIONS,
     PREFIX,
     PREPARE_DELAY,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster.layout import NodeDirs
-from fakeplugin.fleet.containers import record_name
+from fakeplugin.fleet.records import record_name
 from fakeplugin.prepare import smi
 
 

@@ -1,5 +1,5 @@
 """What each container of a pod on a simulated node would have received: the record a container runtime
-with CDI would produce, in the fake CRI's record format (fakeplugin.cluster.containers reads both).
+with CDI would produce, in the fake CRI's record format (fakeplugin.cluster.crirecords reads both).
 
 CDI resolution as the CDI library applies it (tags.cncf.io/container-device-interface, pkg/cdi
 container-edits.go): for each requested device, its spec's spec-level edits (once per spec) and then the
