@@ -171,13 +171,15 @@ def test_profiles_table_and_yaml() -> None:
     table = fakeplugin("profiles")
     assert table.returncode == 0
     lines = table.stdout.splitlines()
+    # Columns as wide as their longest cell: rtx-pro-6000-blackwell-server, its product name, "10.0".
     assert lines[0] == "   ".join(
-        ["NAME          ", "PRODUCT NAME         ", "ARCH        ", "CC ", "MEMORY ECC ON", "MEMORY ECC OFF",
-         "DEFAULT ECC", "MIG"]
+        ["NAME".ljust(29), "PRODUCT NAME".ljust(44), "ARCH".ljust(12), "CC  ", "MEMORY ECC ON",
+         "MEMORY ECC OFF", "DEFAULT ECC", "MIG"]
     )  # fmt: skip
     assert [line.split()[0] for line in lines[1:]] == profile_names()
     h200 = ["h200", "NVIDIA", "H200", "Hopper", "9.0", "143771Mi", "-", "on", "7", "profiles"]
-    assert h200 in [line.split() for line in lines]
+    gb200 = ["gb200", "NVIDIA", "GB200", "Blackwell", "10.0", "189471Mi", "-", "on", "7", "profiles"]
+    assert h200 in [line.split() for line in lines] and gb200 in [line.split() for line in lines]
     listed = yaml.safe_load(fakeplugin("profiles", "--output", "yaml").stdout)
     a5000 = next(p for p in listed if p["name"] == "rtx-a5000")
     assert a5000["memory"] == {"eccOn": "23028Mi", "eccOff": "24564Mi"} and a5000["eccDefault"] is False

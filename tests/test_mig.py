@@ -17,7 +17,6 @@ from fakeplugin.model import ClaimRef
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.profiles import load_profile, profile_names
-from fakeplugin.publish import inventory as inventory_schema
 from fakeplugin.publish.devices import devices_for_node, gpu_uuid
 from fakeplugin.publish.inventory import InventoryError, load_inventory
 from fakeplugin.publish.mig import camel_to_dns_name, canonical_name, mig_uuid, place
@@ -105,7 +104,8 @@ def test_profile_mig_data_is_consistent(name: str) -> None:
         if p.memory_mib is not None:
             eighths = math.ceil(p.memory_mib * MIB / total * 8)
             gb = math.floor(eighths / 8 * math.ceil(total / 2**30) + 0.5)  # Go's math.Round
-            assert p.name.split("+")[0] == f"{p.slices}g.{gb}gb"
+            # go-nvlib's MigProfileInfo.String: +attributes (me, me.all, gfx) or -negated ones (me).
+            assert re.sub(r"[+-].*", "", p.name) == f"{p.slices}g.{gb}gb"
     assert max(p.placement_size for p in profile.mig.profiles) == profile.mig.memory_slices
 
 
@@ -249,30 +249,27 @@ def test_layout_errors_name_the_field(gpu: dict[str, Any], expected: str) -> Non
     assert problems(gpu) == [expected]
 
 
-def forget_mig_memory(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    """Make profile `name` load as if the memory sizes of its MIG profiles were unknown (every shipped
-    MIG profile has them now, but the schema allows leaving them out)."""
-    real = load_profile(name)
-    assert real.mig is not None
-    mig = replace(real.mig, profiles=tuple(replace(p, memory_mib=None) for p in real.mig.profiles))
-    stripped = replace(real, mig=mig)
-    monkeypatch.setattr(
-        inventory_schema, "load_profile", lambda n: stripped if n == name else load_profile(n)
-    )
-
-
-def test_mig_without_known_memory_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    forget_mig_memory(monkeypatch, "h100-80gb-hbm3")
-    assert problems({"profile": "h100-80gb-hbm3", "mig": []}) == [
-        f'{P}.mig: profile "h100-80gb-hbm3" knows no real memory size of its MIG profiles (1g.10gb, '
-        "1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb), so its MIG devices cannot be published"
+def test_mig_profiles_without_known_memory_cannot_be_created() -> None:
+    # gb200 knows the memory of 1g.23gb, 1g.23gb+me, 1g.47gb and 2g.47gb only (its data file says why).
+    assert problems({"profile": "gb200", "mig": [{"profile": "1g.23gb"}, {"profile": "3g.93gb"}]}) == [
+        f'{P}.mig[1].profile: profile "gb200" knows no real memory size of its MIG profile 3g.93gb, '
+        "so such MIG devices cannot be published"
     ]
-    inv = inventory({"profile": "h100-80gb-hbm3"})
-    assert [d.name for d in devices_for_node(inv, inv.nodes[0], "n")] == ["gpu-0"]
+    mig = [{"profile": "1g.23gb", "count": 2}, {"profile": "2g.47gb"}]
+    layout = devices({"profile": "gb200", "mig": mig})
+    assert [(d.name, d.memory_bytes // MIB) for d in layout] == [
+        ("gpu-0-mig-2g47gb-14-0", 46592),
+        ("gpu-0-mig-1g23gb-19-2", 22528),
+        ("gpu-0-mig-1g23gb-19-3", 22528),
+    ]
+    assert [d.name for d in devices({"profile": "gb200", "mig": []})] == []
+    assert [d.name for d in devices({"profile": "b300"})] == ["gpu-0"]
     with pytest.raises(
-        ValueError, match=r"nodes\[0\]\.gpus\[0\] on node n: profile h100-80gb-hbm3 knows no real"
+        ValueError,
+        match=r"nodes\[0\]\.gpus\[0\] on node n: profile b300 knows no real memory size of its MIG profiles "
+        r"\(1g\.34gb, 1g\.34gb\+me, 1g\.67gb, 2g\.67gb, 3g\.135gb, 4g\.135gb, 7g\.269gb\)",
     ):
-        devices_for_node(inv, inv.nodes[0], "n", dynamic_mig=True)
+        devices({"profile": "b300"}, dynamic=True)
 
 
 # ---- DynamicMIG -------------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from fakeplugin.profiles import (
 
 MIB = 1024 * 1024
 REQUIRED = {"t10", "rtx-a5000", "a100-40gb", "a100-80gb", "h100-80gb-hbm3", "h200", "t4", "a10", "l40s"}
+BLACKWELL = {"b200", "gb200", "b300", "gb300", "rtx-pro-6000-blackwell-server"}
 
 
 def test_every_required_profile_ships_and_loads() -> None:
-    assert set(profile_names()) >= REQUIRED
+    assert set(profile_names()) >= REQUIRED | BLACKWELL
     for name in profile_names():
         profile = load_profile(name)
         assert profile.name == name
@@ -39,8 +40,14 @@ def test_every_required_profile_ships_and_loads() -> None:
         ("a100-40gb", "NVIDIA A100-SXM4-40GB", "Nvidia", "Ampere", "8.0", 40960, None, True, 0x20B0),
         ("a100-80gb", "NVIDIA A100-SXM4-80GB", "Nvidia", "Ampere", "8.0", 81920, None, True, 0x20B2),
         ("h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", "Nvidia", "Hopper", "9.0", 81559, None, True, 0x2330),
+        ("b200", "NVIDIA B200", "Nvidia", "Blackwell", "10.0", 183359, None, True, 0x2901),
+        ("gb200", "NVIDIA GB200", "Nvidia", "Blackwell", "10.0", 189471, None, True, 0x2941),
+        ("b300", "NVIDIA B300 SXM6 AC", "Nvidia", "Blackwell", "10.3", 275040, None, True, 0x3182),
+        ("gb300", "NVIDIA GB300", "Nvidia", "Blackwell", "10.3", 284208, None, True, 0x31C2),
+        ("rtx-pro-6000-blackwell-server", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "Nvidia",
+         "Blackwell", "12.0", 97887, None, True, 0x2BB5),
     ],
-)
+)  # fmt: skip
 def test_profile_values(
     name: str,
     product: str,
@@ -81,6 +88,99 @@ def test_h200_matches_the_real_capture() -> None:
         ("4g.71gb", 5, 4, 1, 71424, 64, 4, 4, 0, 4, 0, (0,), 4),
         ("7g.141gb", 0, 7, 1, 143360, 132, 8, 7, 0, 7, 1, (0,), 8),
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "addressing", "power", "reserved", "bar1", "subsystem", "nvlinks"),
+    [
+        # `nvidia-smi -q -x` of real nodes (NVIDIA/k8s-test-infra testdata/hardware): B200 580.105.08,
+        # GB200 (p6e-gb200) and GB300 580.173.02; Grace-Blackwell addresses host memory through ATS.
+        ("b200", "None", 1000, 728, 262144, 0x1999, 18),
+        ("gb200", "ATS", 1200, 742, 262144, 0x2046, 18),
+        ("gb300", "ATS", 1400, 947, 524288, 0x21F1, 18),
+        # nvidia-smi summaries and the open-gpu-kernel-modules README only: no -q, so less is known.
+        ("b300", None, 1100, None, None, 0x20E6, 18),
+        # The DRA driver's slice (HMM) and summaries; a PCIe card without NVLink.
+        ("rtx-pro-6000-blackwell-server", "HMM", 600, None, None, None, 0),
+    ],
+)
+def test_blackwell_boards_match_their_captures(
+    name: str,
+    addressing: str | None,
+    power: int,
+    reserved: int | None,
+    bar1: int | None,
+    subsystem: int | None,
+    nvlinks: int,
+) -> None:
+    p = load_profile(name)
+    assert p.addressing_mode == addressing
+    s = p.smi
+    assert (s.power_limit_watts, s.reserved_memory_mib, s.bar1_memory_mib) == (power, reserved, bar1)
+    assert (s.pci_subsystem_id, s.nvlinks) == (subsystem, nvlinks)
+    assert "Not verified [U]" in p.notes, f"{name}: the notes must say what is not verified"
+
+
+def _mig_rows(name: str) -> list[tuple[str | int | tuple[int, ...] | None, ...]]:
+    mig = load_profile(name).mig
+    assert mig is not None
+    return [
+        (m.name, m.gi_profile_id, m.slices, m.instances, m.memory_mib, m.multiprocessors, m.copy_engines,
+         m.decoders, m.encoders, m.jpeg_engines, m.ofa_engines, m.placement_starts, m.placement_size)
+        for m in mig.profiles
+    ]  # fmt: skip
+
+
+def test_b200_mig_matches_the_drivers_slices() -> None:
+    # karpenter-provider-aws' transcript of a p6-b200's DynamicMIG slices; -lgip of mig-parted#187.
+    assert load_profile("b200").mig.memory_slices == 8  # type: ignore[union-attr]
+    assert _mig_rows("b200") == [
+        ("1g.23gb", 19, 1, 7, 20992, 18, 2, 1, 0, 1, 0, (0, 1, 2, 3, 4, 5, 6), 1),
+        ("1g.23gb+me", 20, 1, 1, 20992, 18, 2, 1, 0, 1, 1, (0, 1, 2, 3, 4, 5, 6), 1),
+        ("1g.45gb", 15, 1, 4, 45312, 30, 2, 1, 0, 1, 0, (0, 2, 4, 6), 2),
+        ("2g.45gb", 14, 2, 3, 45312, 36, 4, 2, 0, 2, 0, (0, 2, 4), 2),
+        ("3g.90gb", 9, 3, 2, 91136, 70, 6, 3, 0, 3, 0, (0, 4), 4),
+        ("4g.90gb", 5, 4, 1, 91136, 72, 8, 4, 0, 4, 0, (0,), 4),
+        ("7g.180gb", 0, 7, 1, 182784, 148, 16, 7, 0, 7, 1, (0,), 8),
+    ]
+
+
+def test_rtx_pro_6000_mig_matches_the_lgip_capture() -> None:
+    # `nvidia-smi mig -lgip` / `-lgipp` of a Server Edition on 610.43.02: 12 placement units, 4 compute
+    # slices, +me / +gfx / +me.all / -me variants with their own ids.
+    assert load_profile("rtx-pro-6000-blackwell-server").mig.memory_slices == 12  # type: ignore[union-attr]
+    one, two, four = (0, 3, 6, 9), (0, 6), (0,)
+    assert _mig_rows("rtx-pro-6000-blackwell-server") == [
+        ("1g.24gb", 14, 1, 4, 24192, 46, 1, 1, 1, 1, 0, one, 3),
+        ("1g.24gb+me", 21, 1, 1, 24192, 46, 1, 1, 1, 1, 1, one, 3),
+        ("1g.24gb+gfx", 47, 1, 4, 24192, 46, 1, 1, 1, 1, 0, one, 3),
+        ("1g.24gb+me.all", 65, 1, 1, 24192, 46, 1, 4, 4, 4, 1, one, 3),
+        ("1g.24gb-me", 67, 1, 4, 24192, 46, 1, 0, 0, 0, 0, one, 3),
+        ("2g.48gb", 5, 2, 2, 48512, 94, 2, 2, 2, 2, 0, two, 6),
+        ("2g.48gb+gfx", 35, 2, 2, 48512, 94, 2, 2, 2, 2, 0, two, 6),
+        ("2g.48gb+me.all", 64, 2, 1, 48512, 94, 2, 4, 4, 4, 1, two, 6),
+        ("2g.48gb-me", 66, 2, 2, 48512, 94, 2, 0, 0, 0, 0, two, 6),
+        ("4g.96gb", 0, 4, 1, 97408, 188, 4, 4, 4, 4, 1, four, 12),
+        ("4g.96gb+gfx", 32, 4, 1, 97408, 188, 4, 4, 4, 4, 1, four, 12),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "unknown"),
+    [
+        ("b200", []),
+        ("rtx-pro-6000-blackwell-server", []),
+        # -lgip of a GB200 (mig-parted#227) was readable for its first four profiles only.
+        ("gb200", ["3g.93gb", "4g.93gb", "7g.186gb"]),
+        # No real -lgip of a B300 or GB300 found: names and instance counts come from NVIDIA's mig-parted.
+        ("b300", ["1g.34gb", "1g.34gb+me", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb"]),
+        ("gb300", ["1g.35gb", "1g.35gb+me", "1g.70gb", "2g.70gb", "3g.139gb", "4g.139gb", "7g.278gb"]),
+    ],
+)
+def test_blackwell_mig_memory_is_known_only_where_captured(name: str, unknown: list[str]) -> None:
+    mig = load_profile(name).mig
+    assert mig is not None
+    assert [m.name for m in mig.profiles if m.memory_mib is None] == unknown
 
 
 def _go_nvlib_profile_name(slices: int, memory_mib: int, total_bytes: int, gi_id: int) -> str:
@@ -210,3 +310,12 @@ def test_parse_profile_reports_every_problem() -> None:
             )
         ],
     ]
+
+
+def test_nvlinks_are_at_most_18() -> None:
+    with pytest.raises(ProfileError) as exc:
+        parse_profile("x", {**GOOD, "smi": {"nvlinks": 19}}, "x.yaml")
+    assert exc.value.problems == [
+        "x.yaml: smi.nvlinks: must be at most 18 (NVLink 4 and 5, Hopper and Blackwell: 18 per GPU), got 19"
+    ]
+    assert parse_profile("x", {**GOOD, "smi": {"nvlinks": 18}}, "x.yaml").smi.nvlinks == 18

@@ -2,7 +2,8 @@
 
 A new GPU model is one data file. Values are as NVML reports them on real hardware; each file says
 where its values come from (`source:`) and what is unknown (`notes:`). Unknown values are left out,
-never guessed: such fields are None here.
+never guessed: such fields are None here. A required value no real output gives (the engine counts of
+a MIG profile nobody has listed yet) is the closest model's and marked `[U]` in the file.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ ADDRESSING_MODES = ("HMM", "ATS", "None")
 _CC = re.compile(r"^\d+\.\d+$")
 _HEX16 = re.compile(r"^0x[0-9a-f]{4}$")
 _MIB = 1024 * 1024
+_NVLINKS_WHY = "NVLink 4 and 5, Hopper and Blackwell: 18 per GPU"
 
 
 class ProfileError(SchemaError):
@@ -292,5 +294,5 @@ def _smi(p: Problems, raw: Any) -> SmiValues:
         bar1_memory_mib=p.integer(m, "bar1MemoryMiB", "smi", minimum=1),
         pci_subsystem_id=_hex16(p, m, "pciSubsystemId", "smi") if "pciSubsystemId" in m else None,
         cuda_cores=p.integer(m, "cudaCores", "smi", minimum=1),
-        nvlinks=p.integer(m, "nvlinks", "smi", minimum=1, maximum=18, why="NVLink 4 on Hopper: 18") or 0,
+        nvlinks=p.integer(m, "nvlinks", "smi", minimum=1, maximum=18, why=_NVLINKS_WHY) or 0,
     )

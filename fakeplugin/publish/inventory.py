@@ -512,7 +512,8 @@ def _gpu(p: Problems, raw: Any, path: str) -> GpuEntry | None:
 
 
 def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[MigInstance, ...] | None:
-    """A static MIG layout: every item valid, within the profiles' instance limits, no memory slice twice."""
+    """A static MIG layout: every item valid, of a MIG profile whose memory is known, within the profiles'
+    instance limits, no memory slice twice."""
     problems_before = len(p.lines)
     raw = p.sequence(m, "mig", path)
     where = join(path, "mig")
@@ -520,14 +521,6 @@ def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[M
         return None
     if profile.mig is None:
         p.add(where, f'profile "{profile.name}" is not MIG capable')
-        return None
-    unknown_memory = [mp.name for mp in profile.mig.profiles if mp.memory_mib is None]
-    if unknown_memory:
-        p.add(
-            where,
-            f'profile "{profile.name}" knows no real memory size of its MIG profiles '
-            f"({', '.join(unknown_memory)}), so its MIG devices cannot be published",
-        )
         return None
     most = max(mp.instances for mp in profile.mig.profiles)  # 7 on A100, H100, H200
     if len(raw) > most:  # every item is at least one MIG device
@@ -556,6 +549,13 @@ def _mig(p: Problems, m: dict[str, Any], path: str, profile: Profile) -> tuple[M
             p.add(join(item_path, "placement"), f"names one MIG device, so it needs count 1, not {count}")
             continue
         if mig_profile is None or count is None:
+            continue
+        if mig_profile.memory_mib is None:
+            p.add(
+                join(item_path, "profile"),
+                f'profile "{profile.name}" knows no real memory size of its MIG profile {mig_profile.name}, '
+                "so such MIG devices cannot be published",
+            )
             continue
         if start is not None and start not in mig_profile.placement_starts:
             p.add(
