@@ -11,9 +11,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
+
+if TYPE_CHECKING:
+    from fakeplugin.runtime.emulation import Emulation
 
 
 def flag(
@@ -83,9 +86,9 @@ def inventory_flag(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
-def emulation_flags(parser: argparse.ArgumentParser, *, driver_name_help: str) -> None:
+def emulation_flags(parser: argparse.ArgumentParser, *, driver_name_help: str, device_nodes: bool) -> None:
     """What is emulated (runtime.emulation): --driver-name, --driver-release, --feature-gates (NVIDIA's,
-    under the real driver's name), --consumable-shares."""
+    under the real driver's name), --consumable-shares; with `device_nodes`, --fake-device-nodes."""
     flag(
         parser,
         "--driver-name",
@@ -113,6 +116,29 @@ def emulation_flags(parser: argparse.ArgumentParser, *, driver_name_help: str) -
         "TimeSlicingSettings=true; known (by release): " + ", ".join(featuregates.KNOWN),
     )
     consumable_shares_flag(parser)
+    if device_nodes:
+        flag(
+            parser,
+            "--fake-device-nodes",
+            env="FAKE_DEVICE_NODES",
+            action="store_true",
+            help="CDI specs also inject /dev/nvidia<minor>, /dev/nvidiactl and /dev/nvidia-uvm* as character "
+            "devices (the runtime creates them; nothing on the host is needed)",
+        )
+
+
+def emulated(args: argparse.Namespace, inventory_release: str) -> Emulation:
+    """The Emulation of the emulation flags; `inventory_release`: the inventory's driverRelease, used when
+    --driver-release is empty. ValueError names the flag at fault."""
+    from fakeplugin.runtime.emulation import emulation
+
+    return emulation(
+        release=args.driver_release or inventory_release,
+        driver_name=args.driver_name,
+        feature_gates=args.feature_gates,
+        consumable_shares=args.consumable_shares,
+        device_nodes=getattr(args, "fake_device_nodes", False),
+    )
 
 
 def consumable_shares_flag(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from fakeplugin.commands import emulation_flags, flag, inventory_flag
+from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
 
 log = logging.getLogger("fakeplugin.fleet")
 
@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     flag(
         p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE", help="kubeconfig; empty: in-cluster"
     )
-    emulation_flags(p, driver_name_help="DRA driver name")
+    emulation_flags(p, driver_name_help="DRA driver name", device_nodes=True)
     flag(
         p,
         "--state-dir",
@@ -59,13 +59,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="/var/lib/fakeplugin-fleet",
         metavar="DIR",
         help="per-node CDI specs, checkpoints and container records go to DIR/nodes/<node>/",
-    )
-    flag(
-        p,
-        "--fake-device-nodes",
-        env="FAKE_DEVICE_NODES",
-        action="store_true",
-        help="CDI specs also inject /dev/nvidia* character devices",
     )
     flag(
         p,
@@ -102,30 +95,23 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.kube import new_api_client
     from fakeplugin.publish.node import InventoryFile
-    from fakeplugin.runtime.emulation import emulation
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
-    emulated = emulation(
-        release=args.driver_release or inventory.inventory.driver_release,
-        driver_name=args.driver_name,
-        feature_gates=args.feature_gates,
-        consumable_shares=args.consumable_shares,
-        device_nodes=args.fake_device_nodes,
-    )
+    emulation = emulated(args, inventory.inventory.driver_release)
     # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.threads + 3))
     fleet = Fleet(
         kube,
         inventory=inventory,
-        emulation=emulated,
-        driver=GpuDriver(emulated),
+        emulation=emulation,
+        driver=GpuDriver(emulation),
         state_dir=Path(args.state_dir),
         threads=args.threads,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("fleet for %s; state in %s", emulated.describe(), args.state_dir)
+    log.info("fleet for %s; state in %s", emulation.describe(), args.state_dir)
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0

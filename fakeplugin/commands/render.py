@@ -11,13 +11,12 @@ import yaml
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, releases
 from fakeplugin.cluster import versions
-from fakeplugin.commands import emulation_flags, flag, inventory_flag
+from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
-from fakeplugin.runtime.emulation import emulation
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -64,7 +63,7 @@ def add_parser(subparsers: Any) -> None:
         help="labels of --node, to pick its entry by selector when it is not named in the inventory",
     )
     flag(p, "--node-uid", env="NODE_UID", metavar="UID", help="UID of --node for the ownerReference")
-    emulation_flags(p, driver_name_help="DRA driver name; DeviceClass names follow it")
+    emulation_flags(p, driver_name_help="DRA driver name; DeviceClass names follow it", device_nodes=False)
     flag(
         p,
         "--kubernetes-version",
@@ -90,12 +89,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
-        emulated = emulation(
-            release=release.name,
-            driver_name=args.driver_name,
-            feature_gates=args.feature_gates,
-            consumable_shares=args.consumable_shares,
-        )
+        emulation = emulated(args, release.name)
         server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
@@ -113,10 +107,10 @@ def run(args: argparse.Namespace) -> int:
         node=args.node,
         labels=labels,
         node_uid=args.node_uid,
-        dynamic_mig=emulated.dynamic_mig,
-        release=emulated.release,
+        dynamic_mig=emulation.dynamic_mig,
+        release=emulation.release,
         server_version=server_version,
-        consumable_shares=emulated.consumable_shares,
+        consumable_shares=emulation.consumable_shares,
     )
     sys.stdout.write(to_yaml(docs))
     return 0

@@ -8,7 +8,7 @@ import logging
 import threading
 from pathlib import Path
 
-from fakeplugin.commands import emulation_flags, flag, inventory_flag
+from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
 from fakeplugin.server import metrics
 
 log = logging.getLogger("fakeplugin.serve")
@@ -42,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     inventory_flag(p, "inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)")
     flag(p, "--node-name", env="NODE_NAME", metavar="NAME", help="this node's name")
-    emulation_flags(p, driver_name_help="DRA driver name; change it to run beside NVIDIA's real driver")
+    emulation_flags(
+        p, driver_name_help="DRA driver name; change it to run beside NVIDIA's real driver", device_nodes=True
+    )
     flag(
         p,
         "--cdi-root",
@@ -125,14 +127,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Healthy unless the node's fakeplugin.dev/device-faults says otherwise; pods then show it in "
         "allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
     )
-    flag(
-        p,
-        "--fake-device-nodes",
-        env="FAKE_DEVICE_NODES",
-        action="store_true",
-        help="CDI specs also inject /dev/nvidia<minor>, /dev/nvidiactl and /dev/nvidia-uvm* as character "
-        "devices (the runtime creates them; nothing on the host is needed)",
-    )
     p.set_defaults(func=run)
 
 
@@ -141,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.kube import Kube, new_api_client
     from fakeplugin.publish.node import InventoryFile
     from fakeplugin.runtime.driver import NodeDirs
-    from fakeplugin.runtime.emulation import emulation
     from fakeplugin.runtime.host import Host
     from fakeplugin.runtime.nodes import Nodes
     from fakeplugin.server import ServerSettings
@@ -152,18 +145,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise ValueError("--node-name (or NODE_NAME) is required")
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
-    emulated = emulation(
-        release=args.driver_release or inventory.inventory.driver_release,
-        driver_name=args.driver_name,
-        feature_gates=args.feature_gates,
-        consumable_shares=args.consumable_shares,
-        device_nodes=args.fake_device_nodes,
-    )
-    log.info("fakeplugin for node %s: %s", args.node_name, emulated.describe())
+    emulation = emulated(args, inventory.inventory.driver_release)
+    log.info("fakeplugin for node %s: %s", args.node_name, emulation.describe())
     threads = ServerSettings.threads
     # A connection per claim thread, plus the publisher's watch and its writes, plus the node watch.
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + 3))
-    driver = GpuDriver(emulated, boot_id_file=Path(args.boot_id_file))
+    driver = GpuDriver(emulation, boot_id_file=Path(args.boot_id_file))
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),
         plugin_dir=Path(args.kubelet_plugins_directory_path) / args.driver_name,
@@ -172,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     plugin = nodes.add(args.node_name)  # ValueError names the entry
     plugin.open()  # a corrupt checkpoint or a held node lock is fatal at start
     stop = threading.Event()
-    Host(kube, emulated, nodes, node=args.node_name).start(stop)
+    Host(kube, emulation, nodes, node=args.node_name).start(stop)
     if args.http_endpoint:
         port = metrics.serve(args.http_endpoint)
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
