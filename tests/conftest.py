@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from fakeplugin.server import ServerSettings
+from tests.smi_shells import SHELLS, SmiShell, make_shell
 from tests.test_server import DRIVER, CannedDriver, Running
 
 
@@ -41,3 +42,10 @@ def serve(short_dir: Path) -> Iterator[Any]:
     yield start
     for running in started:
         running.close()
+
+
+@pytest.fixture(scope="session", params=list(SHELLS))
+def smi_shell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SmiShell:
+    """A shell and awk the fake nvidia-smi runs under (tests/smi_shells.py): every test that runs it, under
+    each pair."""
+    return make_shell(request.param, tmp_path_factory.mktemp("smi-shells") / request.param)

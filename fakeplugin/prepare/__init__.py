@@ -11,6 +11,6 @@ groupcommit.py  concurrent calls' claims committed in batches: two checkpoint wr
 nodelock.py     the node-wide prep/unprep lock (threads and processes), bounded waits
 claimfiles.py   what a prepared claim leaves on the host: its CDI spec and nvidia-smi data, written/removed
 cdi.py          claim + devices + settings → CDI spec (pure); spec files (atomic)
-smi.py          the fake nvidia-smi: its script, per-GPU data files, their CDI mounts
+smi.py          the fake nvidia-smi: its script and awk program, per-GPU data files, their CDI mounts
 stale.py        temp files a killed plugin left midway, removed at start
 """
