@@ -243,6 +243,11 @@ def test_unknown_query_field_and_bad_format_fail_with_exit_2(smi_shell: SmiShell
     result = run_smi(smi_shell, h200_host, "--query-gpu=uuid,device_minor", "--format=csv")
     message = 'Field "device_minor" is not a valid field to query.\n\n'
     assert (result.returncode, result.stdout) == (2, message)
+    # Named as given: a backslash escape stays two characters (awk's -v would make it a line break).
+    escaped = run_smi(smi_shell, h200_host, "--query-gpu=uuid,a\\nb")
+    assert (escaped.returncode, escaped.stdout) == (2, 'Field "a\\nb" is not a valid field to query.\n\n')
+    octal_one = run_smi(smi_shell, h200_host, "--query-gpu=index", "-i", "\\061")  # -v: "1", GPU 1
+    assert (octal_one.returncode, octal_one.stdout) == (6, "No devices were found\n")
     for args in (("--query-gpu=uuid", "--format=json"), ("-i",)):
         assert run_smi(smi_shell, h200_host, *args).returncode == 2, args
 

@@ -3,8 +3,9 @@
 # POSIX awk only: it runs under mawk, busybox awk and `gawk --posix` alike (tests/test_nvidia_smi*.py).
 #
 # Variables (-v) from the script: mode (summary, list, csv, full, version, topo, topo_pci, help_query),
-# fields (--query-gpu), format (--format), ids (-i), display (-d), now (asctime stamp), stamp (CSV stamp).
-# Operands: the data files (`key=value` lines, fakeplugin/prepare/smi.py); /dev/null for help_query.
+# now (asctime stamp), stamp (CSV stamp); the options as given, from the environment (no escapes processed):
+# fields (--query-gpu), format (--format), ids (-i), display (-d). Operands: the data files (`key=value`
+# lines, fakeplugin/prepare/smi.py); /dev/null for help_query.
 
 # One record per data file: g[n, key] = value. The record of a MIG device describes its parent GPU too.
 FNR == 1 { n++ }
@@ -32,6 +33,10 @@ function add_fields(list, prefix, alias_prefix, k, i, w, a) {
 }
 
 BEGIN {
+	fields = ENVIRON["FAKEPLUGIN_SMI_FIELDS"]
+	format = ENVIRON["FAKEPLUGIN_SMI_FORMAT"]
+	ids = ENVIRON["FAKEPLUGIN_SMI_IDS"]
+	display = ENVIRON["FAKEPLUGIN_SMI_DISPLAY"]
 	add_fields("timestamp driver_version vgpu_driver_capability.heterogenous_multivGPU count name/gpu_name")
 	add_fields("serial/gpu_serial uuid/gpu_uuid pci.bus_id/gpu_bus_id pci.domain pci.bus pci.device")
 	add_fields("pci.baseClass pci.subClass pci.device_id pci.sub_device_id")

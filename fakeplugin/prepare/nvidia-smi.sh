@@ -243,5 +243,9 @@ if [ ! -r "$program" ]; then
 	printf 'nvidia-smi: cannot read %s, its awk program (fakeplugin installs and mounts it next to nvidia-smi).\n' "$program" >&2
 	exit 12
 fi
-exec awk -v mode="$mode" -v fields="$query" -v format="$format" -v ids="$ids" -v display="$display" \
-	-v now="$(date '+%a %b %e %H:%M:%S %Y')" -v stamp="$(date '+%Y/%m/%d %H:%M:%S.000')" -f "$program" "$@"
+# The options reach awk as given through its environment: -v would turn their backslash escapes into
+# characters (`--query-gpu='a\nb'` must name the field a\nb, as the real tool does).
+export FAKEPLUGIN_SMI_FIELDS="$query" FAKEPLUGIN_SMI_FORMAT="$format" FAKEPLUGIN_SMI_IDS="$ids" \
+	FAKEPLUGIN_SMI_DISPLAY="$display"
+exec awk -v mode="$mode" -v now="$(date '+%a %b %e %H:%M:%S %Y')" -v stamp="$(date '+%Y/%m/%d %H:%M:%S.000')" \
+	-f "$program" "$@"
