@@ -2,8 +2,8 @@
 # Sourced by hack/demo.sh and hack/test.sh: everything a fresh clone needs before the first command runs.
 #   - host tools the local cluster uses (unshare, openssl), from Debian's packages when root and missing;
 #   - likewise the tests' tools: the shells and awks the fake nvidia-smi is tested under (dash, mawk,
-#     busybox, gawk: tests/smi_shells.py); without them those tests skip, or fail when CI=true
-#     (installing gawk makes it Debian's default awk; the tests name each awk);
+#     busybox, gawk: tests/smi_shells.py) and shellcheck (hack/test.sh); without them those tests skip,
+#     or fail when CI=true (installing gawk makes it Debian's default awk; the tests name each awk);
 #   - Go >= 1.25 present (it builds the real Kubernetes binaries; checked, not installed);
 #   - .venv with fakeplugin (editable) and its test dependencies.
 # Idempotent and quiet when everything is already there.
@@ -12,7 +12,8 @@ say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # command:package of each host tool; the first two the local cluster cannot do without.
 missing=()
-for tool in unshare:util-linux openssl:openssl dash:dash mawk:mawk busybox:busybox gawk:gawk; do
+for tool in unshare:util-linux openssl:openssl dash:dash mawk:mawk busybox:busybox gawk:gawk \
+  shellcheck:shellcheck; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if ((${#missing[@]})); then
