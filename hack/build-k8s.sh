@@ -119,9 +119,9 @@ wrapper_module() {
   go mod edit -require="k8s.io/kubernetes@$K8S_VERSION" "$mod/go.mod.tmp"
   say "downloading k8s.io/kubernetes@$K8S_VERSION (module proxy)"
   kdir="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-  for m in $(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$kdir/go.mod" | awk '{print $1}'); do
+  while read -r m; do
     go mod edit -replace="$m=$m@$minor" "$mod/go.mod.tmp"
-  done
+  done < <(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$kdir/go.mod" | awk '{print $1}')
   mv "$mod/go.mod.tmp" "$mod/go.mod"
 }
 

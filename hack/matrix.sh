@@ -15,6 +15,7 @@ source hack/setup.sh
 VERSIONS=("$@")
 [[ ${#VERSIONS[@]} -gt 0 ]] || VERSIONS=(v1.34.4 v1.35.4 v1.36.3 v1.37.2)
 TESTS="${MATRIX_TESTS:-tests/e2e}"
+read -r -a TEST_PATHS <<<"$TESTS"  # one pytest argument per space-separated path
 LOGS="${MATRIX_LOGS:-/tmp/fakeplugin-matrix}"
 mkdir -p "$LOGS"
 say() { printf '[matrix %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -48,7 +49,7 @@ for v in "${VERSIONS[@]}"; do
   rc=0
   # --ignore test_demo.py: the demo column above ran the same command.
   .venv/bin/python -m pytest -q -p no:cacheprovider -rfE --junitxml="$LOGS/$v-e2e.xml" \
-    --ignore=tests/e2e/test_demo.py $TESTS \
+    --ignore=tests/e2e/test_demo.py "${TEST_PATHS[@]}" \
     >"$LOGS/$v-e2e.log" 2>&1 || rc=$?
   unset FAKEPLUGIN_K8S_VERSION
   [[ $rc -eq 0 ]] || FAILED=1

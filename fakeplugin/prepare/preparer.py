@@ -101,13 +101,17 @@ class Preparer:
         plugin_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             stale.remove_stale_files(cdi_root, plugin_dir, driver_name=driver_name)  # no writer is midway
-            smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
+            # The fake nvidia-smi, replacing an older plugin's version before any spec of ours mounts it:
+            # the awk program first (the script runs it, upgraded specs mount it), the script once every
+            # spec that mounts it mounts the program too (an earlier script was self-contained).
+            smi.install_program(plugin_dir)
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 checkpoint = self._checkpoint.load()
                 self._checkpoint.save(checkpoint)
                 completed = cp.ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
+            smi.install_script(plugin_dir)
 
     # -- public ---------------------------------------------------------------------------------------------
 
