@@ -72,7 +72,7 @@ class Preparer:
         get_claim: Callable[[str, str], dict],
         cdi_root: Path,
         plugin_dir: Path,
-        boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
+        boot_id_file: Path = cp.BOOT_ID_FILE,
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
