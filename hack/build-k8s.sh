@@ -16,7 +16,7 @@
 # Environment:
 #   FAKEPLUGIN_CACHE        cache root (default ~/.cache/fakeplugin); binaries in $FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin
 #   K8S_VERSION             Kubernetes version, any served 1.34.x-1.37.x (default: $FAKEPLUGIN_K8S_VERSION,
-#                           else v1.35.4)
+#                           else the table's default)
 #   ETCD_VERSION            etcd version (default: the table's for that minor)
 #   HELM_VERSION            helm version (default: the table's for that minor)
 #   KWOK_VERSION            kwok version, the simulated nodes' engine, the same for every minor (default v0.8.0)

@@ -3,7 +3,7 @@
 # run the seed-lab demo, the e2e suite (chart install and MIG included) against a local cluster of that
 # version, and print one results table (markdown, for docs/kubernetes-versions.md).
 #
-#   hack/matrix.sh [VERSION...]              default: v1.34.4 v1.35.4 v1.36.3 v1.37.2
+#   hack/matrix.sh [VERSION...]              default: the newest patch of every minor (versions.py matrix)
 #   MATRIX_TESTS="tests/e2e/test_mig.py" hack/matrix.sh v1.37.2     a subset of the e2e suite
 #
 # A cold build is ~12 minutes or more per version on 2 cores (run at nice 10); logs of every step in
@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source hack/setup.sh
 
 VERSIONS=("$@")
-[[ ${#VERSIONS[@]} -gt 0 ]] || VERSIONS=(v1.34.4 v1.35.4 v1.36.3 v1.37.2)
+[[ ${#VERSIONS[@]} -gt 0 ]] || mapfile -t VERSIONS < <(python3 fakeplugin/cluster/versions.py matrix)
 TESTS="${MATRIX_TESTS:-tests/e2e}"
 read -r -a TEST_PATHS <<<"$TESTS"  # one pytest argument per space-separated path
 LOGS="${MATRIX_LOGS:-/tmp/fakeplugin-matrix}"
