@@ -92,9 +92,7 @@ class Kube:
         """The object at `path`."""
         return self._json("GET", path)
 
-    def list(
-        self, path: str, *, field_selector: str = "", label_selector: str = ""
-    ) -> tuple[list[Obj], str]:
+    def list(self, path: str, *, field_selector: str = "", label_selector: str = "") -> tuple[list[Obj], str]:
         """Every object at `path` (a collection), and the list's resourceVersion to watch from. Paged
         (500 a page), so a 4000-pod list never makes the API server build one huge answer."""
         items: list[Obj] = []

@@ -159,6 +159,7 @@ _MODULES: tuple[str, ...] = (
     "demo",
     "serve",
     "fleet",
+    "computedomaincontroller",
     "render",
     "validate",
     "profiles",
