@@ -188,7 +188,7 @@ class Controller:
                     if exc.status != 409:  # AlreadyExists: our cache was behind
                         raise
                     return
-                self._cache_of(created).event("ADDED", created)
+                self._cache_of(obj).event("ADDED", created)
                 log.info(
                     "created %s %s/%s", obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
                 )
@@ -206,7 +206,7 @@ class Controller:
     def _set_finalizers(self, obj: Obj, finalizers: list[str]) -> None:
         meta = {"resourceVersion": obj["metadata"]["resourceVersion"], "finalizers": finalizers}
         updated = self._kube.patch(_path(obj), {"metadata": meta})
-        self._cache_of(updated).event("MODIFIED", updated)
+        self._cache_of(obj).event("MODIFIED", updated)
 
     def _patch_status(self, cd: Obj, new: Obj) -> None:
         updated = self._kube.patch(f"{_path(cd)}/status", {"status": new})
