@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.releases import DriverRelease
 
 DISABLED = "disabled"
@@ -44,7 +45,7 @@ def parse(value: str | None, gates: Mapping[str, bool], release: DriverRelease) 
     if GATE not in release.feature_gates:
         raise ValueError(
             f"--consumable-shares {mode}: NVIDIA driver release {release.name} has no consumable shares "
-            "(only 0.5.0-dev, the driver's main at 95932046, has them)"
+            f"(only {_releases_with_shares()} has them)"
         )
     if not gates.get(GATE, False):
         raise ValueError(f"invalid CLI flags: --consumable-shares requires feature gate {GATE} to be enabled")
@@ -54,6 +55,15 @@ def parse(value: str | None, gates: Mapping[str, bool], release: DriverRelease) 
             "(must be 'disabled', 'memory', 'unlimited', or a positive integer)"
         )
     return mode
+
+
+def _releases_with_shares() -> str:
+    """The releases that know the gate (fakeplugin.releases): `0.5.0-dev, the driver's main at 95932046,`."""
+    return " and ".join(
+        r.name if r.tag else f"{r.name}, the driver's main at {r.commit[:8]},"
+        for r in releases.RELEASES.values()
+        if GATE in r.feature_gates
+    )
 
 
 def memory_limit(memory_bytes: int) -> int:

@@ -1,9 +1,12 @@
 """The real driver's feature gates (nvidia-driver-shape.md §10), parsed from "A=true,B=false".
 
-Which gates exist, and their defaults, depends on the driver release (fakeplugin.releases).
+Which gates exist, and their defaults, depends on the driver release (fakeplugin.releases). `settings` is
+the list syntax alone, shared with Kubernetes' gates of the local cluster (cluster.components).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from fakeplugin import releases
 from fakeplugin.releases import DriverRelease
@@ -14,22 +17,39 @@ KNOWN: dict[str, bool] = {
 }
 
 
+_BOOLS = {"true": True, "false": False}
+
+
+class Setting(NamedTuple):
+    item: str  # as written, for messages
+    name: str
+    value: bool | None  # None: the item is not `name=true` or `name=false`
+
+
+def settings(text: str | None) -> list[Setting]:
+    """The items of an `A=true,B=false` list in order: empty items skipped, spaces around names and values
+    dropped, values case-insensitive. Which names exist, and the messages, are each caller's."""
+    out = []
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        name, sep, value = item.partition("=")
+        out.append(Setting(item, name.strip(), _BOOLS.get(value.strip().lower()) if sep else None))
+    return out
+
+
 def parse(text: str | None, release: DriverRelease | None = None) -> dict[str, bool]:
     """The release's gates (default: the default release's) with their values; names the release does
     not know, non-boolean values, or a combination the release refuses at start are an error."""
     release = release or releases.get(None)
     gates = dict(release.feature_gates)
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        name, sep, value = item.partition("=")
-        name = name.strip()
+    for item, name, value in settings(text):
         if name not in gates:
             raise ValueError(
                 f"--feature-gates: unknown feature gate {name!r} in NVIDIA driver release {release.name}; "
                 f"known: {', '.join(sorted(gates))}" + _elsewhere(name)
             )
-        if not sep or value.strip().lower() not in ("true", "false"):
+        if value is None:
             raise ValueError(f"--feature-gates: {item!r}: expected {name}=true or {name}=false")
-        gates[name] = value.strip().lower() == "true"
+        gates[name] = value
     for rule in release.gate_rules:
         if problem := rule.problem(gates):
             raise ValueError(f"--feature-gates: {problem}")

@@ -16,7 +16,7 @@
 # Environment:
 #   FAKEPLUGIN_CACHE        cache root (default ~/.cache/fakeplugin); binaries in $FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin
 #   K8S_VERSION             Kubernetes version, any served 1.34.x-1.37.x (default: $FAKEPLUGIN_K8S_VERSION,
-#                           else v1.35.4)
+#                           else the table's default)
 #   ETCD_VERSION            etcd version (default: the table's for that minor)
 #   HELM_VERSION            helm version (default: the table's for that minor)
 #   KWOK_VERSION            kwok version, the simulated nodes' engine, the same for every minor (default v0.8.0)
@@ -119,9 +119,9 @@ wrapper_module() {
   go mod edit -require="k8s.io/kubernetes@$K8S_VERSION" "$mod/go.mod.tmp"
   say "downloading k8s.io/kubernetes@$K8S_VERSION (module proxy)"
   kdir="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-  for m in $(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$kdir/go.mod" | awk '{print $1}'); do
+  while read -r m; do
     go mod edit -replace="$m=$m@$minor" "$mod/go.mod.tmp"
-  done
+  done < <(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$kdir/go.mod" | awk '{print $1}')
   mv "$mod/go.mod.tmp" "$mod/go.mod"
 }
 

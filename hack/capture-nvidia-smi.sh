@@ -11,9 +11,11 @@ mkdir -p "$out"
 f="$out/cases.txt"
 : > "$f"
 case_() {
-	printf '### nvidia-smi %s\n' "$*" >> "$f"
-	nvidia-smi "$@" >> "$f" 2>&1
-	printf '### rc=%s\n\n' "$?" >> "$f"
+	{
+		printf '### nvidia-smi %s\n' "$*"
+		nvidia-smi "$@" 2>&1
+		printf '### rc=%s\n\n' "$?"
+	} >> "$f"
 }
 fields="index name uuid count driver_version timestamp pci.bus_id pci.domain pci.bus pci.device pci.device_id
 pci.sub_device_id vbios_version persistence_mode compute_mode compute_cap mig.mode.current mig.mode.pending

@@ -3,7 +3,7 @@
 # run the seed-lab demo, the e2e suite (chart install and MIG included) against a local cluster of that
 # version, and print one results table (markdown, for docs/kubernetes-versions.md).
 #
-#   hack/matrix.sh [VERSION...]              default: v1.34.4 v1.35.4 v1.36.3 v1.37.2
+#   hack/matrix.sh [VERSION...]              default: the newest patch of every minor (versions.py matrix)
 #   MATRIX_TESTS="tests/e2e/test_mig.py" hack/matrix.sh v1.37.2     a subset of the e2e suite
 #
 # A cold build is ~12 minutes or more per version on 2 cores (run at nice 10); logs of every step in
@@ -13,8 +13,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source hack/setup.sh
 
 VERSIONS=("$@")
-[[ ${#VERSIONS[@]} -gt 0 ]] || VERSIONS=(v1.34.4 v1.35.4 v1.36.3 v1.37.2)
+[[ ${#VERSIONS[@]} -gt 0 ]] || mapfile -t VERSIONS < <(python3 fakeplugin/cluster/versions.py matrix)
 TESTS="${MATRIX_TESTS:-tests/e2e}"
+read -r -a TEST_PATHS <<<"$TESTS"  # one pytest argument per space-separated path
 LOGS="${MATRIX_LOGS:-/tmp/fakeplugin-matrix}"
 mkdir -p "$LOGS"
 say() { printf '[matrix %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -48,7 +49,7 @@ for v in "${VERSIONS[@]}"; do
   rc=0
   # --ignore test_demo.py: the demo column above ran the same command.
   .venv/bin/python -m pytest -q -p no:cacheprovider -rfE --junitxml="$LOGS/$v-e2e.xml" \
-    --ignore=tests/e2e/test_demo.py $TESTS \
+    --ignore=tests/e2e/test_demo.py "${TEST_PATHS[@]}" \
     >"$LOGS/$v-e2e.log" 2>&1 || rc=$?
   unset FAKEPLUGIN_K8S_VERSION
   [[ $rc -eq 0 ]] || FAILED=1

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # Sourced by hack/demo.sh and hack/test.sh: everything a fresh clone needs before the first command runs.
 #   - host tools the local cluster uses (unshare, openssl), from Debian's packages when root and missing;
+#   - likewise the tests' tools: the shells and awks the fake nvidia-smi is tested under (dash, mawk,
+#     busybox, gawk: tests/smi_shells.py) and shellcheck (hack/test.sh); without them those tests skip,
+#     or fail when CI=true (installing gawk makes it Debian's default awk; the tests name each awk);
 #   - Go >= 1.25 present (it builds the real Kubernetes binaries; checked, not installed);
 #   - .venv with fakeplugin (editable) and its test dependencies.
 # Idempotent and quiet when everything is already there.
 
 say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-if ! command -v unshare >/dev/null || ! command -v openssl >/dev/null; then
+# command:package of each host tool; the first two the local cluster cannot do without.
+missing=()
+for tool in unshare:util-linux openssl:openssl dash:dash mawk:mawk busybox:busybox gawk:gawk \
+  shellcheck:shellcheck; do
+  command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    say "installing util-linux and openssl (apt-get)"
-    apt-get update -qq && apt-get install -y -qq util-linux openssl >/dev/null
-  else
+    say "installing ${missing[*]} (apt-get)"
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  elif ! command -v unshare >/dev/null || ! command -v openssl >/dev/null; then
     say "the local cluster needs unshare (util-linux) and openssl: install them" && exit 1
+  else
+    say "tests that need ${missing[*]} skip (CI=true: fail): install them"
   fi
 fi
 command -v go >/dev/null || { say "building the Kubernetes binaries needs Go >= 1.25 on PATH"; exit 1; }

@@ -23,6 +23,23 @@ say "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
+# Every tracked shell script: a sh or bash shebang on its first line (links are checked as their target).
+say "shellcheck"
+shebang='^#!.*(/|env )(ba|da)?sh([[:space:]]|$)'
+scripts=()
+while IFS= read -r -d '' f; do
+  first=""
+  [[ -L "$f" ]] || IFS= read -r first <"$f" || true
+  if [[ "$first" =~ $shebang ]]; then scripts+=("$f"); fi
+done < <(git grep -lzIE "$shebang")
+if command -v shellcheck >/dev/null; then
+  shellcheck "${scripts[@]}"  # options: .shellcheckrc
+elif [[ "${CI:-}" == true ]]; then
+  say "shellcheck is missing (hack/setup.sh installs it when root)" && exit 1
+else
+  say "shellcheck is missing (hack/setup.sh installs it when root): skipped"
+fi
+
 started_dockerd=0
 if [[ "${CI:-}" == true || "${FAKEPLUGIN_KIND:-}" == 1 ]]; then
   hack/kind/dockerd.sh status 2>/dev/null || started_dockerd=1

@@ -13,6 +13,7 @@ import pytest
 from fakeplugin.server import ServerSettings
 from tests.harness import DRIVER
 from tests.harness.server import CannedDriver, Running
+from tests.harness.smi_shells import SHELLS, SmiShell, make_shell
 
 
 @pytest.fixture
@@ -42,3 +43,10 @@ def serve(short_dir: Path) -> Iterator[Any]:
     yield start
     for running in started:
         running.close()
+
+
+@pytest.fixture(scope="session", params=list(SHELLS))
+def smi_shell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SmiShell:
+    """A shell and awk the fake nvidia-smi runs under (tests/harness/smi_shells.py): every test that
+    runs it, under each pair."""
+    return make_shell(request.param, tmp_path_factory.mktemp("smi-shells") / request.param)

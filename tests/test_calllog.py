@@ -3,8 +3,10 @@ bound, torn lines, the reader's filters, and `fakeplugin calls --file`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
 from fakeplugin.cli import main
 from fakeplugin.model import PrepareResult
 from fakeplugin.server.calllog import read_calls, rotated
+from fakeplugin.server.registration import RegistrationServicer
 from tests.harness import DRIVER
 from tests.harness.server import GPU0, RPC_TIMEOUT_S, CannedDriver, Running
 from tests.harness.server import claim as wire_claim
@@ -86,6 +89,42 @@ def test_every_kubelet_call_is_one_record_beside_the_checkpoint(serve: Any, shor
             "claims": ["team/a:uid-a"],
             "result": "ok",
         },
+    ]
+
+
+def test_a_failed_registration_is_logged_before_the_kubelet_sees_the_error(
+    serve: Any, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server's event loop is held from the handler's first suspension until the test has read the
+    # log: anything the server does only after the answer left (the race) cannot happen in time.
+    held = threading.Event()
+    notify = RegistrationServicer.NotifyRegistrationStatus
+
+    async def holding(self: RegistrationServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        asyncio.get_running_loop().call_soon(held.wait, RPC_TIMEOUT_S)
+        return await notify(self, request, context)
+
+    monkeypatch.setattr(RegistrationServicer, "NotifyRegistrationStatus", holding)
+    running = serve()
+    try:
+        with pytest.raises(grpc.RpcError) as failed:
+            running.registration().NotifyRegistrationStatus(
+                reg.RegistrationStatus(plugin_registered=False, error="endpoint taken"), timeout=RPC_TIMEOUT_S
+            )
+        records = read_calls(calls_file(short_dir))
+    finally:
+        held.set()
+    assert (failed.value.code(), failed.value.details()) == (
+        grpc.StatusCode.UNKNOWN,
+        "failed registration process: endpoint taken",
+    )
+    assert [(r["method"], r["registered"], r["result"], r["error"]) for r in records] == [
+        (
+            "NotifyRegistrationStatus",
+            False,
+            "error",
+            "UNKNOWN: failed registration process: endpoint taken",
+        )
     ]
 
 

@@ -5,7 +5,8 @@ GPU or its sharing settings sits on that GPU's device; the spec level holds what
 Golden files (tests/golden/cdi-*.yaml) hold the whole specs; after an intended change regenerate them and
 review `git diff tests/golden`: `UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_cdi_per_request.py`.
 tests/data/cdi-earlier/ holds the same claims' specs as the fakeplugin before per-device env wrote them
-(claim-level `NVIDIA_VISIBLE_DEVICES=<uuids>`, `FAKEPLUGIN_CLAIM_DEVICES`); they must upgrade exactly.
+(claim-level `NVIDIA_VISIBLE_DEVICES=<uuids>`, `FAKEPLUGIN_CLAIM_DEVICES`, the nvidia-smi script mounted
+without its awk program); they must upgrade exactly.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import pytest
 import yaml
 
 from fakeplugin.model import DeviceSettings, GpuDevice
-from fakeplugin.prepare import cdi
+from fakeplugin.prepare import cdi, smi
 from fakeplugin.prepare import checkpoint as cp
+from fakeplugin.prepare.claimfiles import ClaimFiles
 from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.node import node_devices
 from tests.harness import DRIVER
@@ -106,7 +108,7 @@ def test_the_spec_level_has_only_what_every_container_of_the_claim_shares(case: 
         "/dev/nvidia-uvm",
         "/dev/nvidia-uvm-tools",
     ]
-    assert [m["containerPath"] for m in edits["mounts"]] == ["/usr/bin/nvidia-smi"]
+    assert [m["containerPath"] for m in edits["mounts"]] == ["/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi.awk"]
 
 
 def test_each_mig_container_gets_only_its_own_mig_device() -> None:
@@ -167,6 +169,38 @@ def test_an_earlier_spec_upgrades_to_exactly_the_current_one(case: str) -> None:
     assert cdi.upgrade_spec(spec_of(case), UID) is None  # the current shape stays as it is
 
 
+def without_program_mount(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` as the version before the awk program wrote it: the script mounted alone."""
+    edits = spec["containerEdits"]
+    mounts = [m for m in edits["mounts"] if m["containerPath"] != smi.PROGRAM_CONTAINER_PATH]
+    assert len(mounts) == len(edits["mounts"]) - 1
+    return {**spec, "containerEdits": {**edits, "mounts": mounts}}
+
+
+@pytest.mark.parametrize("case", ["gpu-test4", "gpu-test5"])
+def test_a_spec_that_mounts_the_script_alone_gains_its_program_beside_it(case: str) -> None:
+    earlier = without_program_mount(spec_of(case))
+    assert cdi.upgrade_spec(earlier, UID) == spec_of(case)
+    script, program = spec_of(case)["containerEdits"]["mounts"]
+    assert Path(program["hostPath"]).parent == Path(script["hostPath"]).parent
+    assert program["options"] == script["options"]
+
+
+def test_the_program_mount_keeps_the_script_mounts_options_and_place() -> None:
+    script = {"hostPath": "/p/bin/nvidia-smi", "containerPath": "/usr/bin/nvidia-smi", "options": ["ro"]}
+    other = {"hostPath": "/x", "containerPath": "/y"}
+    assert smi.with_program_mount([other, script, other]) == [
+        other,
+        script,
+        {"hostPath": "/p/bin/nvidia-smi.awk", "containerPath": "/usr/bin/nvidia-smi.awk", "options": ["ro"]},
+        other,
+    ]
+    assert smi.with_program_mount([other]) is None  # no script of ours: nothing to add
+    assert smi.with_program_mount(None) is None
+    no_smi = cdi.claim_spec(UID, devices_of(SHARED_NODE), driver_name=DRIVER)  # no plugin_dir: no mounts
+    assert cdi.upgrade_spec(no_smi, UID) is None
+
+
 def test_upgrading_a_spec_of_unknown_shape_leaves_the_verdict_to_validation() -> None:
     odd = {"cdiVersion": "0.3.0", "kind": "k8s.gpu.nvidia.com/claim", "containerEdits": "x",
            "devices": [{"name": "a", "containerEdits": [1]}, "b"]}  # fmt: skip
@@ -218,3 +252,31 @@ def test_a_spec_that_cannot_be_upgraded_is_kept_and_start_goes_on(node: Node) ->
     node.spec_path(claim).write_text("devices: [unclosed\n")
     node.preparer().prepare([claim])  # starts, answers from the checkpoint
     assert node.spec_path(claim).read_text() == "devices: [unclosed\n"
+
+
+def test_a_restarted_plugin_installs_the_script_after_the_specs_mount_its_program(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claim = node.add(ref(1), result("gpu-0"))
+    node.preparer().prepare([claim])
+    current = node.spec_path(claim).read_text()
+    node.spec_path(claim).write_text(yaml.safe_dump(without_program_mount(yaml.safe_load(current))))
+    earlier_script = "#!/bin/sh\n# an earlier, self-contained script\n"
+    smi.script_path(node.plugin_dir).write_text(earlier_script)
+    smi.program_path(node.plugin_dir).unlink()
+    seen: list[tuple[str, str]] = []
+    upgrade_specs = ClaimFiles.upgrade_specs
+
+    def upgrade_specs_seeing_the_files(self: ClaimFiles, uids: Any) -> None:
+        seen.append(
+            (smi.program_path(node.plugin_dir).read_text(), smi.script_path(node.plugin_dir).read_text())
+        )
+        upgrade_specs(self, uids)
+
+    monkeypatch.setattr(ClaimFiles, "upgrade_specs", upgrade_specs_seeing_the_files)
+    node.preparer()
+
+    # While specs mounted the script alone, the earlier script stayed; the program was there for them.
+    assert seen == [(smi.program_text(), earlier_script)]
+    assert yaml.safe_load(node.spec_path(claim).read_text()) == yaml.safe_load(current)
+    assert smi.script_path(node.plugin_dir).read_text() == smi.script_text()

@@ -164,7 +164,8 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
     ).stdout
     for name in profile_names():
         assert name in profiles, f"profile {name} (package data) missing from the installed wheel"
-    # The demo and `cluster build` run from the wheel: their examples and build sources are package data.
+    # The demo and `cluster build` run from the wheel: their examples and build sources are package data,
+    # as are the fake nvidia-smi's files.
     shipped = subprocess.run(
         [
             venv / "bin" / "python",
@@ -174,7 +175,10 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
             "print(BUILD_SCRIPT.read_text().splitlines()[0]); print((BUILD_SCRIPT.parent / 'fakecri' / "
             "'main.go').read_text().splitlines()[0])\n"
             "for name in ('seed-lab.yaml', 'scenario-i.yaml', 'template-deployment.yaml'):\n"
-            "    print(name, (EXAMPLES / name).read_text() == open(f'{sys.argv[1]}/examples/{name}').read())",
+            "    print(name, (EXAMPLES / name).read_text() == open(f'{sys.argv[1]}/examples/{name}').read())"
+            "\nfrom fakeplugin.prepare import smi\n"
+            "print(smi.script_text().splitlines()[0], smi.program_text() == "
+            "open(f'{sys.argv[1]}/fakeplugin/prepare/nvidia-smi.awk').read())",
             str(REPO),
         ],
         capture_output=True,
@@ -191,6 +195,7 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
         "seed-lab.yaml True",
         "scenario-i.yaml True",
         "template-deployment.yaml True",
+        "#!/bin/sh True",
     ]
 
 

@@ -17,7 +17,7 @@ from fakeplugin.model import ClaimRef
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.profiles import load_profile, profile_names
-from fakeplugin.publish.devices import devices_for_node, gpu_uuid
+from fakeplugin.publish.devices import gpu_uuid
 from fakeplugin.publish.inventory import InventoryError, load_inventory
 from fakeplugin.publish.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.publish.node import NodeDevices

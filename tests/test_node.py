@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fakeplugin.prepare.claimfaults import Injector
 
 from fakeplugin import releases
 from fakeplugin.commands.render import render_documents
+from fakeplugin.model import ClaimRef
+from fakeplugin.prepare.resolve import Resolver, pool_reader
 from fakeplugin.publish.inventory import InventoryError, load_inventory
-from fakeplugin.publish.node import NodeDevices, node_devices
+from fakeplugin.publish.node import InventoryFile, NodeDevices, node_devices
 from tests.harness import DRIVER
 
 
@@ -91,3 +96,72 @@ def test_the_release_is_fixed_at_start_and_a_changed_driver_release_is_logged(
     assert [s["metadata"]["generateName"] for s in started_as_0_4_1.desired_slices()] == [
         f"00000-{DRIVER}-n-"
     ]
+
+
+def test_a_snapshot_keeps_the_devices_it_was_taken_with(tmp_path: Path) -> None:
+    path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10", "count": 2}]}])
+    devices = NodeDevices(path, "n", driver=DRIVER)
+    before = devices.snapshot()
+    write(path, [{"name": "n", "gpus": [{"profile": "l40s"}]}])
+    assert devices.reload_if_changed() is True
+    assert sorted(before) == ["gpu-0", "gpu-1"]
+    assert before["gpu-0"].product_name == "NVIDIA T10"
+    assert devices.snapshot()["gpu-0"].product_name == "NVIDIA L40S"
+    with pytest.raises(TypeError):
+        before["gpu-9"] = before["gpu-0"]  # type: ignore[index]  # read-only: it is the live dict itself
+
+
+def test_prepare_reads_one_consistent_pool_while_the_inventory_switches(tmp_path: Path) -> None:
+    # A reload between a reader's keys and its items must not show it a device that is gone (KeyError,
+    # "unexpected failure" in Prepare): a tiny switch interval makes such interleavings frequent.
+    four = write(tmp_path / "four.yaml", [{"name": "n", "gpus": [{"profile": "t10", "count": 4}]}])
+    one = load_inventory(write(tmp_path / "one.yaml", [{"name": "n", "gpus": [{"profile": "t10"}]}]))
+    shared = InventoryFile(four)
+    devices = NodeDevices(shared, "n", driver=DRIVER)
+    both = (shared.inventory, one)
+    ref = ClaimRef(namespace="ns", uid="6f1c0a3e-aaaa-4bbb-8ccc-dddddddddddd", name="c")
+    result = {"request": "gpu", "driver": DRIVER, "pool": "n", "device": "gpu-0"}  # in both inventories
+    claim = {
+        "metadata": {"namespace": "ns", "name": "c", "uid": ref.uid},
+        "status": {"allocation": {"devices": {"results": [result]}}},
+    }
+    resolver = Resolver(
+        driver_name=DRIVER,
+        node_name="n",
+        pool=pool_reader(devices),
+        get_claim=lambda namespace, name: claim,
+        faults=Injector(lambda namespace, name: claim, lambda seconds: None),
+        feature_gates={},
+        release=releases.get(None),
+        shared=False,
+    )
+    done = threading.Event()
+
+    def switch() -> None:
+        for i in range(1_000_000):  # bounded; ends as soon as the reader is done
+            if done.is_set():
+                return
+            shared.inventory = both[i % 2]  # what InventoryFile.reload_if_changed does
+            devices.refresh()
+
+    failures: list[str] = []
+    pools: set[int] = set()
+    interval = sys.getswitchinterval()
+    switcher = threading.Thread(target=switch)
+    sys.setswitchinterval(1e-6)
+    try:
+        switcher.start()
+        for _ in range(100_000):  # before the fix: from 3 to 70 of them failed
+            try:
+                request = resolver.resolve(ref)
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+                continue
+            assert request is not None
+            pools.add(len(request.pool))
+    finally:
+        done.set()
+        switcher.join()
+        sys.setswitchinterval(interval)
+    assert not failures, f"{len(failures)} resolves failed: {sorted(set(failures))}"
+    assert pools <= {1, 4}, "every pool is one inventory's, never a mix"

@@ -17,6 +17,7 @@ import pytest
 from fakeplugin.model import GpuDevice
 from fakeplugin.prepare import smi
 from fakeplugin.profiles import load_profile
+from tests.harness.smi_shells import SmiShell
 
 CAPTURE = Path(__file__).resolve().parent / "data" / "nvidia-smi-h200" / "cases.txt"
 
@@ -121,7 +122,7 @@ BOARD = {
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A container that got the captured GPU: the script and the GPU's data file."""
+    """A container that got the captured GPU: the script, its program and the GPU's data file."""
     root = tmp_path_factory.mktemp("ctr")
     values = smi.gpu_values(CAPTURED_GPU)
     assert BOARD.keys() <= values.keys()  # the test replaces values the plugin writes, adds none
@@ -131,6 +132,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     script = root / smi.SCRIPT_CONTAINER_PATH.lstrip("/")
     script.parent.mkdir(parents=True)
     script.write_text(smi.script_text())
+    (root / smi.PROGRAM_CONTAINER_PATH.lstrip("/")).write_text(smi.program_text())
     return root
 
 
@@ -140,10 +142,10 @@ def test_every_captured_case_is_read() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: " ".join(c.args))
-def test_the_fake_answers_as_the_captured_h200(root: Path, case: Case) -> None:
+def test_the_fake_answers_as_the_captured_h200(smi_shell: SmiShell, root: Path, case: Case) -> None:
     result = subprocess.run(
-        ["/bin/sh", str(root / smi.SCRIPT_CONTAINER_PATH.lstrip("/")), *case.args],
-        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", smi.TEST_ROOT_ENV: str(root)},
+        smi_shell.command(root, *case.args),
+        env=smi_shell.env(root),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

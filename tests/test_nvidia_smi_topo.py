@@ -1,4 +1,4 @@
-"""The fake `nvidia-smi topo` (prepare/nvidia-smi.sh) against real output, and its agreement with the slice.
+"""The fake `nvidia-smi topo` (prepare/nvidia-smi.*) against real output, and its agreement with the slice.
 
 Real output: the two-H200 host's `topo -m` (tests/data/nvidia-smi-h200/smi_text.txt) and a one-H200 VM's
 `topo -m`, `--matrix`, `-mp`, help and errors with exit codes (tests/data/nvidia-smi-topo, driver 580, taken
@@ -18,6 +18,7 @@ from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import load_inventory, parse_inventory
 from tests.harness.nvidia_smi import captured, container_view, run_smi, smi_lines, write_claim
+from tests.harness.smi_shells import SmiShell
 
 TOPO = Path(__file__).resolve().parent / "data" / "nvidia-smi-topo"
 NUMA_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "numa.yaml"
@@ -71,19 +72,19 @@ def h200_vm(gpus: int) -> dict:
 
 
 @pytest.mark.parametrize("option", ["-m", "--matrix"])
-def test_two_h200_matrix_is_the_captured_one(tmp_path: Path, option: str) -> None:
+def test_two_h200_matrix_is_the_captured_one(smi_shell: SmiShell, tmp_path: Path, option: str) -> None:
     root = container(tmp_path, node_devices(h200_vm(2), "vm"))
-    assert smi_lines(root, "topo", option) == captured("topo -m")
+    assert smi_lines(smi_shell, root, "topo", option) == captured("topo -m")
 
 
-def test_one_h200_matrix_help_and_errors_are_the_captured_ones(tmp_path: Path) -> None:
+def test_one_h200_matrix_help_and_errors_are_the_captured_ones(smi_shell: SmiShell, tmp_path: Path) -> None:
     root = container(tmp_path, node_devices(h200_vm(1), "vm"))
     matrix, _ = topo_capture("h200-1gpu-topo.txt", "")
-    assert smi_lines(root, "topo", "-m") == matrix
+    assert smi_lines(smi_shell, root, "topo", "-m") == matrix
     help_lines, _ = topo_capture("h200-1gpu-topo.txt", "topo -h")
-    assert smi_lines(root, "topo", "-h") == help_lines
+    assert smi_lines(smi_shell, root, "topo", "-h") == help_lines
     for args in (["topo"], ["topo", "--help"]):  # topo alone prints its help too, exit 0
-        result = run_smi(root, *args)
+        result = run_smi(smi_shell, root, *args)
         assert (result.returncode, cat_a(result.stdout.splitlines())) == topo_capture(
             "h200-1gpu-topo-options.txt", "topo"
         )[::-1]
@@ -95,16 +96,16 @@ def test_one_h200_matrix_help_and_errors_are_the_captured_ones(tmp_path: Path) -
         "topo bogus",
         "topo -x",
     ):
-        result = run_smi(root, *section.split())
+        result = run_smi(smi_shell, root, *section.split())
         expected, rc = topo_capture("h200-1gpu-topo-options.txt", section)
         assert (result.returncode, cat_a(result.stdout.splitlines()), result.stderr) == (rc, expected, ""), (
             section
         )
 
 
-def test_matrix_pci_shows_the_pcie_path_instead_of_nvlink(tmp_path: Path) -> None:
+def test_matrix_pci_shows_the_pcie_path_instead_of_nvlink(smi_shell: SmiShell, tmp_path: Path) -> None:
     root = container(tmp_path, node_devices(h200_vm(2), "vm"))
-    lines = smi_lines(root, "topo", "-mp")
+    lines = smi_lines(smi_shell, root, "topo", "-mp")
     # Both GPUs sit on the host bridge's root bus 00 (pcieRoot pci0000:00): PHB.
     assert lines[1:3] == ["GPU0\t X \tPHB\t0-31\t0\t\tN/A", "GPU1\tPHB\t X \t0-31\t0\t\tN/A"]
     assert LEGEND_NV not in lines and lines[-1].startswith("  PIX")
@@ -113,26 +114,28 @@ def test_matrix_pci_shows_the_pcie_path_instead_of_nvlink(tmp_path: Path) -> Non
 # ---- NUMA and PCIe layouts (examples/numa.yaml) --------------------------------------------------------
 
 
-def test_hgx_gpus_are_nvlinked_and_show_their_numa_node_and_its_cpus(tmp_path: Path) -> None:
+def test_hgx_gpus_are_nvlinked_and_show_their_numa_node_and_its_cpus(
+    smi_shell: SmiShell, tmp_path: Path
+) -> None:
     gpus = node_devices(NUMA_EXAMPLE, "hgx-h100")
     root = container(tmp_path, [gpus[0], gpus[3], gpus[4]])
-    assert smi_lines(root, "topo", "-m")[:4] == [
+    assert smi_lines(smi_shell, root, "topo", "-m")[:4] == [
         "\t\x1b[4mGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m",
         "GPU0\t X \tNV18\tNV18\t0-111\t0\t\tN/A",
         "GPU1\tNV18\t X \tNV18\t0-111\t0\t\tN/A",
         "GPU2\tNV18\tNV18\t X \t112-223\t1\t\tN/A",
     ]
     # Without NVLink, the PCIe path: different roots, NODE on one NUMA node and SYS across.
-    assert [line.split("\t")[1:4] for line in smi_lines(root, "topo", "-mp")[1:4]] == [
+    assert [line.split("\t")[1:4] for line in smi_lines(smi_shell, root, "topo", "-mp")[1:4]] == [
         [" X ", "NODE", "SYS"],
         ["NODE", " X ", "SYS"],
         ["SYS", "SYS", " X "],
     ]
 
 
-def test_pcie_cards_show_pix_node_and_sys(tmp_path: Path) -> None:
+def test_pcie_cards_show_pix_node_and_sys(smi_shell: SmiShell, tmp_path: Path) -> None:
     root = container(tmp_path, node_devices(NUMA_EXAMPLE, "pcie-l40s"))
-    assert smi_lines(root, "topo", "-m")[1:5] == [
+    assert smi_lines(smi_shell, root, "topo", "-m")[1:5] == [
         "GPU0\t X \tPIX\tNODE\tSYS\t0-31\t0\t\tN/A",
         "GPU1\tPIX\t X \tNODE\tSYS\t0-31\t0\t\tN/A",
         "GPU2\tNODE\tNODE\t X \tSYS\t0-31\t0\t\tN/A",
@@ -140,10 +143,10 @@ def test_pcie_cards_show_pix_node_and_sys(tmp_path: Path) -> None:
     ]
 
 
-def test_the_matrix_shows_only_the_containers_gpus_renumbered(tmp_path: Path) -> None:
+def test_the_matrix_shows_only_the_containers_gpus_renumbered(smi_shell: SmiShell, tmp_path: Path) -> None:
     gpus = node_devices(NUMA_EXAMPLE, "pcie-l40s")
     root = container(tmp_path, [gpus[3], gpus[1]])
-    assert smi_lines(root, "topo", "-m")[:3] == [
+    assert smi_lines(smi_shell, root, "topo", "-m")[:3] == [
         "\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m",
         "GPU0\t X \tSYS\t0-31\t0\t\tN/A",
         "GPU1\tSYS\t X \t32-63\t1\t\tN/A",
@@ -151,7 +154,9 @@ def test_the_matrix_shows_only_the_containers_gpus_renumbered(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("gates", ["", "DRAListTypeAttributes=true"])
-def test_topo_numa_affinity_is_the_published_numa_node(tmp_path: Path, gates: str) -> None:
+def test_topo_numa_affinity_is_the_published_numa_node(
+    smi_shell: SmiShell, tmp_path: Path, gates: str
+) -> None:
     """For every GPU of the example, 0.5.0-dev's numaNode (int, or the list with the gate) is what the data
     file and `topo -m` say; a GPU without the attribute (NUMA unknown) reads N/A and topo shows NUMA 0."""
     inv = load_inventory(NUMA_EXAMPLE)
@@ -167,7 +172,7 @@ def test_topo_numa_affinity_is_the_published_numa_node(tmp_path: Path, gates: st
         (node,) = entry.node_names()
         devices = node_devices(NUMA_EXAMPLE, node)
         root = container(tmp_path / node, devices)
-        rows = smi_lines(root, "topo", "-m")[1 : 1 + len(devices)]
+        rows = smi_lines(smi_shell, root, "topo", "-m")[1 : 1 + len(devices)]
         for device, row in zip(devices, rows, strict=True):
             attribute = published[(node, device.name)]
             data = (root / f"run/fakeplugin/gpus/{device.name}.env").read_text().splitlines()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from fakeplugin import featuregates, releases
+from fakeplugin.cluster import components
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import InventoryError, load_inventory, parse_inventory
@@ -79,6 +80,26 @@ def test_feature_gates_follow_the_release() -> None:
     assert {g: d for g, d in V0_4_1.feature_gates.items() if g in V25_12.feature_gates} == dict(
         V25_12.feature_gates
     )
+
+
+def test_nvidias_and_kubernetes_gate_lists_share_one_syntax_each_with_its_own_checks() -> None:
+    assert featuregates.settings(" A=true,, B = FALSE ,C,D=yes,=true") == [
+        ("A=true", "A", True),
+        ("B = FALSE", "B", False),
+        ("C", "C", None),
+        ("D=yes", "D", None),
+        ("=true", "", True),
+    ]
+    assert featuregates.parse(" TimeSlicingSettings = TRUE ,", V25_12)["TimeSlicingSettings"] is True
+    assert components.parse_feature_gates(" DRADeviceTaints = FALSE ,", {}) == {"DRADeviceTaints": False}
+    with pytest.raises(ValueError) as nvidia:
+        featuregates.parse("MPSSupport=yes", V25_12)
+    assert str(nvidia.value) == (
+        "--feature-gates: 'MPSSupport=yes': expected MPSSupport=true or MPSSupport=false"
+    )
+    with pytest.raises(ValueError) as kubernetes:
+        components.parse_feature_gates("=true", {})
+    assert str(kubernetes.value) == "--feature-gates: '=true': expected Name=true or Name=false"
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ import yaml
 
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import parse_inventory
-from fakeplugin.publish.slices import device_to_api, format_quantity, resource_slices, semver, split_devices
+from fakeplugin.publish.slices import device_to_api, resource_slices, semver, split_devices
+from fakeplugin.quantity import format_binary_si
 
 MIB = 1024 * 1024
 
@@ -36,7 +37,7 @@ MIB = 1024 * 1024
     ],
 )
 def test_format_quantity_is_canonical_binary_si(n: int, text: str) -> None:
-    assert format_quantity(n) == text
+    assert format_binary_si(n) == text
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fakeplugin import featuregates
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.versions import DEFAULT_VERSION, KubernetesRelease, release
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
@@ -81,11 +82,10 @@ def parse_feature_gates(
 ) -> dict[str, bool]:
     """`A=true,B=false` over the defaults. Names are Kubernetes' own; the components reject unknown ones."""
     gates = dict(defaults)
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip() or value.strip().lower() not in ("true", "false"):
+    for item, name, value in featuregates.settings(text):
+        if not name or value is None:
             raise ValueError(f"--feature-gates: {item!r}: expected Name=true or Name=false")
-        gates[name.strip()] = value.strip().lower() == "true"
+        gates[name] = value
     return gates
 
 

@@ -1,10 +1,15 @@
 """The processes of a local cluster: started detached and recorded in cluster.json at once, waited for
 with their logs at hand, stopped consumers first. Recognising and signalling: fakeplugin.cluster.processes.
+
+A process that exits while it is waited for fails the wait with why: its exit status or signal (known for
+the processes this Supervisor started), the OOM killer's count when it was killed, and its log's last
+lines, or that the log is empty or missing (naming it).
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import ssl
 import subprocess
 import time
@@ -14,13 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fakeplugin.cluster.processes import ProcessRecord, is_running, rss_bytes, spawn, stop
+from fakeplugin.cluster.processes import ProcessRecord, alive, is_running, rss_bytes, spawn, stop
 from fakeplugin.cluster.state import ClusterError, StateStore
 
 log = logging.getLogger("fakeplugin.cluster")
 
 START_TIMEOUT = 120.0
 POLL_SECONDS = 0.5
+VMSTAT = Path("/proc/vmstat")  # its oom_kill: the OOM killer's kills since boot, the whole machine's
 # Stop order: consumers before what they consume.
 STOP_ORDER = (
     "plugin/",
@@ -58,6 +64,7 @@ class Supervisor:
     def __init__(self, store: StateStore) -> None:
         self._store = store
         self._popen: dict[int, subprocess.Popen[bytes]] = {}  # children of this process, reaped on stop
+        self._oom_kills: dict[int, int | None] = {}  # pid -> oom_kills() when it was launched
 
     def launch(self, name: str, argvs: list[list[str]], env: dict[str, str] | None = None) -> ProcessRecord:
         """Start `name` (its log: logs/<name>.log) and record it, replacing an earlier record of the name."""
@@ -65,6 +72,7 @@ class Supervisor:
         log.info("starting %s", name)
         record, proc = spawn(name, argvs, self._store.layout.log(name), self._store.layout.root, env=env)
         self._popen[record.pid] = proc
+        self._oom_kills[record.pid] = oom_kills()
         state.processes = [p for p in state.processes if p.name != name] + [record]
         self._store.save()
         return record
@@ -80,6 +88,7 @@ class Supervisor:
         return [p for p in self._store.require().processes if p.name.startswith(prefixes)]
 
     def stop(self, record: ProcessRecord) -> None:
+        self._oom_kills.pop(record.pid, None)
         outcome = stop(record, self._popen.pop(record.pid, None))
         log.info("%s (pid %d): %s", record.name, record.pid, outcome)
 
@@ -108,22 +117,30 @@ class Supervisor:
         watch: list[ProcessRecord] | None = None,
         timeout: float = START_TIMEOUT,
     ) -> None:
-        """Poll `ready`; fail early, with its log's tail, when a watched process (default: `what`) exits."""
+        """Poll `ready`; fail early, saying why, when a watched process (default: `what`) exits."""
         watched = watch if watch is not None else [self.record(what)]
         started = time.monotonic()
         while not ready():
             for record in watched:
-                if not is_running(record):
-                    raise ClusterError(
-                        f"{record.name} exited while waiting for {what}; "
-                        f"last lines of {record.log}:\n{tail(Path(record.log))}"
-                    )
+                if not alive(record, self._popen.get(record.pid)):
+                    raise ClusterError(self._exit_report(record, what))
             if time.monotonic() - started > timeout:
                 raise ClusterError(
                     f"timed out after {timeout:.0f} s waiting for {what}; logs in {self._store.layout.logs}"
                 )
             time.sleep(POLL_SECONDS)
         log.info("waited %.1f s for %s", time.monotonic() - started, what)
+
+    def _exit_report(self, record: ProcessRecord, what: str) -> str:
+        proc = self._popen.get(record.pid)
+        returncode = proc.returncode if proc is not None else None
+        lines = [f"{record.name} exited while waiting for {what}: {exit_reason(returncode)}"]
+        before, now = self._oom_kills.get(record.pid), oom_kills()
+        if returncode == -signal.SIGKILL and before is not None and now is not None:
+            change = f"rose by {now - before}" if now > before else "did not change"
+            lines.append(f"the machine's OOM-kill count ({VMSTAT} oom_kill) {change} while it ran")
+        lines.append(log_tail(Path(record.log)))
+        return "\n".join(lines)
 
     def wait_http(self, name: str, url: str) -> None:
         """Wait until `url` (a health endpoint of process `name`) answers 200."""
@@ -138,8 +155,37 @@ def http_ok(url: str) -> bool:
         return False
 
 
-def tail(path: Path, lines: int = 20) -> str:
+def exit_reason(returncode: int | None) -> str:
+    """`exit status 3`, `killed by signal 9 (SIGKILL)`; None: a process another fakeplugin started."""
+    if returncode is None:
+        return "exit status unknown (not started by this process)"
+    if returncode >= 0:
+        return f"exit status {returncode}"
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        name = f" ({signal.Signals(-returncode).name})"
+    except ValueError:  # a real-time signal has no name
+        name = ""
+    return f"killed by signal {-returncode}{name}"
+
+
+def oom_kills() -> int | None:
+    """The OOM killer's kills since boot, memory cgroups' included (Linux 4.13+); None when unreadable."""
+    try:
+        for line in VMSTAT.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """What a process printed, for an error: the log's last lines, or that it is empty or missing."""
+    try:
+        text = path.read_text(errors="replace")
     except FileNotFoundError:
-        return "(no log)"
+        return f"its log {path} does not exist"
+    if not text.strip():
+        return f"its log {path} is empty: it printed nothing"
+    return f"last lines of its log {path}:\n" + "\n".join(text.splitlines()[-lines:])

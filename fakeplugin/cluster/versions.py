@@ -22,8 +22,10 @@ Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`):
   and the three before: 3.19 → 1.31-1.34, 3.22 → 1.34-1.37). 1.35 keeps the seed's 3.19.0 (built and
   proven with it; 1.35 is one past its range, which the chart test shows harmless); 1.36 shares 1.37's.
 
-Stdlib only: hack/build-k8s.sh runs this file (`python3 versions.py pins vX.Y.Z`) for the etcd, helm and
-Go it must use, so the pins are never written twice.
+Stdlib only, and run by the scripts so no version is written twice: hack/build-k8s.sh takes the etcd, helm
+and Go it must use (`python3 versions.py pins vX.Y.Z`), hack/kind/lib.sh the default (`default`),
+hack/matrix.sh its versions (`matrix`: the newest patch of every minor), .ci/run its second version
+(`newest`).
 """
 
 from __future__ import annotations
@@ -189,6 +191,11 @@ def server_version(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def matrix() -> list[str]:
+    """The newest patch of every supported minor, oldest first (hack/matrix.sh's default cells)."""
+    return [r.newest for r in RELEASES.values()]
+
+
 def build_pins(version: str) -> dict[str, str]:
     """The environment hack/build-k8s.sh builds `version` (empty: the default) with."""
     version = version or DEFAULT_VERSION
@@ -196,11 +203,17 @@ def build_pins(version: str) -> dict[str, str]:
     return {"K8S_VERSION": version, "ETCD_VERSION": r.etcd, "HELM_VERSION": r.helm, "GO_MIN": r.go}
 
 
-if __name__ == "__main__":  # `python3 versions.py pins v1.37.2`: shell assignments for hack/build-k8s.sh
-    if len(sys.argv) != 3 or sys.argv[1] != "pins":
-        sys.exit(f"usage: {sys.argv[0]} pins vX.Y.Z")
+_LISTS = {"default": lambda: [DEFAULT_VERSION], "matrix": matrix, "newest": lambda: matrix()[-1:]}
+
+if __name__ == "__main__":  # for the scripts: see the module docstring
+    args = sys.argv[1:]
+    if len(args) == 1 and args[0] in _LISTS:
+        print("\n".join(_LISTS[args[0]]()))
+        sys.exit(0)
+    if len(args) != 2 or args[0] != "pins":
+        sys.exit(f"usage: {sys.argv[0]} pins vX.Y.Z | {' | '.join(_LISTS)}")
     try:
-        pins = build_pins(sys.argv[2])
+        pins = build_pins(args[1])
     except UnsupportedVersion as exc:
         sys.exit(str(exc))
     print("\n".join(f"{k}={v}" for k, v in pins.items()))

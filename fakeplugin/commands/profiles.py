@@ -10,7 +10,7 @@ import yaml
 
 from fakeplugin.commands import flag
 from fakeplugin.profiles import Profile, load_profile, profile_names
-from fakeplugin.publish.slices import format_quantity
+from fakeplugin.quantity import format_binary_si
 
 DESCRIPTION = """\
 List the GPU profiles (models) an inventory's `gpus[].profile` can name, with the values their
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def describe(p: Profile) -> dict[str, Any]:
     """The published values of a profile, in the API's units (quantities, version strings)."""
     memory = {
-        mode: format_quantity(value)
+        mode: format_binary_si(value)
         for mode, value in (("eccOn", p.memory_ecc_on_bytes), ("eccOff", p.memory_ecc_off_bytes))
         if value is not None
     }
@@ -80,7 +80,7 @@ def describe(p: Profile) -> dict[str, Any]:
 def table(profiles: list[Profile]) -> str:
     rows = [_COLUMNS]
     for p in profiles:
-        on, off = (format_quantity(b) if b else "-" for b in (p.memory_ecc_on_bytes, p.memory_ecc_off_bytes))
+        on, off = (format_binary_si(b) if b else "-" for b in (p.memory_ecc_on_bytes, p.memory_ecc_off_bytes))
         mig = f"{len(p.mig.profiles)} profiles" if p.mig else "-"
         ecc = "on" if p.ecc_default else "off"
         rows.append((p.name, p.product_name, p.architecture, p.cuda_compute_capability, on, off, ecc, mig))

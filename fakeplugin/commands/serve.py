@@ -9,7 +9,9 @@ import threading
 from pathlib import Path
 
 from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
+from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
 from fakeplugin.server import metrics
+from fakeplugin.server.app import KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
 
 log = logging.getLogger("fakeplugin.serve")
 
@@ -57,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p,
         "--kubelet-registrar-directory-path",
         env="KUBELET_REGISTRAR_DIRECTORY_PATH",
-        default="/var/lib/kubelet/plugins_registry",
+        default=str(KUBELET_REGISTRY_DIR),
         metavar="DIR",
         help="the kubelet's plugin registration dir",
     )
@@ -65,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p,
         "--kubelet-plugins-directory-path",
         env="KUBELET_PLUGINS_DIRECTORY_PATH",
-        default="/var/lib/kubelet/plugins",
+        default=str(KUBELET_PLUGINS_DIR),
         metavar="DIR",
         help="the kubelet's plugins dir; ours is <dir>/<driver> (DRA socket, checkpoint, lock)",
     )
@@ -106,7 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p,
         "--boot-id-file",
         env="BOOT_ID_FILE",
-        default="/proc/sys/kernel/random/boot_id",
+        default=str(BOOT_ID_FILE),
         metavar="FILE",
         help="file holding the node's boot ID (prepared claims from an earlier boot are forgotten)",
     )

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.node import InventoryFile, NodeDevices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
@@ -19,7 +20,7 @@ from fakeplugin.runtime.emulation import Emulation
 
 
 class GpuDriver:
-    def __init__(self, emulation: Emulation, *, boot_id_file: Path | None = None) -> None:
+    def __init__(self, emulation: Emulation, *, boot_id_file: Path = BOOT_ID_FILE) -> None:
         self.emulation = emulation
         self._boot_id_file = boot_id_file
 
@@ -51,7 +52,7 @@ class GpuDriver:
             release=e.release,
             consumable_shares=e.consumable_shares,
             device_nodes=e.device_nodes,
-            **({"boot_id_file": self._boot_id_file} if self._boot_id_file else {}),
+            boot_id_file=self._boot_id_file,
         )
 
 

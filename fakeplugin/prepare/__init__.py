@@ -10,6 +10,6 @@ opaqueconfig.py the claims' opaque configs (resource.nvidia.com/v1beta1) → typ
 checkpoint.py   prepared-claim state: data, JSON form (pure), its file
 claimfiles.py   what a prepared claim leaves on the host: its CDI spec and nvidia-smi data, written/removed
 cdi.py          claim + devices + settings → CDI spec (pure); spec files (atomic)
-smi.py          the fake nvidia-smi: its script, per-GPU data files, their CDI mounts
+smi.py          the fake nvidia-smi: its script and awk program, per-GPU data files, their CDI mounts
 stale.py        temp files a killed plugin left midway, removed at start
 """

@@ -24,7 +24,8 @@ at device level (fakeplugin.prepare.smi).
 
 Specs of earlier fakeplugin versions set the claim's UUIDs and device names at spec level
 (`NVIDIA_VISIBLE_DEVICES=<uuids>`, `FAKEPLUGIN_CLAIM_DEVICES=<names>`), so every container of the claim saw
-all its GPUs in env; `upgrade_spec` turns such a spec into the current shape, keeping everything else.
+all its GPUs in env, and mounted the nvidia-smi script without its awk program (the script was
+self-contained then); `upgrade_spec` turns such a spec into the current shape, keeping everything else.
 """
 
 from __future__ import annotations
@@ -398,11 +399,13 @@ def write_spec(path: Path, spec: Mapping[str, Any]) -> None:
 def upgrade_spec(spec: Mapping[str, Any], claim_uid: str) -> dict[str, Any] | None:
     """An earlier version's spec of claim `claim_uid` in the current shape (module docstring): the
     spec-level `NVIDIA_VISIBLE_DEVICES=<uuids>` becomes `void`, `FAKEPLUGIN_CLAIM_DEVICES` goes, each
-    device gains its `<prefix>DEVICE`; None when the spec has the current shape already."""
+    device gains its `<prefix>DEVICE`, the nvidia-smi script's mount gains its awk program's
+    (`smi.with_program_mount`); None when the spec has the current shape already."""
     edits = spec.get("containerEdits")
     edits = edits if isinstance(edits, Mapping) else {}
     env = [e for e in edits.get("env") or [] if isinstance(e, str)]
-    if VISIBLE_DEVICES_VOID in env:
+    mounts = smi.with_program_mount(edits.get("mounts"))
+    if VISIBLE_DEVICES_VOID in env and mounts is None:
         return None
     per_claim = ("NVIDIA_VISIBLE_DEVICES=", "FAKEPLUGIN_CLAIM_DEVICES=")
     upgraded = copy.deepcopy(dict(spec))
@@ -410,6 +413,8 @@ def upgrade_spec(spec: Mapping[str, Any], claim_uid: str) -> dict[str, Any] | No
         **copy.deepcopy(dict(edits)),
         "env": [VISIBLE_DEVICES_VOID, *(e for e in env if not e.startswith(per_claim))],
     }
+    if mounts is not None:
+        upgraded["containerEdits"]["mounts"] = mounts
     for device in _mappings(upgraded.get("devices")):
         device_edits = device.get("containerEdits")
         device_env = device_edits.get("env") if isinstance(device_edits, Mapping) else None
@@ -433,7 +438,9 @@ def upgrade_spec_file(path: Path, claim_uid: str) -> bool:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return False
-    if VISIBLE_DEVICES_VOID in text:  # the current shape: no need to parse
+    if VISIBLE_DEVICES_VOID in text and (
+        smi.PROGRAM_CONTAINER_PATH in text or smi.SCRIPT_CONTAINER_PATH not in text
+    ):  # the current shape: no need to parse
         return False
     try:
         spec = yaml.load(text, Loader=_LOADER)

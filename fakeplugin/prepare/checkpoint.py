@@ -94,6 +94,10 @@ class CheckpointError(Exception):
     """The checkpoint file cannot be used (corrupt, unsupported); the message names the file."""
 
 
+# The kernel's ID of this boot; a node's fake one in the local cluster (`serve --boot-id-file`).
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+
+
 def read_boot_id(path: Path) -> str:
     try:
         boot_id = path.read_text().strip()

@@ -78,8 +78,9 @@ class ClaimFiles:
 
     def upgrade_specs(self, uids: Iterable[str]) -> None:
         """Bring the CDI specs of these prepared claims to the current shape where an earlier version wrote
-        them (cdi.upgrade_spec: each container then sees only its own requests' GPUs in env). Only
-        containers created afterwards see the change; a spec that cannot be upgraded is logged and kept."""
+        them (cdi.upgrade_spec: each container then sees only its own requests' GPUs in env, and gets the
+        nvidia-smi script's awk program). Only containers created afterwards see the change; a spec that
+        cannot be upgraded is logged and kept."""
         for uid in uids:
             path = self.spec_path(uid)
             try:

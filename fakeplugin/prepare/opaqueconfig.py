@@ -43,10 +43,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-from fakeplugin import releases
+from fakeplugin import quantity, releases
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.releases import DriverRelease
 
@@ -397,30 +396,14 @@ def _json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-# Quantities (k8s.io/apimachinery/pkg/api/resource), as far as configs use them: their value in bytes.
-_QUANTITY_FORMAT = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-_QUANTITY = re.compile(r"([+-]?)(\d+\.?\d*|\.\d+)([eEinumkKMGTP]*[-+]?\d*)")
-_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-
 def quantity_bytes(value: Any) -> int:
-    """A Quantity's `Value()`: rounded up, away from zero. Raises the parser's errors (as _DecodeError)."""
+    """A Quantity field's `Value()` (fakeplugin.quantity), as the JSON decoder takes it: a number or a
+    string, spaces trimmed. Raises the parser's errors (as _DecodeError)."""
     text = str(value).strip() if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
-    match = _QUANTITY.fullmatch(text)
-    if not match:
-        raise _DecodeError(f"quantities must match the regular expression '{_QUANTITY_FORMAT}'")
-    sign, number, suffix = match.groups()
-    if suffix in _BINARY:
-        amount = Fraction(number) * 2 ** _BINARY[suffix]
-    elif suffix in _DECIMAL:
-        amount = Fraction(number) * Fraction(10) ** _DECIMAL[suffix]
-    elif re.fullmatch(r"[eE][-+]?\d+", suffix):
-        amount = Fraction(number) * Fraction(10) ** int(suffix[1:])
-    else:
-        raise _DecodeError("unable to parse quantity's suffix")
-    whole = -(-amount.numerator // amount.denominator)  # ceil of the magnitude
-    return -whole if sign == "-" else whole
+    try:
+        return quantity.value(text)
+    except quantity.QuantityError as e:
+        raise _DecodeError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from fakeplugin.prepare import claimfaults, smi, stale
 from fakeplugin.prepare.allocation import ClaimError, validate_claim_ref
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.prepare.overlap import conflict
-from fakeplugin.prepare.resolve import Request, Resolver
+from fakeplugin.prepare.resolve import Request, Resolver, pool_reader
 from fakeplugin.releases import DriverRelease
 from fakeplugin.runtime.groupcommit import GroupCommit
 from fakeplugin.runtime.nodelock import FILE_NAME as LOCK_FILE
@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 class Preparer:
     """Prepares and unprepares claims for `driver_name` on `node_name`; safe across threads and processes.
 
-    `devices` (device name → GpuDevice of this node's pool) may be a live mapping; it is read per claim.
+    `devices` (device name → GpuDevice of this node's pool) may be live (prepare.resolve.LiveDevices, such
+    as publish.node.NodeDevices): each claim reads one snapshot of it.
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
     the default release) rule what claims' opaque configs may do. `consumable_shares` (the mode, fakeplugin.
@@ -71,7 +72,7 @@ class Preparer:
         get_claim: Callable[[str, str], dict],
         cdi_root: Path,
         plugin_dir: Path,
-        boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
+        boot_id_file: Path = cp.BOOT_ID_FILE,
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
@@ -83,7 +84,7 @@ class Preparer:
         self._claims = Resolver(
             driver_name=driver_name,
             node_name=node_name,
-            devices=devices,  # may be live (the inventory): read afresh for every claim
+            pool=pool_reader(devices),  # may be live (the inventory): one snapshot per claim
             get_claim=get_claim,
             faults=self._faults,
             feature_gates=dict(feature_gates),
@@ -101,13 +102,17 @@ class Preparer:
         plugin_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             stale.remove_stale_files(cdi_root, plugin_dir, driver_name=driver_name)  # no writer is midway
-            smi.install_script(plugin_dir)  # before any spec mounts it; replaces an older plugin's version
+            # The fake nvidia-smi, replacing an older plugin's version before any spec of ours mounts it:
+            # the awk program first (the script runs it, upgraded specs mount it), the script once every
+            # spec that mounts it mounts the program too (an earlier script was self-contained).
+            smi.install_program(plugin_dir)
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 checkpoint = self._checkpoint.load()
                 self._checkpoint.save(checkpoint)
                 completed = cp.ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
+            smi.install_script(plugin_dir)
 
     # -- public ---------------------------------------------------------------------------------------------
 

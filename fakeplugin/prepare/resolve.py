@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.prepare import claimfaults, opaqueconfig
@@ -32,6 +32,22 @@ from fakeplugin.prepare.overlap import (
 from fakeplugin.releases import DriverRelease
 
 
+@runtime_checkable
+class LiveDevices(Protocol):
+    """A pool that changes under its readers (publish.node.NodeDevices): `snapshot()` is one consistent
+    view of it, where reading it name by name could meet a reload halfway."""
+
+    def snapshot(self) -> Mapping[str, GpuDevice]: ...
+
+
+def pool_reader(devices: Mapping[str, GpuDevice]) -> Callable[[], Mapping[str, GpuDevice]]:
+    """How a claim takes one consistent view of `devices`: a LiveDevices' snapshot, else a copy (decided
+    once here: a runtime protocol check costs more than the copy)."""
+    if isinstance(devices, LiveDevices):
+        return devices.snapshot
+    return lambda: dict(devices)
+
+
 @dataclass(frozen=True)
 class Request:
     """One claim to prepare, resolved against the API server and the pool before the lock is taken."""
@@ -45,14 +61,15 @@ class Request:
 
 @dataclass(frozen=True)
 class Resolver:
-    """Claims of `driver_name` on the pool `node_name`, against `devices` (may be live: read per claim).
+    """Claims of `driver_name` on the pool `node_name`, against the devices `pool()` returns (one consistent
+    view, taken once per claim: see pool_reader).
 
     `feature_gates` and `release` rule what opaque configs may do; `shared`: consumable shares are on, so
     claims' configs are compared when they share a device."""
 
     driver_name: str
     node_name: str
-    devices: Mapping[str, GpuDevice]
+    pool: Callable[[], Mapping[str, GpuDevice]]
     get_claim: Callable[[str, str], dict]
     faults: claimfaults.Injector
     feature_gates: Mapping[str, bool]
@@ -71,7 +88,7 @@ class Resolver:
             return None  # nothing of ours on this node: no checkpoint entry, no CDI spec
         if failure := self.faults.prepare_failure(ref, claim):  # waits any delay first
             raise ClaimError(prepare_error(ref, failure))
-        pool = dict(self.devices)
+        pool = self.pool()
         unknown = [name for name in wanted if name not in pool]
         if unknown:
             known = ", ".join(sorted(pool)) or "none"

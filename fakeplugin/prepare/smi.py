@@ -1,9 +1,11 @@
-"""The fake `nvidia-smi` every container with our GPUs gets: the script, its per-GPU data, their CDI mounts.
+"""The fake `nvidia-smi` every container with our GPUs gets: script and program, per-GPU data, CDI mounts.
 
 Layout (host → container, all mounts `[ro, nosuid, nodev, rbind, rprivate]` like the real driver's):
 - `<plugin_dir>/bin/nvidia-smi` → `/usr/bin/nvidia-smi`: one static POSIX-sh script (`nvidia-smi.sh` in this
-  package), written atomically when the Preparer starts; mounted by every claim spec's spec-level edits
-  (the CDI library keeps one mount per container path, so several claims in one container are fine).
+  package) that parses the options, and `<plugin_dir>/bin/nvidia-smi.awk` → `/usr/bin/nvidia-smi.awk`: the
+  POSIX awk program it runs to print, found next to the script. Both written atomically when the Preparer
+  starts; mounted by every claim spec's spec-level edits (the CDI library keeps one mount per container
+  path, so several claims in one container are fine).
 - `<plugin_dir>/smi/<claimUID>/<device>.env` → `/run/fakeplugin/gpus/<device>.env`: one data file per
   allocated GPU, mounted by that device's edits, so a container sees exactly the GPUs of the requests it
   got. Device names are unique on a node and a device is in at most one claim, so container paths never
@@ -18,6 +20,7 @@ profiles know no value (VBIOS, clocks). The compute mode follows the device's op
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,10 +34,14 @@ from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
+PROGRAM_NAME = "nvidia-smi.awk"
+# The script runs `${0%/*}/nvidia-smi.awk`: the program sits next to it in the container as on the host.
+PROGRAM_CONTAINER_PATH = f"/usr/bin/{PROGRAM_NAME}"
 DATA_CONTAINER_DIR = "/run/fakeplugin/gpus"
 MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")  # the real driver's CDI mounts
 TEST_ROOT_ENV = "FAKEPLUGIN_SMI_ROOT"  # read by the script; tests only: prefix of DATA_CONTAINER_DIR
 SCRIPT_MODE = 0o755
+PROGRAM_MODE = 0o644  # read by awk, never executed
 DATA_MODE = 0o644
 
 IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
@@ -72,8 +79,17 @@ def script_text() -> str:
     return resources.files("fakeplugin.prepare").joinpath("nvidia-smi.sh").read_text(encoding="utf-8")
 
 
+def program_text() -> str:
+    """The script's awk program as shipped in this package."""
+    return resources.files("fakeplugin.prepare").joinpath(PROGRAM_NAME).read_text(encoding="utf-8")
+
+
 def script_path(plugin_dir: Path) -> Path:
     return plugin_dir.absolute() / "bin" / "nvidia-smi"
+
+
+def program_path(plugin_dir: Path) -> Path:
+    return script_path(plugin_dir).with_name(PROGRAM_NAME)
 
 
 def claim_data_dir(plugin_dir: Path, claim_uid: str) -> Path:
@@ -183,8 +199,30 @@ def _mount(host_path: Path, container_path: str) -> dict[str, Any]:
 
 
 def spec_mounts(plugin_dir: Path) -> list[dict[str, Any]]:
-    """Spec-level CDI mounts: the script."""
-    return [_mount(script_path(plugin_dir), SCRIPT_CONTAINER_PATH)]
+    """Spec-level CDI mounts: the script, then its awk program."""
+    return [
+        _mount(script_path(plugin_dir), SCRIPT_CONTAINER_PATH),
+        _mount(program_path(plugin_dir), PROGRAM_CONTAINER_PATH),
+    ]
+
+
+def with_program_mount(mounts: Any) -> list[Any] | None:
+    """Spec-level `mounts` of an earlier fakeplugin version, whose script was self-contained, with the awk
+    program's mount added after the script's (the host file next to the script's, the same options); None
+    when there is nothing to add: no script of ours mounted, or its program already is."""
+    if not isinstance(mounts, list):
+        return None
+    targets = [m.get("containerPath") if isinstance(m, Mapping) else None for m in mounts]
+    if SCRIPT_CONTAINER_PATH not in targets or PROGRAM_CONTAINER_PATH in targets:
+        return None
+    at = targets.index(SCRIPT_CONTAINER_PATH)
+    script = mounts[at]
+    if not isinstance(script.get("hostPath"), str):
+        return None  # not a spec of ours: validation has the last word
+    program = copy.deepcopy(dict(script))
+    program["hostPath"] = str(Path(script["hostPath"]).with_name(PROGRAM_NAME))
+    program["containerPath"] = PROGRAM_CONTAINER_PATH
+    return [*mounts[: at + 1], program, *mounts[at + 1 :]]
 
 
 def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
@@ -196,8 +234,19 @@ def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[d
 # -- files -------------------------------------------------------------------------------------------------
 
 
+def install_program(plugin_dir: Path) -> Path:
+    """Write (or replace) the script's awk program under `plugin_dir`; returns its path. Before the script
+    (`install_script`): an installed script always finds its program."""
+    path = program_path(plugin_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, program_text().encode(), mode=PROGRAM_MODE)
+    return path
+
+
 def install_script(plugin_dir: Path) -> Path:
-    """Write (or replace) the script under `plugin_dir`; returns its path."""
+    """Write (or replace) the script under `plugin_dir`; returns its path. Its program must be installed
+    (`install_program`). A container set up between the two may get the new program with an earlier
+    script: one that was self-contained ignores it; a later one must pass the same variables to awk."""
     path = script_path(plugin_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, script_text().encode(), mode=SCRIPT_MODE)

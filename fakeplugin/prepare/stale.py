@@ -4,7 +4,8 @@ A `kill -9` (OOM kill, node drain timeout, crash) between creating a temp file a
 target leaves the temp file forever; the target itself is always complete (fakeplugin.atomicfile). At start,
 under the node lock (so no writer of ours is midway), the Preparer removes such files of ours from every
 directory it writes: the CDI root (only temp files of our own driver's specs: other drivers share it), the
-plugin dir (checkpoint), `bin/` (the nvidia-smi script) and each claim's `smi/<claimUID>/` (its data files).
+plugin dir (checkpoint), `bin/` (the nvidia-smi script and program) and each claim's `smi/<claimUID>/` (its
+data files).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Fields:
 | --- | --- | --- | --- |
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
-| `driverRelease` | string | `"25.12"` | NVIDIA DRA driver release to emulate: `25.12`, `0.4.1` [7] |
+| `driverRelease` | string | `"25.12"` | NVIDIA driver release to emulate: `25.12`, `0.4.1`, `0.5.0-dev` [7] |
 | `nodes[]` | list | required | at least one entry: one node by name, many by prefix, or nodes by selector |
 | `nodes[].name` | string | one of the three | exact node name (DNS subdomain) |
 | `nodes[].namePrefix` | string | one of the three | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fakeplugin import releases
+from fakeplugin import quantity, releases
 from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
 from fakeplugin.publish.mig import place
@@ -106,8 +106,8 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 _PCI = re.compile(r"^(?:0000)?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])$", re.IGNORECASE)
-_QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti)?$")
-_BINARY = {None: 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}
+# The quantities a memory total is written as (NVML's MiB, kubectl's Gi): whole, binary, up to Ti.
+_MEMORY_QUANTITY = re.compile(r"[0-9]+(Ki|Mi|Gi|Ti)?")
 MAX_ATTRIBUTE_STRING = 64  # ResourceSlice attribute string values are at most 64 characters
 
 # Upper bounds (README.md, "Inventory bounds", says why each); all checked before devices are built.
@@ -284,11 +284,11 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
 
 
 def parse_quantity(value: str) -> int:
-    """Bytes of a binary quantity (`23028Mi`, `15Gi`, `1024`); ValueError otherwise."""
-    match = _QUANTITY.match(value)
-    if not match:
+    """Bytes of a binary quantity (`23028Mi`, `15Gi`, `1024`): fakeplugin.quantity's value of the forms
+    `_MEMORY_QUANTITY` allows; ValueError otherwise."""
+    if not _MEMORY_QUANTITY.fullmatch(value):
         raise ValueError(f'"{value}" is not a quantity like 23028Mi, 15Gi or a number of bytes')
-    return int(match.group(1)) << _BINARY[match.group(2)]
+    return quantity.value(value)
 
 
 def _version(p: Problems, m: dict[str, Any], key: str, pattern: re.Pattern[str], example: str) -> str | None:

@@ -110,8 +110,9 @@ class NodeDevices(Mapping[str, GpuDevice]):
 
     Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
     DynamicMIG feature gate), so every allocated device name resolves. Safe across threads: the publisher,
-    the inventory watcher and Prepare's worker threads read and update it. `source` is the inventory's
-    path, or an `InventoryFile` shared with other nodes (then `refresh` after its reload).
+    the inventory watcher and Prepare's worker threads read and update it; a reader needing several devices
+    consistent with each other takes `snapshot()`. `source` is the inventory's path, or an `InventoryFile`
+    shared with other nodes (then `refresh` after its reload).
 
     `release` is the driver release the plugin started as (`serve` resolves it once: --driver-release, else
     the inventory's driverRelease); like a real driver's version it does not change under a running plugin.
@@ -139,6 +140,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
         self._lock = threading.Lock()
         self._labels: dict[str, str] | None = None  # None until the API server told us
         self._uid = ""
+        # Replaced whole by _install, never mutated: a reference taken under the lock is a snapshot.
         self._devices: dict[str, GpuDevice] = {}
         self._faults_text: str | None = None  # the annotation as last seen
         self._faults: dict[str, DeviceFault] = {}
@@ -198,6 +200,12 @@ class NodeDevices(Mapping[str, GpuDevice]):
         if changed:
             self._install(self._compute(inventory, dict(labels)))
         return changed or uid_changed or faults_changed
+
+    def snapshot(self) -> Mapping[str, GpuDevice]:
+        """The devices as they are now, read-only; a later reload does not change them. One lock, unlike
+        `dict(self)`, which takes it for the names and again per device (a reload in between: KeyError)."""
+        with self._lock:
+            return MappingProxyType(self._devices)
 
     def fault(self, name: str) -> DeviceFault | None:
         """The device's injected fault, if any (for the health service)."""

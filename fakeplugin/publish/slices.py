@@ -25,6 +25,7 @@ from typing import Any
 from fakeplugin import consumableshares, releases
 from fakeplugin.model import GpuDevice, MigResources
 from fakeplugin.publish.mig import camel_to_dns_name, memory_slice_counter
+from fakeplugin.quantity import format_binary_si
 from fakeplugin.releases import DriverRelease
 
 API_VERSION = "resource.k8s.io/v1"
@@ -33,23 +34,6 @@ MAX_DEVICES_RESTRICTED = 64  # when any device in the slice has taints or consum
 MAX_COUNTER_SETS = 8  # sharedCounters per slice (1.35+)
 SLICE_INDEX_MIN_DIGITS = 5  # resourceslice controller (k8s libs 0.36) resourceSliceIndexMinLength
 SPLIT_COUNTERS_SINCE = (1, 35)  # (major, minor) of the first API server wanting counters in own slices
-
-_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-_DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
-
-
-def format_quantity(n: int) -> str:
-    """Canonical string of `resource.NewQuantity(n, BinarySI)`: the largest power-of-1024 suffix
-    that keeps an integer (23028Mi, 15Gi, 1536); values below 1024 use DecimalSI as Kubernetes
-    does (1000 → 1k)."""
-    if n < 0:
-        return "-" + format_quantity(-n)
-    base, suffixes = (1024, _BINARY_SUFFIXES) if n >= 1024 else (1000, _DECIMAL_SUFFIXES)
-    exponent = 0
-    while n and n % base == 0 and exponent < len(suffixes) - 1:
-        n //= base
-        exponent += 1
-    return f"{n}{suffixes[exponent]}"
 
 
 def semver(version: str) -> str:
@@ -105,7 +89,7 @@ def device_to_api(
         device["capacity"] = _capacity(cs.resources)
         held = range(cs.memory_slices)
     else:
-        device["capacity"] = {"memory": {"value": format_quantity(dev.memory_bytes)}}
+        device["capacity"] = {"memory": {"value": format_binary_si(dev.memory_bytes)}}
     if cs is not None:
         counters = {camel_to_dns_name(name): dict(value) for name, value in device["capacity"].items()}
         counters |= {memory_slice_counter(i): {"value": "1"} for i in held}
@@ -114,7 +98,7 @@ def device_to_api(
         # After the counters, which keep the unrounded memory (partitions.go PartGetDevice).
         memory = dev.mig.resources if dev.mig is not None else cs.resources if cs is not None else None
         limit = consumableshares.memory_limit(memory.memory_bytes if memory else dev.memory_bytes)
-        device = consumableshares.shape_device(device, consumable_shares, format_quantity(limit))
+        device = consumableshares.shape_device(device, consumable_shares, format_binary_si(limit))
     return device
 
 
@@ -129,7 +113,7 @@ def _capacity(r: MigResources) -> dict[str, dict[str, str]]:
         "ofaEngines": r.ofa_engines,
         "memory": r.memory_bytes,
     }
-    return {name: {"value": format_quantity(v)} for name, v in values.items()}
+    return {name: {"value": format_binary_si(v)} for name, v in values.items()}
 
 
 def shared_counters(devices: Sequence[GpuDevice]) -> list[dict[str, Any]]:

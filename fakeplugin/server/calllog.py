@@ -13,11 +13,13 @@ Written by an interceptor (CallLogInterceptor) around the registration and DRA s
 every request and response, both wire versions alike, without touching the adapters. The liveness
 service is not logged (the kubelet's probe would fill the log).
 
-Invariants (readers rely on them): every record is one whole line written by one write() on an O_APPEND
-fd, so concurrent readers (and a second plugin writing during a rolling update) never see lines
-interleaved; only the last line of a file can be torn, and only when a writer died mid-write, which the
-next writer's open() terminates with a newline. The file holds at most `max_bytes` plus one record before
-it is renamed to `calls.jsonl.1` (one old generation is kept).
+Invariants (readers rely on them): a unary call's record is written before its answer is sent, so a
+client that got an answer finds the record; hence logged handlers fail by raising, or by set_code() and
+returning, never by `context.abort()`, which puts the status on the wire before it raises. Every record is
+one whole line written by one write() on an O_APPEND fd, so concurrent readers (and a second plugin writing
+during a rolling update) never see lines interleaved; only the last line of a file can be torn, and only
+when a writer died mid-write, which the next writer's open() terminates with a newline. The file holds at
+most `max_bytes` plus one record before it is renamed to `calls.jsonl.1` (one old generation is kept).
 """
 
 from __future__ import annotations
@@ -224,7 +226,7 @@ def _failed(
     code = context.code()
     if isinstance(exc, asyncio.CancelledError):
         error = "CANCELLED: the call was cancelled (client gone or server stopping)"
-    elif code is not None and code != grpc.StatusCode.OK:  # context.abort()
+    elif code is not None and code != grpc.StatusCode.OK:  # set_code() or abort() before it raised
         error = f"{code.name}: {context.details() or ''}"
     else:
         error = f"UNKNOWN: {type(exc).__name__}: {exc}"

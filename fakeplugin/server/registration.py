@@ -48,6 +48,10 @@ class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
         self.registered = request.plugin_registered
         if not request.plugin_registered:
             log.error("kubelet rejected the registration of %s: %s", self._info.name, request.error)
-            await context.abort(grpc.StatusCode.UNKNOWN, f"failed registration process: {request.error}")
+            # Not context.abort(): it sends the status before it raises, so the kubelet could see the
+            # error before the call log has its record. A status set here is sent once we returned.
+            context.set_code(grpc.StatusCode.UNKNOWN)
+            context.set_details(f"failed registration process: {request.error}")
+            return api_pb2.RegistrationStatusResponse()
         log.info("kubelet registered %s (endpoint %s)", self._info.name, self._info.endpoint)
         return api_pb2.RegistrationStatusResponse()

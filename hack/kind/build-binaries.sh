@@ -9,6 +9,7 @@
 # loopback, portmap, ptp, flannel), flanneld, coredns, pause (ours, hack/kind/pause), and with
 # hack/build-k8s.sh: kubeadm, kube-proxy and the other Kubernetes components. Versions: hack/kind/lib.sh.
 set -euo pipefail
+# shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ "${1:-}" == -h || "${1:-}" == --help ]] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 

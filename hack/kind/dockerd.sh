@@ -11,6 +11,7 @@
 # never takes over another Docker engine's socket; the hack/kind scripts use it when DOCKER_HOST is
 # unset. Data root: $FAKEPLUGIN_CACHE/kind/docker. Log: $FAKEPLUGIN_CACHE/kind/dockerd.log.
 set -euo pipefail
+# shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PIDFILE="$KIND_DOCKER_RUN/dockerd.pid"

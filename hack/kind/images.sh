@@ -20,6 +20,7 @@
 #   fakeplugin.local/kind-node:$K8S_VERSION-<key>  kind's node layout, the images above preloaded
 # Versions and cache: hack/kind/lib.sh. Needs root (debootstrap), docker, go.
 set -euo pipefail
+# shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ "${1:-}" == -h || "${1:-}" == --help ]] && { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 use_our_docker
@@ -141,11 +142,14 @@ KIND_SRC="$(cd "$KIND_REPO/hack/kind/pause" && GOFLAGS=-mod=mod go mod download 
 [[ -d "$KIND_SRC/images/base/files" ]] || die "kind $KIND_VERSION source not found in the Go module cache"
 image_ids=()
 for i in "${PRELOAD[@]}"; do image_ids+=("$(docker image inspect -f '{{.Id}}' "$i")"); done
+mapfile -t overlay_files < <(find "$KIND_REPO/hack/kind/node/overlay" -type f | sort)
+binary_versions=()
+for b in containerd ctr containerd-shim-runc-v2 crictl cni-bridge cni-host-local cni-loopback cni-portmap cni-ptp cni-flannel; do
+  binary_versions+=("$BIN/.$b.version")
+done
 NODE_KEY="$(content_key "$KIND_VERSION" "$K8S_VERSION" "$DEBIAN_IMAGE" "$(docker image inspect -f '{{.Id}}' "$DEBIAN_IMAGE")" \
   "${image_ids[@]}" "$KIND_REPO/hack/kind/node/Dockerfile" "$KIND_REPO/hack/kind/node/flannel.yaml" \
-  $(find "$KIND_REPO/hack/kind/node/overlay" -type f | sort) \
-  $(for b in containerd ctr containerd-shim-runc-v2 crictl cni-bridge cni-host-local cni-loopback cni-portmap cni-ptp cni-flannel; do echo "$BIN/.$b.version"; done) \
-  "$K8S_BIN/kubeadm" "$K8S_BIN/kubelet" "$K8S_BIN/kubectl")"
+  "${overlay_files[@]}" "${binary_versions[@]}" "$K8S_BIN/kubeadm" "$K8S_BIN/kubelet" "$K8S_BIN/kubectl")"
 KIND_NODE_IMAGE="$LOCAL/kind-node:$K8S_VERSION-$NODE_KEY"
 if image_exists "$KIND_NODE_IMAGE"; then
   say "$KIND_NODE_IMAGE: cached"

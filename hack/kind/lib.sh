@@ -2,12 +2,13 @@
 #
 # Environment (all optional):
 #   FAKEPLUGIN_CACHE    cache root (default ~/.cache/fakeplugin); kind's things live in $FAKEPLUGIN_CACHE/kind
-#   K8S_VERSION         Kubernetes version of the node image (default v1.35.4)
-#   KIND_VERSION        sigs.k8s.io/kind version (default v0.33.0)
+#   K8S_VERSION         Kubernetes version of the node image (default: fakeplugin/cluster/versions.py's)
+#   KIND_VERSION        sigs.k8s.io/kind version (default below; CI's kind workflow installs the same)
 #   DEBIAN_SUITE        Debian release of the local base images (default bookworm)
 #   DEBIAN_MIRROR       Debian mirror for debootstrap (default http://deb.debian.org/debian)
 
-K8S_VERSION="${K8S_VERSION:-v1.35.4}"
+KIND_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+K8S_VERSION="${K8S_VERSION:-$(python3 "$KIND_REPO/fakeplugin/cluster/versions.py" default)}"
 KIND_VERSION="${KIND_VERSION:-v0.33.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.3.7}"
 CRICTL_VERSION="${CRICTL_VERSION:-v1.37.0}"
@@ -22,7 +23,6 @@ DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 FAKEPLUGIN_CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
 KIND_CACHE="$FAKEPLUGIN_CACHE/kind"
-KIND_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 K8S_BIN="$FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin"
 # Our own dockerd, when hack/kind/dockerd.sh started one (see there).
 KIND_DOCKER_RUN="${KIND_DOCKER_RUN:-/run/fakeplugin-kind}"

@@ -1,8 +1,9 @@
 """The fake nvidia-smi in a container's view, built from real CDI specs without a container runtime.
 
-`write_claim` leaves on the host what the Preparer does for one claim (script, data files, CDI spec);
-`container_view` copies the mounts of the injected CDI devices under a root, as a runtime would mount
-them; `run_smi` / `smi_lines` run the script there with /bin/sh. `captured` reads the real nvidia-smi
+`write_claim` leaves on the host what the Preparer does for one claim (script and awk program, data
+files, CDI spec); `container_view` copies the mounts of the injected CDI devices under a root, as a
+runtime would mount them (`smi_only`: the fake nvidia-smi alone); `run_smi` / `smi_lines` run the script
+there under one of the shell/awk pairs of tests.harness.smi_shells. `captured` reads the real nvidia-smi
 output of the two-H200 host (tests/data/nvidia-smi-h200).
 """
 
@@ -18,6 +19,7 @@ import yaml
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import cdi, smi
 from tests.harness import DRIVER
+from tests.harness.smi_shells import SmiShell
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi-h200"
 
@@ -37,8 +39,9 @@ def write_claim(
     devices: Sequence[GpuDevice],
     settings: Mapping[str, DeviceSettings] | None = None,
 ) -> Path:
-    """What the Preparer leaves on the host for one claim: script, data files, CDI spec; `settings`: what
-    the claim's opaque configs applied, per device name."""
+    """What the Preparer leaves on the host for one claim: script and program, data files, CDI spec;
+    `settings`: what the claim's opaque configs applied, per device name."""
+    smi.install_program(plugin_dir)
     smi.install_script(plugin_dir)
     smi.write_claim_data(plugin_dir, claim_uid, devices, settings or {})
     spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, settings=settings)
@@ -60,6 +63,11 @@ def container_view(root: Path, injected: Sequence[tuple[Path, Sequence[str]]]) -
             for mount in edit.get("mounts", []):
                 assert mount["options"] == ["ro", "nosuid", "nodev", "rbind", "rprivate"]
                 mounts[mount["containerPath"]] = mount["hostPath"]
+    return copy_mounts(root, mounts)
+
+
+def copy_mounts(root: Path, mounts: Mapping[str, str]) -> Path:
+    """Copy each mount's host file (container path → host path) to its container path under `root`."""
     for container_path, host_path in mounts.items():
         target = root / container_path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -67,10 +75,20 @@ def container_view(root: Path, injected: Sequence[tuple[Path, Sequence[str]]]) -
     return root
 
 
-def run_smi(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def smi_only(tmp_path: Path) -> Path:
+    """A container with the fake nvidia-smi (script and program, mounted as a spec mounts them) and no GPU
+    data directory."""
+    plugin = tmp_path / "plugin"
+    smi.install_program(plugin)
+    smi.install_script(plugin)
+    mounts = {m["containerPath"]: m["hostPath"] for m in smi.spec_mounts(plugin)}
+    return copy_mounts(tmp_path / "ctr", mounts)
+
+
+def run_smi(shell: SmiShell, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["/bin/sh", str(root / "usr/bin/nvidia-smi"), *args],
-        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", smi.TEST_ROOT_ENV: str(root)},
+        shell.command(root, *args),
+        env=shell.env(root),
         capture_output=True,
         text=True,
         timeout=30,
@@ -78,7 +96,7 @@ def run_smi(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def smi_lines(root: Path, *args: str) -> list[str]:
-    result = run_smi(root, *args)
+def smi_lines(shell: SmiShell, root: Path, *args: str) -> list[str]:
+    result = run_smi(shell, root, *args)
     assert (result.returncode, result.stderr) == (0, ""), result.stdout
     return result.stdout.splitlines()
