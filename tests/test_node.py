@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
-from fakeplugin.prepare.claimfaults import Injector
 
 from fakeplugin import releases
 from fakeplugin.commands.render import render_documents
 from fakeplugin.model import ClaimRef
+from fakeplugin.prepare.claimfaults import Injector
 from fakeplugin.prepare.resolve import Resolver, pool_reader
 from fakeplugin.publish.inventory import InventoryError, load_inventory
 from fakeplugin.publish.node import InventoryFile, NodeDevices, node_devices
