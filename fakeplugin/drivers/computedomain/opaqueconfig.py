@@ -73,14 +73,15 @@ class ConfigGroup:
 
 
 def config_groups(
-    allocation: Mapping[str, Any], *, driver_name: str, device_types: Mapping[str, str]
+    allocation: Mapping[str, Any], *, driver_name: str, device_types: Mapping[str, str], strict: bool = True
 ) -> list[ConfigGroup]:
-    """The results of ours grouped by their effective config, validated (step 3 above), groups in the
-    order of their first result. `device_types`: device name → `channel` | `daemon` (what we publish)."""
+    """The results of ours grouped by their effective config (steps 1 and 2 above), groups in the order of
+    their first result. `device_types`: device name → `channel` | `daemon` (what we publish). `strict`:
+    unknown fields are errors (Prepare); else dropped (Unprepare reading the checkpointed status)."""
     candidates: list[tuple[tuple[str, ...], DomainConfig]] = [
         ((), DomainConfig(DAEMON_CONFIG)),
         ((), DomainConfig(CHANNEL_CONFIG)),
-        *_decoded_configs(allocation, driver_name),
+        *_decoded_configs(allocation, driver_name, strict),
     ]
     chosen: dict[int, list[Mapping[str, Any]]] = {}
     for result in (allocation.get("devices") or {}).get("results") or []:
@@ -102,17 +103,19 @@ def config_groups(
             if not requests and not mismatch:
                 chosen.setdefault(index, []).append(result)
                 break
-    groups = [ConfigGroup(candidates[i][1], tuple(results)) for i, results in chosen.items()]
-    for group in groups:
-        if group.config.kind not in _DEVICE_TYPE:
-            raise OpaqueConfigError("runtime object is not a recognized configuration")
-        if not group.config.domain_id:
-            raise OpaqueConfigError("error validating config: domainID cannot be empty")
-    return groups
+    return [ConfigGroup(candidates[i][1], tuple(results)) for i, results in chosen.items()]
+
+
+def check(config: DomainConfig) -> None:
+    """Step 3 for one group's config, just before it is applied (upstream: per group, in turn)."""
+    if config.kind not in _DEVICE_TYPE:
+        raise OpaqueConfigError("runtime object is not a recognized configuration")
+    if not config.domain_id:
+        raise OpaqueConfigError("error validating config: domainID cannot be empty")
 
 
 def _decoded_configs(
-    allocation: Mapping[str, Any], driver_name: str
+    allocation: Mapping[str, Any], driver_name: str, strict: bool
 ) -> list[tuple[tuple[str, ...], DomainConfig]]:
     where = f"{_MAP}error getting opaque device configs: "
     entries = (allocation.get("devices") or {}).get("config") or []
@@ -130,16 +133,16 @@ def _decoded_configs(
         if opaque.get("driver") != driver_name:
             continue  # a request may be satisfiable by several drivers: theirs are not ours to read
         try:
-            config = decode(opaque.get("parameters"))
+            config = decode(opaque.get("parameters"), strict=strict)
         except ValueError as e:
             raise OpaqueConfigError(f"{where}error decoding config parameters: {e}", permanent=True) from None
         decoded.append((tuple(entry.get("requests") or ()), config))
     return decoded
 
 
-def decode(parameters: Any) -> DomainConfig:
-    """One config as the Kubernetes JSON serializer (strict) of NVIDIA's scheme decodes it; ValueError with
-    the serializer's text."""
+def decode(parameters: Any, *, strict: bool = True) -> DomainConfig:
+    """One config as the Kubernetes JSON serializer of NVIDIA's scheme decodes it (StrictDecoder, or
+    NonstrictDecoder: unknown fields dropped); ValueError with the serializer's text."""
     raw = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
     if not isinstance(parameters, Mapping):
         raise ValueError(
@@ -178,7 +181,7 @@ def decode(parameters: Any) -> DomainConfig:
     if type_error:
         raise ValueError(type_error)
     unknown = [f'unknown field "{k}"' for k in parameters if k not in fields]
-    if unknown:
+    if unknown and strict:
         raise ValueError("strict decoding error: " + ", ".join(unknown))
     return DomainConfig(kind, values.get("domainID", ""), values.get("allocationMode", ""))
 
