@@ -21,13 +21,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import remove_stale_temp_files
 from fakeplugin.drivers.computedomain import cdi
 from fakeplugin.drivers.computedomain import checkpoint as cp
+from fakeplugin.drivers.computedomain.cleanup import aborted_at, expired, stale_claims
 from fakeplugin.drivers.computedomain.devices import prepare_groups
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
 from fakeplugin.drivers.computedomain.opaqueconfig import CHANNEL_CONFIG, OpaqueConfigError, config_groups
@@ -42,7 +42,6 @@ from fakeplugin.runtime.nodelock import LockTimeoutError, NodeLock
 
 log = logging.getLogger(__name__)
 
-ABORTED_TTL_S = 90.0  # PrepareAbortedClaimEntryTTL = 2 * ErrorRetryMaxTimeout (45 s)
 DEVICE_TYPES = {device_name(CHANNEL): CHANNEL, device_name(DAEMON): DAEMON}
 
 
@@ -113,30 +112,10 @@ class Preparer:
         return cp.Checkpoint(self._boot_id)
 
     def cleanup(self) -> None:
-        """CheckpointCleanupManager.cleanup: unprepare PrepareStarted claims the API server no longer has
-        (not found, or another UID under the name); drop PrepareAborted entries older than the TTL."""
-        started = {
-            u: e for u, e in self._checkpoint.load().claims.items() if e.state is cp.State.PREPARE_STARTED
-        }
-        for uid, entry in started.items():
-            ref = ClaimRef(entry.namespace, uid, entry.name)
-            if not entry.name:
-                log.debug(
-                    "Checkpointed RC cleanup: skip checkpointed claim '%s': RC name not in checkpoint", uid
-                )
-                continue
-            try:
-                stale = self._get_claim(entry.namespace, entry.name)["metadata"]["uid"] != uid
-            except Exception as e:  # not found is stale; anything else is retried by the next cleanup
-                if getattr(e, "status", None) != 404:
-                    log.info(
-                        "Checkpointed RC cleanup: skip for checkpointed claim %s: (retry later): %s", uid, e
-                    )
-                    continue
-                stale = True
-            if not stale:
-                continue
-            if error := self.unprepare([ref])[uid]:
+        """CheckpointCleanupManager.cleanup: unprepare stale PrepareStarted claims, drop expired
+        PrepareAborted entries."""
+        for ref in stale_claims(self._checkpoint.load(), self._get_claim):
+            if error := self.unprepare([ref])[ref.uid]:
                 log.warning(
                     "Checkpointed RC cleanup: error during unprepare for %s (retried later): %s", ref, error
                 )
@@ -144,19 +123,11 @@ class Preparer:
                 log.info("Checkpointed RC cleanup: unprepared stale claim: %s", ref)
         with self._lock:
             checkpoint = self._checkpoint.load()
-            expired = [u for u, e in checkpoint.claims.items() if self._expired(e)]
-            for uid in expired:
+            old = [uid for uid, entry in checkpoint.claims.items() if expired(entry, self._now())]
+            for uid in old:
                 checkpoint = checkpoint.without_claim(uid)
-            if expired:
+            if old:
                 self._checkpoint.save(checkpoint)
-
-    def _expired(self, entry: cp.Entry) -> bool:
-        if entry.state is not cp.State.PREPARE_ABORTED:
-            return False
-        if not entry.aborted_at:
-            return True
-        aborted = datetime.strptime(entry.aborted_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-        return self._now() - aborted >= ABORTED_TTL_S
 
     def prepared_claims(self) -> list[ClaimRef]:
         return [ClaimRef(e.namespace, uid, e.name) for uid, e in self._checkpoint.load().claims.items()]
@@ -310,7 +281,7 @@ class Preparer:
             if entry.state is cp.State.PREPARE_COMPLETED:
                 checkpoint = checkpoint.without_claim(ref.uid)
             else:  # PrepareStarted: kept, so that a stale retry of this claim version cannot prepare it again
-                aborted = datetime.fromtimestamp(self._now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                aborted = aborted_at(self._now())
                 aborted_entry = cp.Entry(
                     cp.State.PREPARE_ABORTED, entry.status, (), ref.name, ref.namespace, aborted
                 )
