@@ -29,7 +29,7 @@ from fakeplugin.runtime.emulation import emulation
 from tests.harness.golden import check_golden
 from tests.harness.server import RPC_TIMEOUT_S, WIRE
 
-DRIVER = slices.DRIVER_NAME
+CD_DRIVER = slices.DRIVER_NAME
 NODE = "gb200-a-0"
 CD_UID = "0f3c6a52-7d1e-4b8a-9c2f-5e6d7a8b9c01"
 CLUSTER = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
@@ -105,7 +105,7 @@ def test_fabric_field_errors() -> None:
 
 
 def test_the_slice_holds_channel_0_and_daemon_0_exactly() -> None:
-    docs = slices.node_slices(NODE, node_uid="uid-1", driver=DRIVER, release=release(None), publishes=True)
+    docs = slices.node_slices(NODE, node_uid="uid-1", driver=CD_DRIVER, release=release(None), publishes=True)
     assert [d["spec"]["devices"] for d in docs] == [
         [
             {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}},
@@ -113,7 +113,9 @@ def test_the_slice_holds_channel_0_and_daemon_0_exactly() -> None:
         ]
     ]
     assert docs[0]["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 1}
-    assert slices.node_slices(NODE, node_uid="u", driver=DRIVER, release=release(None), publishes=False) == []
+    assert (
+        slices.node_slices(NODE, node_uid="u", driver=CD_DRIVER, release=release(None), publishes=False) == []
+    )
     check_golden("computedomain-slice.yaml", docs)
 
 
@@ -124,9 +126,9 @@ def test_device_classes_carry_the_charts_cel() -> None:
     }
     a = "device.attributes['compute-domain.nvidia.com']"
     assert classes == {
-        "compute-domain-default-channel.nvidia.com": f"device.driver == '{DRIVER}' && "
+        "compute-domain-default-channel.nvidia.com": f"device.driver == '{CD_DRIVER}' && "
         f"{a}.type == 'channel' && {a}.id == 0",
-        "compute-domain-daemon.nvidia.com": f"device.driver == '{DRIVER}' && {a}.type == 'daemon'",
+        "compute-domain-daemon.nvidia.com": f"device.driver == '{CD_DRIVER}' && {a}.type == 'daemon'",
     }
     names = [c["metadata"]["name"] for c in deviceclasses.device_classes("compute-domain.fake.nvidia.com")]
     assert names == [
@@ -170,13 +172,13 @@ def test_a_config_of_the_wrong_kind_and_a_missing_domain_id() -> None:
     daemon_cfg = {**channel_config(), "kind": "ComputeDomainDaemonConfig"}
     alloc = allocation("channel-0", config=daemon_cfg, requests=["channel"])
     with pytest.raises(opaqueconfig.OpaqueConfigError) as e:
-        opaqueconfig.config_groups(alloc, driver_name=DRIVER, device_types={"channel-0": "channel"})
+        opaqueconfig.config_groups(alloc, driver_name=CD_DRIVER, device_types={"channel-0": "channel"})
     assert (
         str(e.value)
         == "error generating configResultsMap: cannot apply ComputeDomainDaemonConfig to request: channel"
     )
     (group,) = opaqueconfig.config_groups(
-        allocation("channel-0"), driver_name=DRIVER, device_types={"channel-0": "channel"}
+        allocation("channel-0"), driver_name=CD_DRIVER, device_types={"channel-0": "channel"}
     )
     with pytest.raises(
         opaqueconfig.OpaqueConfigError, match=r"^error validating config: domainID cannot be empty$"
@@ -188,7 +190,7 @@ def test_a_config_of_the_wrong_kind_and_a_missing_domain_id() -> None:
 
 
 def test_channel_spec_single_and_all() -> None:
-    spec = cdi.claim_spec("claim-1", [("channel-0", cdi.channel_edits(1))], driver_name=DRIVER)
+    spec = cdi.claim_spec("claim-1", [("channel-0", cdi.channel_edits(1))], driver_name=CD_DRIVER)
     assert validate_spec(spec) == []
     assert spec["kind"] == "k8s.compute-domain.nvidia.com/claim"
     assert spec["devices"][0]["name"] == "claim-1-channel-0"
@@ -318,12 +320,12 @@ def allocation(
         {
             "source": "FromClaim",
             "requests": requests or [],
-            "opaque": {"driver": DRIVER, "parameters": config},
+            "opaque": {"driver": CD_DRIVER, "parameters": config},
         }
     ]
     return {
         "devices": {
-            "results": [{"request": request, "driver": DRIVER, "pool": NODE, "device": device}],
+            "results": [{"request": request, "driver": CD_DRIVER, "pool": NODE, "device": device}],
             "config": configs if config else [],
         }
     }
@@ -353,9 +355,9 @@ def node(tmp_path: Path) -> Any:
     boot.write_text(BOOT)
     api = Api()
     driver = ComputeDomainDriver(
-        emulation(release="", driver_name=DRIVER), api, namespace=NAMESPACE, boot_id_file=boot
+        emulation(release="", driver_name=CD_DRIVER), api, namespace=NAMESPACE, boot_id_file=boot
     )
-    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / DRIVER)
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
     plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, get_claim=api.get_claim)
     plugin.set_node(api.node)
     return plugin, api, dirs
@@ -468,7 +470,7 @@ def test_unprepare_of_a_started_claim_aborts_it_and_a_stale_retry_is_refused(nod
 
 
 def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, caplog: Any) -> None:
-    plugin_dir = tmp_path / "plugins" / DRIVER
+    plugin_dir = tmp_path / "plugins" / CD_DRIVER
     plugin_dir.mkdir(parents=True)
     status = {"allocation": allocation("channel-0", config=channel_config())}
     old = cp.Checkpoint(
@@ -481,7 +483,7 @@ def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, cap
     api = Api()
     api.node["metadata"]["labels"] = {"resource.nvidia.com/computeDomain": CD_UID}
     driver = ComputeDomainDriver(
-        emulation(release="", driver_name=DRIVER), api, boot_id_file=tmp_path / "boot"
+        emulation(release="", driver_name=CD_DRIVER), api, boot_id_file=tmp_path / "boot"
     )
     plugin = driver.node(
         NODE, InventoryFile(inv), dirs=NodeDirs(tmp_path / "cdi", plugin_dir), get_claim=api.get_claim
