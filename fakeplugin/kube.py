@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -33,6 +33,8 @@ RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
 SLICES = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/resourceslices"
 NODES = "/api/v1/nodes"
+NVIDIA_GROUP = "resource.nvidia.com/v1beta1"  # ComputeDomain, ComputeDomainClique (NVIDIA's CRDs)
+COMPUTE_DOMAINS = f"/apis/{NVIDIA_GROUP}/computedomains"
 
 Obj = dict[str, Any]
 # Lists of metadata only (names, labels, ...): a fraction of the full objects (apimachinery's
@@ -170,6 +172,36 @@ class Kube:
             "GET",
             f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{_segment(namespace)}"
             f"/resourceclaims/{_segment(name)}",
+        )
+
+    # -- compute-domain.nvidia.com (fakeplugin.drivers.computedomain.domains.DomainApi) ----------------------
+
+    def compute_domain(self, uid: str) -> dict[str, Any] | None:
+        """The ComputeDomain with this UID in any namespace (a list: the API has no UID lookup)."""
+        items, _ = self.list(COMPUTE_DOMAINS)
+        return next((cd for cd in items if cd.get("metadata", {}).get("uid") == uid), None)
+
+    def compute_domain_clique(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._json(
+            "GET",
+            f"/apis/{NVIDIA_GROUP}/namespaces/{_segment(namespace)}/computedomaincliques/{_segment(name)}",
+        )
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"{NODES}/{_segment(name)}")
+
+    def patch_node_labels(
+        self, name: str, labels: Mapping[str, str | None], *, resource_version: str
+    ) -> dict[str, Any]:
+        """Merge-patch the node's labels (None removes one); the resourceVersion makes it conditional."""
+        meta: dict[str, Any] = {"labels": dict(labels)}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        return self._json(
+            "PATCH",
+            f"{NODES}/{_segment(name)}",
+            body={"metadata": meta},
+            content_type="application/merge-patch+json",
         )
 
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
