@@ -27,14 +27,14 @@ from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from fakeplugin.computedomain import api as cd_api
+
 log = logging.getLogger(__name__)
 
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
 SLICES = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/resourceslices"
 NODES = "/api/v1/nodes"
-NVIDIA_GROUP = "resource.nvidia.com/v1beta1"  # ComputeDomain, ComputeDomainClique (NVIDIA's CRDs)
-COMPUTE_DOMAINS = f"/apis/{NVIDIA_GROUP}/computedomains"
 
 Obj = dict[str, Any]
 # Lists of metadata only (names, labels, ...): a fraction of the full objects (apimachinery's
@@ -178,14 +178,11 @@ class Kube:
 
     def compute_domain(self, uid: str) -> dict[str, Any] | None:
         """The ComputeDomain with this UID in any namespace (a list: the API has no UID lookup)."""
-        items, _ = self.list(COMPUTE_DOMAINS)
+        items, _ = self.list(cd_api.compute_domains_path())
         return next((cd for cd in items if cd.get("metadata", {}).get("uid") == uid), None)
 
     def compute_domain_clique(self, namespace: str, name: str) -> dict[str, Any]:
-        return self._json(
-            "GET",
-            f"/apis/{NVIDIA_GROUP}/namespaces/{_segment(namespace)}/computedomaincliques/{_segment(name)}",
-        )
+        return self._json("GET", cd_api.clique_path(namespace, name))
 
     def get_node(self, name: str) -> dict[str, Any]:
         return self._json("GET", f"{NODES}/{_segment(name)}")

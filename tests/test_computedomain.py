@@ -16,6 +16,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from fakeplugin.computedomain import api
 from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, slices
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
@@ -29,7 +30,7 @@ from fakeplugin.runtime.emulation import emulation
 from tests.harness.golden import check_golden
 from tests.harness.server import RPC_TIMEOUT_S, WIRE
 
-CD_DRIVER = slices.DRIVER_NAME
+CD_DRIVER = api.DRIVER_NAME
 NODE = "gb200-a-0"
 CD_UID = "0f3c6a52-7d1e-4b8a-9c2f-5e6d7a8b9c01"
 CLUSTER = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"

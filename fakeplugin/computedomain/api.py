@@ -38,11 +38,19 @@ FINALIZER = COMPUTE_DOMAIN_LABEL
 
 DEFAULT_CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 DAEMON_CLASS = "compute-domain-daemon.nvidia.com"
+_DRIVER_PREFIX = "compute-domain"
 
 STATUS_READY = "Ready"
 STATUS_NOT_READY = "NotReady"
 ALLOCATION_SINGLE = "Single"
 ALLOCATION_ALL = "All"
+
+
+def device_class(name: str, driver: str = DRIVER_NAME) -> str:
+    """DeviceClass `name` (DEFAULT_CHANNEL_CLASS, DAEMON_CLASS) of a driver running as `driver`: for
+    `compute-domain.<rest>` the class `<prefix>.<rest>`, so the fake can run beside the real driver."""
+    suffix = DRIVER_NAME.removeprefix(_DRIVER_PREFIX)
+    return name.removesuffix(suffix) + driver.removeprefix(_DRIVER_PREFIX)
 
 
 def daemon_name(cd_uid: str) -> str:
@@ -63,6 +71,10 @@ def compute_domains_path(namespace: str = "") -> str:
 
 def cliques_path(namespace: str) -> str:
     return _path("computedomaincliques", namespace)
+
+
+def clique_path(namespace: str, name: str) -> str:
+    return f"{cliques_path(namespace)}/{quote(name, safe='')}"
 
 
 def _path(plural: str, namespace: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote
 
@@ -72,7 +72,7 @@ class Controller:
 
     def __init__(self, kube: Kube, mode: Mode) -> None:
         self._kube, self._mode = kube, mode
-        ns = quote(mode.daemon.namespace, safe="")
+        ns = mode.daemon.namespace
         self._changed = threading.Event()
         changed = self._changed
 
@@ -81,9 +81,9 @@ class Controller:
 
         self.cds = cache(api.COMPUTE_DOMAIN_KIND, api.compute_domains_path())
         self.templates = cache("ResourceClaimTemplate", TEMPLATES, OURS)
-        self.daemon_sets = cache("DaemonSet", f"/apis/apps/v1/namespaces/{ns}/daemonsets", OURS)
-        self.pods = cache("Pod", f"/api/v1/namespaces/{ns}/pods", OURS)
-        self.cliques = cache(api.CLIQUE_KIND, api.cliques_path(mode.daemon.namespace))
+        self.daemon_sets = cache("DaemonSet", _PLURALS["DaemonSet"](ns), OURS)
+        self.pods = cache("Pod", _namespaced("/api/v1", "pods")(ns), OURS)
+        self.cliques = cache(api.CLIQUE_KIND, api.cliques_path(ns))
         self._known: set[str] = set()
 
     def _caches(self) -> list[Cache]:
@@ -256,16 +256,20 @@ class Controller:
         }[obj["kind"]]
 
 
-_PLURALS = {
-    "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
-    "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
-    api.COMPUTE_DOMAIN_KIND: "/apis/" + api.API_VERSION + "/namespaces/{ns}/computedomains",
-    api.CLIQUE_KIND: "/apis/" + api.API_VERSION + "/namespaces/{ns}/computedomaincliques",
+def _namespaced(prefix: str, plural: str) -> Callable[[str], str]:
+    return lambda ns: f"{prefix}/namespaces/{quote(ns, safe='')}/{plural}"
+
+
+_PLURALS: dict[str, Callable[[str], str]] = {
+    "ResourceClaimTemplate": _namespaced("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
+    "DaemonSet": _namespaced("/apis/apps/v1", "daemonsets"),
+    api.COMPUTE_DOMAIN_KIND: api.compute_domains_path,
+    api.CLIQUE_KIND: api.cliques_path,
 }
 
 
 def _collection(obj: Obj) -> str:
-    return _PLURALS[obj["kind"]].format(ns=quote(obj["metadata"]["namespace"], safe=""))
+    return _PLURALS[obj["kind"]](obj["metadata"]["namespace"])
 
 
 def _path(obj: Obj) -> str:

@@ -8,7 +8,7 @@ prepared: the domain directory), `preparer` (checkpoint state machine, CDI files
 NodePlugin). docs/compute-domains.md says what is emulated and from which source.
 """
 
+from fakeplugin.computedomain.api import DRIVER_NAME
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver, ComputeDomainNode
-from fakeplugin.drivers.computedomain.slices import DRIVER_NAME
 
 __all__ = ["DRIVER_NAME", "ComputeDomainDriver", "ComputeDomainNode"]

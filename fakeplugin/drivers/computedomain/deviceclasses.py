@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, DRIVER_NAME
+from fakeplugin.computedomain.api import DAEMON_CLASS, DEFAULT_CHANNEL_CLASS, DRIVER_NAME, device_class
+from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON
 from fakeplugin.publish.deviceclasses import check_driver_name
 from fakeplugin.publish.slices import API_VERSION
 
 
 def class_names(driver: str = DRIVER_NAME) -> dict[str, str]:
     """Device type → DeviceClass name."""
-    rest = driver.removeprefix("compute-domain.")
-    return {CHANNEL: f"compute-domain-default-channel.{rest}", DAEMON: f"compute-domain-daemon.{rest}"}
+    return {CHANNEL: device_class(DEFAULT_CHANNEL_CLASS, driver), DAEMON: device_class(DAEMON_CLASS, driver)}
 
 
 def device_classes(driver: str = DRIVER_NAME) -> list[dict[str, Any]]:

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
+from fakeplugin.computedomain.api import CHANNEL_CONFIG_KIND
 from fakeplugin.drivers.computedomain import cdi
 from fakeplugin.drivers.computedomain.checkpoint import Checkpoint, State
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
-from fakeplugin.drivers.computedomain.opaqueconfig import CHANNEL_CONFIG, ConfigGroup, check
+from fakeplugin.drivers.computedomain.opaqueconfig import ConfigGroup, check
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, MAX_CHANNELS
 from fakeplugin.model import ClaimRef
 
@@ -64,12 +65,12 @@ def prepare_groups(
         try:
             edits = (
                 _channel(ref, group, checkpoint, domains)
-                if group.config.kind == CHANNEL_CONFIG
+                if group.config.kind == CHANNEL_CONFIG_KIND
                 else _daemon(ref, group, domains, plugin_dir)
             )
         except DomainError as e:
             raise DomainError(f"error applying config: {e}", permanent=e.permanent) from e
-        device_type = CHANNEL if group.config.kind == CHANNEL_CONFIG else DAEMON
+        device_type = CHANNEL if group.config.kind == CHANNEL_CONFIG_KIND else DAEMON
         devices = []
         for result in group.results:
             name = str(result["device"])

@@ -18,11 +18,11 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from fakeplugin.computedomain.api import COMPUTE_DOMAIN_LABEL, STATUS_READY, clique_name
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-DOMAIN_LABEL = "resource.nvidia.com/computeDomain"
-READY = "Ready"
 
 
 class DomainError(Exception):
@@ -55,12 +55,12 @@ def node_ready(node_name: str, domain: Mapping[str, Any], clique: Mapping[str, A
     """isCurrentNodeReady: Ready in the clique's daemons, else in the domain's status.nodes (pure)."""
     for daemon in (clique or {}).get("daemons") or []:
         if daemon.get("nodeName") == node_name:
-            if daemon.get("status") == READY:
+            if daemon.get("status") == STATUS_READY:
                 return True
             break
     for node in (domain.get("status") or {}).get("nodes") or []:
         if node.get("name") == node_name:
-            return node.get("status") == READY
+            return node.get("status") == STATUS_READY
     return False
 
 
@@ -107,22 +107,22 @@ class DomainManager:
     def add_node_label(self, uid: str) -> None:
         where = "error adding Node label for ComputeDomain"
         node = self._node(where)
-        current = (node["metadata"].get("labels") or {}).get(DOMAIN_LABEL)
+        current = (node["metadata"].get("labels") or {}).get(COMPUTE_DOMAIN_LABEL)
         if current is not None and current != uid:
             raise DomainError(f"{where}: label already exists for a different ComputeDomain")
         if current == uid:
             return
         self._patch(node, uid, f"{where}: error updating Node with label")
-        log.info("node %s: labelled %s=%s", self.node_name, DOMAIN_LABEL, uid)
+        log.info("node %s: labelled %s=%s", self.node_name, COMPUTE_DOMAIN_LABEL, uid)
 
     def remove_node_label(self, uid: str) -> None:
         """Only a label naming this domain goes; absent or another's is success."""
         where = "error removing Node label for ComputeDomain"
         node = self._node(where)
-        if (node["metadata"].get("labels") or {}).get(DOMAIN_LABEL) != uid:
+        if (node["metadata"].get("labels") or {}).get(COMPUTE_DOMAIN_LABEL) != uid:
             return
         self._patch(node, None, f"{where}: error updating Node to remove label")
-        log.info("node %s: removed label %s=%s", self.node_name, DOMAIN_LABEL, uid)
+        log.info("node %s: removed label %s=%s", self.node_name, COMPUTE_DOMAIN_LABEL, uid)
 
     def assert_ready(self, uid: str) -> None:
         where = "error asserting ComputeDomain Ready"
@@ -135,7 +135,7 @@ class DomainManager:
             raise DomainError(f"{where}: current node not ready in ComputeDomain")
 
     def _clique(self, uid: str) -> Obj | None:
-        name = f"{uid}.{self.clique_id()}"
+        name = clique_name(uid, self.clique_id())
         try:
             return self._api.compute_domain_clique(self._namespace, name)
         except Exception as e:  # upstream logs it and falls back to the domain's status
@@ -152,7 +152,7 @@ class DomainManager:
         try:
             self._api.patch_node_labels(
                 self.node_name,
-                {DOMAIN_LABEL: value},
+                {COMPUTE_DOMAIN_LABEL: value},
                 resource_version=node["metadata"].get("resourceVersion", ""),
             )
         except Exception as e:

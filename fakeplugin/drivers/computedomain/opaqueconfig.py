@@ -28,17 +28,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fakeplugin.computedomain.api import (
+    ALLOCATION_ALL,
+    API_VERSION,
+    CHANNEL_CONFIG_KIND,
+    CLIQUE_KIND,
+    COMPUTE_DOMAIN_KIND,
+    DAEMON_CONFIG_KIND,
+)
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON
-from fakeplugin.prepare.opaqueconfig import GROUP_VERSION, SCHEME_NAME
+from fakeplugin.prepare.opaqueconfig import GPU_CONFIG, MIG_DEVICE_CONFIG, SCHEME_NAME, VFIO_DEVICE_CONFIG
 
-CHANNEL_CONFIG = "ComputeDomainChannelConfig"
-DAEMON_CONFIG = "ComputeDomainDaemonConfig"
-ALLOCATION_MODE_ALL = "All"  # every channel of the node instead of channel 0
 _MAP = "error generating configResultsMap: "
-_FIELDS = {CHANNEL_CONFIG: ("domainID", "allocationMode"), DAEMON_CONFIG: ("domainID",)}
-_DEVICE_TYPE = {CHANNEL_CONFIG: CHANNEL, DAEMON_CONFIG: DAEMON}
+_FIELDS = {CHANNEL_CONFIG_KIND: ("domainID", "allocationMode"), DAEMON_CONFIG_KIND: ("domainID",)}
+_DEVICE_TYPE = {CHANNEL_CONFIG_KIND: CHANNEL, DAEMON_CONFIG_KIND: DAEMON}
 _OTHER_KINDS = frozenset(
-    {"GpuConfig", "MigDeviceConfig", "VfioDeviceConfig", "ComputeDomain", "ComputeDomainClique"}
+    {GPU_CONFIG, MIG_DEVICE_CONFIG, VFIO_DEVICE_CONFIG, COMPUTE_DOMAIN_KIND, CLIQUE_KIND}
 )
 
 
@@ -61,7 +66,7 @@ class DomainConfig:
 
     @property
     def channels_all(self) -> bool:
-        return self.kind == CHANNEL_CONFIG and self.allocation_mode == ALLOCATION_MODE_ALL
+        return self.kind == CHANNEL_CONFIG_KIND and self.allocation_mode == ALLOCATION_ALL
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,8 @@ def config_groups(
     their first result. `device_types`: device name → `channel` | `daemon` (what we publish). `strict`:
     unknown fields are errors (Prepare); else dropped (Unprepare reading the checkpointed status)."""
     candidates: list[tuple[tuple[str, ...], DomainConfig]] = [
-        ((), DomainConfig(DAEMON_CONFIG)),
-        ((), DomainConfig(CHANNEL_CONFIG)),
+        ((), DomainConfig(DAEMON_CONFIG_KIND)),
+        ((), DomainConfig(CHANNEL_CONFIG_KIND)),
         *_decoded_configs(allocation, driver_name, strict),
     ]
     chosen: dict[int, list[Mapping[str, Any]]] = {}
@@ -162,7 +167,7 @@ def decode(parameters: Any, *, strict: bool = True) -> DomainConfig:
         raise ValueError(f"Object 'Kind' is missing in '{raw}'")
     if not api_version:
         raise ValueError(f"Object 'apiVersion' is missing in '{raw}'")
-    if api_version != GROUP_VERSION or (kind not in _FIELDS and kind not in _OTHER_KINDS):
+    if api_version != API_VERSION or (kind not in _FIELDS and kind not in _OTHER_KINDS):
         raise ValueError(
             f'no kind "{kind}" is registered for version "{api_version}" in scheme "{SCHEME_NAME}"'
         )

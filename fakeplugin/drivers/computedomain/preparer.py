@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import remove_stale_temp_files
+from fakeplugin.computedomain.api import CHANNEL_CONFIG_KIND
 from fakeplugin.drivers.computedomain import cdi
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.cleanup import aborted_at, expired, stale_claims
 from fakeplugin.drivers.computedomain.devices import prepare_groups
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
-from fakeplugin.drivers.computedomain.opaqueconfig import CHANNEL_CONFIG, OpaqueConfigError, config_groups
+from fakeplugin.drivers.computedomain.opaqueconfig import OpaqueConfigError, config_groups
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.prepare.allocation import ClaimError, allocated_devices, validate_claim_ref
@@ -298,7 +299,7 @@ class Preparer:
         for group in config_groups(
             allocation, driver_name=self._driver, device_types=DEVICE_TYPES, strict=False
         ):
-            if group.config.kind == CHANNEL_CONFIG and group.config.domain_id:
+            if group.config.kind == CHANNEL_CONFIG_KIND and group.config.domain_id:
                 self._domains.remove_node_label(group.config.domain_id)
 
     def _save(self, checkpoint: cp.Checkpoint) -> str:

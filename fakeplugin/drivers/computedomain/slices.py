@@ -18,7 +18,6 @@ from typing import Any
 from fakeplugin.publish.slices import resource_slices
 from fakeplugin.releases import DriverRelease
 
-DRIVER_NAME = "compute-domain.nvidia.com"
 CHANNEL = "channel"  # ComputeDomainChannelType (types.go)
 DAEMON = "daemon"  # ComputeDomainDaemonType
 MAX_CHANNELS = 2048  # nvlib.go getImexChannelCount: fixed, not read from /proc/driver/nvidia/params
