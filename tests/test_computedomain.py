@@ -14,48 +14,34 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
-from fakeplugin.computedomain import api
 from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, slices
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
-from fakeplugin.model import ClaimRef
 from fakeplugin.prepare.cdi import validate_spec
 from fakeplugin.publish.inventory import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.releases import get as release
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation
+from tests.harness.computedomain import (
+    BOOT,
+    CD_DRIVER,
+    CD_UID,
+    CLIQUE_ID,
+    CLUSTER,
+    NAMESPACE,
+    NODE,
+    Api,
+    add_claim,
+    allocation,
+    channel_config,
+    inventory,
+)
 from tests.harness.golden import check_golden
 from tests.harness.server import RPC_TIMEOUT_S, WIRE
 
-CD_DRIVER = api.DRIVER_NAME
-NODE = "gb200-a-0"
-CD_UID = "0f3c6a52-7d1e-4b8a-9c2f-5e6d7a8b9c01"
-CLUSTER = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
-CLIQUE_ID = f"{CLUSTER}.2"
-NAMESPACE = "nvidia-dra-driver-gpu"
-BOOT = "8d1b7d52-0a0c-4a1e-9e8f-1c2d3e4f5a6b"
-
-
 # -- inventory ----------------------------------------------------------------------------------------------
-
-
-def inventory(**fabric: Any) -> dict[str, Any]:
-    return {
-        "driverVersion": "580.126.20",
-        "cudaDriverVersion": "13.0",
-        "nodes": [
-            {
-                "namePrefix": "gb200-a-",
-                "replicas": 18,
-                "gpus": [{"profile": "gb200", "count": 4}],
-                "fabric": fabric,
-            },
-            {"name": "hgx-h200", "gpus": [{"profile": "h200", "count": 8}]},
-        ],
-    }
 
 
 def test_fabric_gives_the_clique_id_and_a_default_cluster_uuid() -> None:
@@ -139,15 +125,6 @@ def test_device_classes_carry_the_charts_cel() -> None:
 
 
 # -- opaque configs -----------------------------------------------------------------------------------------
-
-
-def channel_config(**extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "ComputeDomainChannelConfig",
-        "domainID": CD_UID,
-        **extra,
-    }
 
 
 def test_opaque_config_strict_decoding_texts() -> None:
@@ -262,90 +239,6 @@ def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
 
 
 # -- Prepare / Unprepare ------------------------------------------------------------------------------------
-
-
-class Api:
-    """The driver's API calls, answered from dicts (a unit-test stand-in for fakeplugin.kube.Kube)."""
-
-    def __init__(self) -> None:
-        self.domains = {CD_UID: {"metadata": {"uid": CD_UID, "name": "imex", "namespace": "team-a"}}}
-        self.cliques: dict[str, dict[str, Any]] = {}
-        self.node = {"metadata": {"name": NODE, "uid": "node-uid", "resourceVersion": "1", "labels": {}}}
-        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def compute_domain(self, uid: str) -> dict[str, Any] | None:
-        return self.domains.get(uid)
-
-    def compute_domain_clique(self, namespace: str, name: str) -> dict[str, Any]:
-        if (namespace, name) not in self.cliques:
-            raise ApiException(status=404, reason="Not Found")
-        return self.cliques[(namespace, name)]
-
-    def get_node(self, name: str) -> dict[str, Any]:
-        return json.loads(json.dumps(self.node))
-
-    def patch_node_labels(
-        self, name: str, labels: dict[str, str | None], *, resource_version: str
-    ) -> dict[str, Any]:
-        assert resource_version == self.node["metadata"]["resourceVersion"]
-        current = self.node["metadata"]["labels"]
-        for key, value in labels.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        self.node["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
-        return self.node
-
-    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        if (namespace, name) not in self.claims:
-            raise ApiException(status=404, reason="Not Found")
-        return self.claims[(namespace, name)]
-
-    def ready(self, status: str = "Ready") -> None:
-        daemon = {
-            "nodeName": NODE,
-            "ipAddress": "10.0.0.1",
-            "cliqueID": CLIQUE_ID,
-            "index": 0,
-            "status": status,
-        }
-        self.cliques[(NAMESPACE, f"{CD_UID}.{CLIQUE_ID}")] = {"daemons": [daemon]}
-
-
-def allocation(
-    device: str, *, config: dict[str, Any] | None = None, requests: list[str] | None = None
-) -> dict[str, Any]:
-    request = "channel" if device.startswith("channel") else "daemon"
-    configs = [
-        {
-            "source": "FromClaim",
-            "requests": requests or [],
-            "opaque": {"driver": CD_DRIVER, "parameters": config},
-        }
-    ]
-    return {
-        "devices": {
-            "results": [{"request": request, "driver": CD_DRIVER, "pool": NODE, "device": device}],
-            "config": configs if config else [],
-        }
-    }
-
-
-def add_claim(api: Api, uid: str, device: str, namespace: str = "team-a", **config: Any) -> ClaimRef:
-    if device.startswith("channel"):
-        cfg = channel_config(**config)
-    else:
-        cfg = {
-            "apiVersion": "resource.nvidia.com/v1beta1",
-            "kind": "ComputeDomainDaemonConfig",
-            "domainID": CD_UID,
-        }
-    api.claims[(namespace, f"claim-{uid}")] = {
-        "metadata": {"uid": uid, "name": f"claim-{uid}", "namespace": namespace},
-        "status": {"allocation": allocation(device, config=cfg)},
-    }
-    return ClaimRef(namespace, uid, f"claim-{uid}")
 
 
 @pytest.fixture

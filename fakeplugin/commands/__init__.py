@@ -186,6 +186,7 @@ _MODULES: tuple[str, ...] = (
     "serve",
     "fleet",
     "computedomaincontroller",
+    "computedomaindaemon",
     "render",
     "validate",
     "profiles",

@@ -158,6 +158,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Healthy unless the node's fakeplugin.dev/device-faults says otherwise; pods then show it in "
         "allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
     )
+    flag(
+        p,
+        "--emulate-daemon",
+        env="EMULATE_DAEMON",
+        action="store_true",
+        help="compute-domains: do the ComputeDomain daemon's part when a daemon claim is prepared (clique "
+        "entry, Ready) and unprepared (entry removed), for runtimes that run no container",
+    )
     p.set_defaults(func=run)
 
 
@@ -185,7 +193,13 @@ def run(args: argparse.Namespace) -> int:
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + 3))
     boot_id_file = Path(args.boot_id_file)
     driver: GpuDriver | ComputeDomainDriver = (
-        ComputeDomainDriver(emulation, kube, namespace=args.namespace, boot_id_file=boot_id_file)
+        ComputeDomainDriver(
+            emulation,
+            kube,
+            namespace=args.namespace,
+            boot_id_file=boot_id_file,
+            emulate_daemon=args.emulate_daemon,
+        )
         if args.plugin == COMPUTE_DOMAINS
         else GpuDriver(emulation, boot_id_file=boot_id_file)
     )

@@ -11,7 +11,9 @@ import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from fakeplugin.computedomain.daemon import not_ready_fault
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
+from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
 from fakeplugin.model import ClaimRef, PrepareResult
@@ -26,7 +28,8 @@ DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
 
 class ComputeDomainDriver:
     """`api`: the driver's own API client (ComputeDomains, cliques, node labels: fakeplugin.kube.Kube);
-    `namespace`: the driver's, where the controller keeps the ComputeDomainCliques."""
+    `namespace`: the driver's, where the controller keeps the ComputeDomainCliques; `emulate_daemon`: the
+    plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon)."""
 
     def __init__(
         self,
@@ -35,11 +38,13 @@ class ComputeDomainDriver:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
+        emulate_daemon: bool = False,
     ) -> None:
         self.emulation = emulation
         self.api = api
         self.namespace = namespace
         self.boot_id_file = boot_id_file
+        self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
 
     @property
     def name(self) -> str:
@@ -76,6 +81,18 @@ class ComputeDomainNode:
         self._get_claim = get_claim
         self._labels: dict[str, str] = {}
         self._uid = ""
+        self._node_obj: Obj = {}
+        self._daemons = (
+            EmulatedDaemons(
+                driver.api,  # type: ignore[arg-type]  # a Kube when emulating (serve)
+                node_name=node_name,
+                namespace=driver.namespace,
+                node=lambda: self._node_obj,
+                clique_id=self.clique_id,
+            )
+            if driver.emulate_daemon
+            else None
+        )
         self._entry = self._lookup()
         self._opening = threading.Lock()
         self._preparer: Preparer | None = None
@@ -96,6 +113,10 @@ class ComputeDomainNode:
     def set_node(self, node: Obj) -> bool:
         meta = node["metadata"]
         before = (self._uid, self._entry)
+        fault_before = not_ready_fault(self._node_obj)
+        self._node_obj = node
+        if self._daemons and not_ready_fault(node) != fault_before:
+            self._daemons.node_changed()
         self._labels, self._uid = dict(meta.get("labels") or {}), meta["uid"]
         self._entry = self._lookup()
         return before != (self._uid, self._entry)
@@ -155,6 +176,7 @@ class ComputeDomainNode:
                     cdi_root=self._dirs.cdi_root,
                     plugin_dir=self._dirs.plugin_dir,
                     boot_id=read_boot_id(d.boot_id_file),
+                    daemons=self._daemons,
                 )
                 preparer.open()
                 self._preparer = preparer

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import remove_stale_temp_files
-from fakeplugin.computedomain.api import CHANNEL_CONFIG_KIND
+from fakeplugin.computedomain.api import CHANNEL_CONFIG_KIND, DAEMON_CONFIG_KIND
 from fakeplugin.drivers.computedomain import cdi
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.cleanup import aborted_at, expired, stale_claims
 from fakeplugin.drivers.computedomain.devices import prepare_groups
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
+from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.opaqueconfig import OpaqueConfigError, config_groups
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
@@ -74,12 +75,14 @@ class Preparer:
         cdi_root: Path,
         plugin_dir: Path,
         boot_id: str,
+        daemons: EmulatedDaemons | None = None,
         lock_timeout: float = 10.0,
         now: Callable[[], float] = time.time,
     ) -> None:
         self._driver, self._node, self._get_claim = driver_name, node_name, get_claim
         self._domains, self._plugin_dir, self._cdi_root = domains, plugin_dir, cdi_root
         self._boot_id, self._now = boot_id, now
+        self._daemons = daemons  # serve --emulate-daemon
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME)
         self._specs = cdi.SpecFiles(cdi_root, driver_name)
@@ -228,6 +231,9 @@ class Preparer:
                 plugin_dir=self._plugin_dir,
                 driver_name=self._driver,
             )
+            for group in groups if self._daemons else ():
+                if group.config.kind == DAEMON_CONFIG_KIND:
+                    self._daemons.started(group.config.domain_id, r.status.get("reservedFor") or [])
         except (OpaqueConfigError, DomainError) as e:
             raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
         if prepared.spec_devices:
@@ -301,6 +307,8 @@ class Preparer:
         ):
             if group.config.kind == CHANNEL_CONFIG_KIND and group.config.domain_id:
                 self._domains.remove_node_label(group.config.domain_id)
+            elif group.config.kind == DAEMON_CONFIG_KIND and self._daemons and group.config.domain_id:
+                self._daemons.stopped(group.config.domain_id)
 
     def _save(self, checkpoint: cp.Checkpoint) -> str:
         try:
