@@ -36,6 +36,10 @@ TARGET_WORKLOAD = "Workload"
 # On the ComputeDomain, both templates and the DaemonSet (the same string as the label key).
 FINALIZER = COMPUTE_DOMAIN_LABEL
 
+# On a node of a multi-node NVLink fabric: its clique ID, as GPU Feature Discovery sets it (schedulers use it
+# for affinity; NVIDIA's kubelet plugin sets it too with --gpu-clique-label-enabled).
+GPU_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
 DEFAULT_CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 DAEMON_CLASS = "compute-domain-daemon.nvidia.com"
 _DRIVER_PREFIX = "compute-domain"
