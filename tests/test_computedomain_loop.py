@@ -37,6 +37,11 @@ class RecordingKube:
         self.objects[path.removesuffix("/status")] = obj
         return obj
 
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("PUT", path))
+        self.objects[path] = copy.deepcopy(body)
+        return copy.deepcopy(body)
+
     def delete(self, path: str) -> None:
         self.calls.append(("DELETE", path))
 
@@ -79,7 +84,7 @@ def test_a_new_compute_domain():
             "/api/v1/nodes?labelSelector=resource.nvidia.com/computeDomain,"
             "resource.nvidia.com/computeDomain notin (u-1)",
         ),
-        ("PATCH", "/apis/resource.nvidia.com/v1beta1/namespaces/work/computedomains/cd"),
+        ("PUT", "/apis/resource.nvidia.com/v1beta1/namespaces/work/computedomains/cd"),
         ("POST", "/apis/resource.k8s.io/v1/namespaces/drv/resourceclaimtemplates"),
         ("POST", "/apis/apps/v1/namespaces/drv/daemonsets"),
         ("POST", "/apis/resource.k8s.io/v1/namespaces/work/resourceclaimtemplates"),
@@ -176,3 +181,16 @@ def test_a_ready_daemon_with_its_pod_makes_the_compute_domain_ready():
         "status": "Ready",
         "nodes": [{"name": "n1", **{k: v for k, v in daemon.items() if k != "nodeName"}}],
     }
+
+
+def test_the_cache_drops_stale_answers_and_objects_without_finalizers_being_deleted():
+    c = controller(RecordingKube())
+    meta = {"name": "chan", "namespace": "work", "labels": {api.COMPUTE_DOMAIN_LABEL: UID}}
+    c.templates.event("ADDED", {"metadata": {**meta, "resourceVersion": "5"}})
+    c.templates.event("MODIFIED", {"metadata": {**meta, "resourceVersion": "4"}})  # an older answer
+    assert [t["metadata"]["resourceVersion"] for t in c.templates.items()] == ["5"]
+    # The watch's DELETED came first; then the answer to the write that removed the last finalizer.
+    c.templates.event("DELETED", {"metadata": {**meta, "resourceVersion": "6"}})
+    gone = {**meta, "resourceVersion": "6", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": []}
+    c.templates.event("MODIFIED", {"metadata": gone})
+    assert c.templates.items() == []

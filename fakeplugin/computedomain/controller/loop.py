@@ -53,11 +53,15 @@ class Cache:
         return [o for o in self.items() if (o["metadata"].get("labels") or {}).get(OURS) == cd_uid]
 
     def event(self, kind: str, obj: Obj) -> None:
+        """A watch event, or our own write's answer (which may arrive after the watch's newer events: an
+        older resourceVersion than the cached one is dropped). An object marked for deletion without
+        finalizers is gone: the answer to the write that removed its last finalizer."""
         obj.setdefault("kind", self.kind)  # list items of built-in types come without
+        meta = obj["metadata"]
         with self._lock:
-            if kind == "DELETED":
+            if kind == "DELETED" or (meta.get("deletionTimestamp") and not meta.get("finalizers")):
                 self._objects.pop(_key(obj), None)
-            else:
+            elif _version(meta) >= _version(self._objects.get(_key(obj), {}).get("metadata", {})):
                 self._objects[_key(obj)] = obj
         self._changed.set()
 
@@ -204,8 +208,12 @@ class Controller:
                 self._remove_node_labels(f"{OURS}={uid}")
 
     def _set_finalizers(self, obj: Obj, finalizers: list[str]) -> None:
-        meta = {"resourceVersion": obj["metadata"]["resourceVersion"], "finalizers": finalizers}
-        updated = self._kube.patch(_path(obj), {"metadata": meta})
+        """An update of the whole object as read (upstream: Update), its resourceVersion a precondition. Not a
+        merge patch: the API server re-encodes the object for one, and a ResourceClaimTemplate's opaque
+        parameters (raw JSON, kept as sent) then differ in their bytes: `spec: field is immutable`."""
+        body = {**obj, "apiVersion": _API_VERSIONS[obj["kind"]]}
+        body["metadata"] = {**obj["metadata"], "finalizers": finalizers}
+        updated = self._kube.replace(_path(obj), body)
         self._cache_of(obj).event("MODIFIED", updated)
 
     def _patch_status(self, cd: Obj, new: Obj) -> None:
@@ -268,12 +276,27 @@ _PLURALS: dict[str, Callable[[str], str]] = {
 }
 
 
+_API_VERSIONS = {
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "DaemonSet": "apps/v1",
+    api.COMPUTE_DOMAIN_KIND: api.API_VERSION,
+    api.CLIQUE_KIND: api.API_VERSION,
+}
+
+
 def _collection(obj: Obj) -> str:
     return _PLURALS[obj["kind"]](obj["metadata"]["namespace"])
 
 
 def _path(obj: Obj) -> str:
     return f"{_collection(obj)}/{quote(obj['metadata']['name'], safe='')}"
+
+
+def _version(meta: Obj) -> int:
+    """resourceVersion as an integer (etcd's revision, as NVIDIA's IntegerResourceVersionMutationCache
+    compares them); 0 when absent or not a number."""
+    version = str(meta.get("resourceVersion", ""))
+    return int(version) if version.isdigit() else 0
 
 
 def _key(obj: Obj) -> str:
