@@ -128,9 +128,9 @@ def with_status(daemons: Sequence[Obj], node_name: str, status: str) -> list[Obj
     return [{**d, "status": status} if d is mine else d for d in daemons]
 
 
-def without_ip(daemons: Sequence[Obj], ip: str) -> list[Obj] | None:
-    """The daemons without those of this IP; None when there is none."""
-    kept = [d for d in daemons if d.get("ipAddress") != ip]
+def without(daemons: Sequence[Obj], field: str, value: str) -> list[Obj] | None:
+    """The daemons without those whose `field` (ipAddress, nodeName) is `value`; None when there is none."""
+    kept = [d for d in daemons if d.get(field) != value]
     return kept if len(kept) != len(daemons) else None
 
 
@@ -164,12 +164,15 @@ class CliqueMember:
         if self._update(lambda daemons: with_status(daemons, self.who.node_name, status), "update status"):
             log.info("Successfully updated daemon info status in CDClique (new status: %s)", status)
 
-    def leave(self) -> None:
-        """Every entry with this daemon's IP removed; an absent clique is nothing to do."""
+    def leave(self, *, by_node: bool = False) -> None:
+        """Every entry with this daemon's IP removed (upstream: pod IPs are unique), or with `by_node` this
+        node's entry (the emulated daemon's IP is its node's, which local clusters share); an absent clique
+        is nothing to do."""
+        field, value = ("nodeName", self.who.node_name) if by_node else ("ipAddress", self.who.ip)
         if self._update(
-            lambda daemons: without_ip(daemons, self.who.ip), "remove daemon info", missing_ok=True
+            lambda daemons: without(daemons, field, value), "remove daemon info", missing_ok=True
         ):
-            log.info("Successfully removed daemon with IP %s from CDClique %s", self.who.ip, self.who.clique)
+            log.info("Successfully removed daemon with %s %s from CDClique %s", field, value, self.who.clique)
 
     def _ensure_clique(self) -> None:
         clique: Obj = {

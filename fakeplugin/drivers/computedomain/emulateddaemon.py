@@ -5,8 +5,9 @@ NVIDIA's daemon pod, once its daemon claim is prepared, labels itself with its c
 into the clique `<cdUID>.<cliqueID>` and mirrors its readiness there; when it stops, it removes its entry
 (fakeplugin.computedomain.daemon). Here a daemon claim's Prepare does the same for the pod the claim is
 reserved for: label, entry, Ready (NotReady while the node has the not-ready fault); its Unprepare removes
-the entry. The entry's IP is the node's InternalIP [U: a daemon pod's IP is its own; the emulated daemon has
-no pod IP at Prepare time, before the pod's sandbox exists].
+the node's entry. The entry's IP is the node's InternalIP [U: a daemon pod's IP is its own; the emulated
+daemon has no pod IP at Prepare time, before the pod's sandbox exists]; as a local cluster's nodes share one
+address, the entry is removed by node name, not by IP as upstream.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class EmulatedDaemons:
         if not member.who.clique_id:
             return
         try:
-            member.leave()
+            member.leave(by_node=True)
         except DaemonError as e:
             raise DomainError(f"{WHERE}: {e}") from e
 
