@@ -8,6 +8,9 @@ import copy
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from fakeplugin.computedomain.daemon import (
     STATE_FILE,
     CliqueMember,
     DaemonError,
+    DaemonRun,
     Identity,
     next_index,
     pod_ready,
@@ -42,6 +46,7 @@ from tests.harness.computedomain import (
     add_claim,
     inventory,
 )
+from tests.harness.kube import wait_for
 
 CLIQUE = api.clique_path(NAMESPACE, api.clique_name(CD_UID, CLIQUE_ID))
 POD = f"/api/v1/namespaces/{NAMESPACE}/pods/daemon-pod"
@@ -53,7 +58,8 @@ class StoreApi(Api):
 
     def __init__(self) -> None:
         super().__init__()
-        self.store: dict[str, dict[str, Any]] = {POD: {"metadata": {"name": "daemon-pod", "labels": {}}}}
+        pod = {"metadata": {"name": "daemon-pod", "labels": {}, "resourceVersion": "1"}}
+        self.store: dict[str, dict[str, Any]] = {POD: pod}
         self.node["status"] = {"addresses": [{"type": "InternalIP", "address": NODE_IP}]}
         self.conflicts = 0  # the next replaces that fail with 409
 
@@ -85,6 +91,10 @@ class StoreApi(Api):
     def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.store[path]["metadata"].setdefault("labels", {}).update(body["metadata"]["labels"])
         return self.get(path)
+
+    def watch(self, path: str, **_: Any) -> Iterator[dict[str, Any]]:
+        time.sleep(0.02)  # no events: the informer lists again (GET) after each short watch
+        yield from ()
 
     def daemons(self) -> list[dict[str, Any]]:
         return self.store[CLIQUE].get("daemons") or []
@@ -134,6 +144,30 @@ def test_join_ready_and_leave_as_nvidias_daemon() -> None:
     other.leave()  # nothing left: no error
     with pytest.raises(DaemonError, match="daemon info not yet listed in CDClique"):
         member.set_ready(True)
+
+
+def test_run_enters_the_clique_mirrors_readiness_and_the_fault_and_leaves_at_stop(tmp_path: Path) -> None:
+    kube = StoreApi()
+    node_path = f"/api/v1/nodes/{NODE}"
+    kube.store[node_path] = copy.deepcopy(kube.node)
+    kube.store[POD]["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
+    state = tmp_path / STATE_FILE
+    member = CliqueMember(kube, who(pod_name="daemon-pod", pod_uid="p-1"))  # type: ignore[arg-type]
+    stop = threading.Event()
+    runner = threading.Thread(target=DaemonRun(kube, member, state).run, args=(stop,))  # type: ignore[arg-type]
+    runner.start()
+    try:
+        wait_for(lambda: CLIQUE in kube.store and kube.daemons(), what="the entry", timeout=10)
+        assert kube.daemons()[0]["status"] == "NotReady"  # the pod is not Ready yet
+        wait_for(lambda: state.exists() and state.read_text() == READY, what="check's READY", timeout=10)
+        kube.store[POD]["status"]["conditions"][0]["status"] = "True"  # the probe passed
+        wait_for(lambda: kube.daemons()[0]["status"] == "Ready", what="Ready", timeout=10)
+        kube.store[node_path]["metadata"]["annotations"] = {NOT_READY_ANNOTATION: "test"}
+        wait_for(lambda: state.read_text() != READY, what="the fault in the state file", timeout=10)
+    finally:
+        stop.set()
+        runner.join(10)
+    assert kube.daemons() == [] and not state.exists()
 
 
 def test_check_answers_from_the_state_file(tmp_path: Path) -> None:

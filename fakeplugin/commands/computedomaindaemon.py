@@ -84,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
         pod_name=args.pod_name,
         pod_uid=args.pod_uid,
         max_nodes=args.max_nodes_per_imex_domain,
+        cd=f"{args.compute_domain_namespace}/{args.compute_domain_name}",
     )
     member = CliqueMember(kube, who)
     stop = threading.Event()

@@ -64,6 +64,7 @@ class Identity:
     pod_name: str = ""
     pod_uid: str = ""
     max_nodes: int = DEFAULT_MAX_NODES
+    cd: str = ""  # `<namespace>/<name>` of the ComputeDomain, for the log (COMPUTE_DOMAIN_NAMESPACE, _NAME)
 
     @property
     def clique(self) -> str:
@@ -172,7 +173,13 @@ class CliqueMember:
         if self._update(
             lambda daemons: without(daemons, field, value), "remove daemon info", missing_ok=True
         ):
-            log.info("Successfully removed daemon with %s %s from CDClique %s", field, value, self.who.clique)
+            log.info(
+                "Successfully removed daemon with %s %s from CDClique %s (from ComputeDomain %s)",
+                field,
+                value,
+                self.who.clique,
+                self.who.cd,
+            )
 
     def _ensure_clique(self) -> None:
         clique: Obj = {
