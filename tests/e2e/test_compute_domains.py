@@ -5,7 +5,7 @@ unchanged) run as NVIDIA's tests/bats/test_cd_imex_chan_inject.bats and test_cd_
 real GB200 racks: the pod gets its IMEX channel(s), the ComputeDomain turns Ready with the node in
 status.nodes, and after the pod is deleted the node leaves status.nodes and the single-node ComputeDomain
 is NotReady. The unknown-opaque-field case is test_cd_misc.bats's "reject unknown field in opaque cfg in
-CD chan ResourceClaim".
+CD chan ResourceClaim"; the node fault fakeplugin.dev/compute-domain-daemon-not-ready is ours.
 
 The session's seed lab has no fabric, so this module starts its own cluster: one kubelet node with four
 GB200 in NVLink clique 1.
@@ -22,6 +22,7 @@ import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
+from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import container, device_request, opaque_config, pod, resource_claim
 from fakeplugin.testing.containers import local_view
 from tests.harness.host import require_cluster_host
@@ -102,6 +103,26 @@ def test_nvidias_channel_injection_demo(cd_cluster: Cluster, spec: str, channel:
         what=f"node {NODE} gone from ComputeDomain {name}'s status, NotReady",
         timeout=90,
     )
+    cd_cluster.kubectl("delete", "computedomain", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+
+
+def test_the_not_ready_fault_keeps_the_nodes_daemon_not_ready(cd_cluster: Cluster) -> None:
+    cd_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}=e2e", "--overwrite")
+    cd, workload = apply_file(cd_cluster, NAMESPACE, SPECS / "channel-injection.yaml")
+    name, pod_name = cd["metadata"]["name"], workload["metadata"]["name"]
+
+    def node_status(want: str) -> dict[str, Any] | None:
+        s = cd_status(cd_cluster, name)
+        return s if [n.get("status") for n in s.get("nodes") or []] == [want] else None
+
+    try:
+        status = wait_for(lambda: node_status("NotReady"), what="the node listed NotReady", timeout=120)
+        assert status["status"] == api.STATUS_NOT_READY
+        assert pod_phase(cd_cluster, NAMESPACE, pod_name) == "Pending"  # its channel claim waits
+    finally:
+        cd_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}-")
+    wait_for(lambda: node_status("Ready"), what="the node Ready once the fault is gone", timeout=60)
+    cd_cluster.kubectl("delete", "pod", pod_name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
     cd_cluster.kubectl("delete", "computedomain", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
 
 
