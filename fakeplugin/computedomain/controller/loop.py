@@ -210,7 +210,8 @@ class Controller:
     def _set_finalizers(self, obj: Obj, finalizers: list[str]) -> None:
         """An update of the whole object as read (upstream: Update), its resourceVersion a precondition. Not a
         merge patch: the API server re-encodes the object for one, and a ResourceClaimTemplate's opaque
-        parameters (raw JSON, kept as sent) then differ in their bytes: `spec: field is immutable`."""
+        parameters (raw JSON, kept as sent) then differ in their bytes: `spec: field is immutable` (seen on
+        1.35; the cause inferred)."""
         body = {**obj, "apiVersion": _API_VERSIONS[obj["kind"]]}
         body["metadata"] = {**obj["metadata"], "finalizers": finalizers}
         updated = self._kube.replace(_path(obj), body)
