@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -26,6 +26,8 @@ from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+
+from fakeplugin.computedomain import api as cd_api
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,8 @@ def new_api_client(kubeconfig: str | None, *, connections: int = 8) -> ApiClient
 
 class Kube:
     """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC); `annotate` is
-    for `fakeplugin fault`, run by a user, never by the plugin.
+    for `fakeplugin fault`, run by a user, never by the plugin; the generic writes (`create`, `replace`,
+    `patch`, `delete`) are the compute-domain controller's.
 
     Failures raise the client's `ApiException` (status, reason, body), as the generated API classes do.
     """
@@ -91,11 +94,11 @@ class Kube:
         """The object at `path`."""
         return self._json("GET", path)
 
-    def list(self, path: str, *, field_selector: str = "") -> tuple[list[Obj], str]:
+    def list(self, path: str, *, field_selector: str = "", label_selector: str = "") -> tuple[list[Obj], str]:
         """Every object at `path` (a collection), and the list's resourceVersion to watch from. Paged
         (500 a page), so a 4000-pod list never makes the API server build one huge answer."""
         items: list[Obj] = []
-        query = [("limit", "500")] + ([("fieldSelector", field_selector)] if field_selector else [])
+        query = [("limit", "500"), *_selectors(field_selector, label_selector)]
         token = ""
         while True:
             page = self._json("GET", path, query=query + ([("continue", token)] if token else []))
@@ -122,13 +125,38 @@ class Kube:
                 return total
 
     def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int, field_selector: str = ""
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        field_selector: str = "",
+        label_selector: str = "",
     ) -> Iterator[Obj]:
         """Watch events (type, object) at `path` until the server ends the watch; ERROR raises."""
-        query = [("allowWatchBookmarks", "true")] + (
-            [("fieldSelector", field_selector)] if field_selector else []
-        )
+        query = [("allowWatchBookmarks", "true"), *_selectors(field_selector, label_selector)]
         yield from self._watch(path, query, resource_version, timeout_seconds)
+
+    def create(self, path: str, body: Obj) -> Obj:
+        """POST `body` to the collection at `path`; the object as created."""
+        return self._json("POST", path, body=body)
+
+    def replace(self, path: str, body: Obj) -> Obj:
+        """PUT `body` (with its metadata.resourceVersion: a conflict raises 409) at the object's `path`."""
+        return self._json("PUT", path, body=body)
+
+    def patch(self, path: str, body: Obj) -> Obj:
+        """Merge-patch (RFC 7386) the object at `path` (a `/status` suffix: its status subresource); a
+        metadata.resourceVersion in `body` is a precondition (409 when the object changed)."""
+        return self._json("PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    def delete(self, path: str) -> None:
+        """Delete the object at `path`; already gone (404) is fine."""
+        try:
+            self._json("DELETE", path)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     def annotate(self, path: str, annotations: dict[str, str | None]) -> dict[str, Any]:
         """Merge-patch an object's annotations (`path`: its API path); None removes one."""
@@ -144,6 +172,33 @@ class Kube:
             "GET",
             f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{_segment(namespace)}"
             f"/resourceclaims/{_segment(name)}",
+        )
+
+    # -- compute-domain.nvidia.com (fakeplugin.drivers.computedomain.domains.DomainApi) ----------------------
+
+    def compute_domain(self, uid: str) -> dict[str, Any] | None:
+        """The ComputeDomain with this UID in any namespace (a list: the API has no UID lookup)."""
+        items, _ = self.list(cd_api.compute_domains_path())
+        return next((cd for cd in items if cd.get("metadata", {}).get("uid") == uid), None)
+
+    def compute_domain_clique(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._json("GET", cd_api.clique_path(namespace, name))
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"{NODES}/{_segment(name)}")
+
+    def patch_node_labels(
+        self, name: str, labels: Mapping[str, str | None], *, resource_version: str
+    ) -> dict[str, Any]:
+        """Merge-patch the node's labels (None removes one); the resourceVersion makes it conditional."""
+        meta: dict[str, Any] = {"labels": dict(labels)}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        return self._json(
+            "PATCH",
+            f"{NODES}/{_segment(name)}",
+            body={"metadata": meta},
+            content_type="application/merge-patch+json",
         )
 
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -237,6 +292,14 @@ class Kube:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response.response
+
+
+def _selectors(field_selector: str, label_selector: str) -> list[tuple[str, str]]:
+    return [
+        (key, value)
+        for key, value in (("fieldSelector", field_selector), ("labelSelector", label_selector))
+        if value
+    ]
 
 
 def _segment(value: str) -> str:

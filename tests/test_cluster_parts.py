@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.cluster import binaries, components, versions
+from fakeplugin.cluster.computedomains import fabric_nodes
 from fakeplugin.cluster.layout import StateLayout, too_long_sockets
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
+from fakeplugin.cluster.supervisor import STOP_ORDER
 from fakeplugin.publish.inventory import parse_inventory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,6 +91,23 @@ def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
     )
     with pytest.raises(ClusterError, match="worker-1 clashes"):
         cluster_nodes(clash, simulated_nodes=1)
+
+
+def test_fabric_nodes_get_the_gpu_clique_label_and_the_compute_domain_side() -> None:
+    uuid = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
+    inventory = parse_inventory({
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        "nodes": [
+            {"name": "gb200-0", "gpus": [{"profile": "gb200"}], "fabric": {"clique": 3, "clusterUUID": uuid}},
+            {"name": "t10", "gpus": [{"profile": "t10"}]},
+        ],
+    })  # fmt: skip
+    nodes = cluster_nodes(inventory, simulated_nodes=0)
+    assert nodes[0].labels == {"nvidia.com/gpu.clique": f"{uuid}.3"}
+    assert nodes[1].labels == {}
+    assert [n.name for n in fabric_nodes(inventory, nodes)] == ["gb200-0"]
+    assert {"cd-plugin/", "cd-controller"} <= set(STOP_ORDER)  # stop_all ranks every process by it
 
 
 def test_socket_paths_too_long_are_named() -> None:

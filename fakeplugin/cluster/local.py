@@ -18,6 +18,7 @@ from typing import Any
 
 from fakeplugin.cluster import binaries, crirecords, versions
 from fakeplugin.cluster.components import LOOPBACK
+from fakeplugin.cluster.computedomains import ComputeDomains, fabric_nodes
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
 from fakeplugin.cluster.host import allocate_ports, check_host, find_binaries
@@ -58,6 +59,7 @@ class Cluster:
         self._kubelets = KubeletNodes(self._store, self._processes, self._kubectl)
         self._plugins = Plugins(self._store, self._processes, self._kubectl)
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
+        self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
 
     # ---- starting and stopping ------------------------------------------------------------------
 
@@ -172,6 +174,8 @@ class Cluster:
                 self._plugins.start(node)
             self._plugins.wait_published(inventory, kubelet_nodes)
             self._simulated.wait_published(inventory, simulated)
+            if fabric_nodes(inventory, nodes):
+                self._compute_domains.start(inventory, kubelet_nodes)
 
     def down(self, purge: bool = False) -> None:
         """Stop every process this cluster started (only those: pid + command line must match), then

@@ -30,6 +30,8 @@ VMSTAT = Path("/proc/vmstat")  # its oom_kill: the OOM killer's kills since boot
 # Stop order: consumers before what they consume.
 STOP_ORDER = (
     "plugin/",
+    "cd-plugin/",
+    "cd-controller",
     "fleet",
     "kwok",
     "kubelet/",

@@ -141,6 +141,32 @@ def emulated(args: argparse.Namespace, inventory_release: str) -> Emulation:
     )
 
 
+PLUGINS = ("gpus", "compute-domains")  # NVIDIA's chart names its two kubelet plugin containers so
+COMPUTE_DOMAINS = "compute-domains"
+
+
+def plugin_flag(parser: argparse.ArgumentParser) -> None:
+    """`--plugin gpus|compute-domains`: which of NVIDIA's two kubelet plugins to be."""
+    flag(
+        parser,
+        "--plugin",
+        env="FAKEPLUGIN_PLUGIN",
+        default="gpus",
+        choices=PLUGINS,
+        help="which NVIDIA kubelet plugin: gpus (gpu.nvidia.com) or compute-domains "
+        "(compute-domain.nvidia.com: IMEX channels and daemons, docs/compute-domains.md)",
+    )
+
+
+def plugin_driver_name(args: argparse.Namespace) -> str:
+    """--driver-name, whose default for --plugin compute-domains is compute-domain.nvidia.com."""
+    if args.plugin == COMPUTE_DOMAINS and args.driver_name == DEFAULT_DRIVER_NAME:
+        from fakeplugin.computedomain.api import DRIVER_NAME
+
+        return DRIVER_NAME
+    return str(args.driver_name)
+
+
 def consumable_shares_flag(parser: argparse.ArgumentParser) -> None:
     """`--consumable-shares` of serve, render and fleet (main 95932046 cmd/gpu-kubelet-plugin/main.go)."""
     flag(
@@ -159,6 +185,8 @@ _MODULES: tuple[str, ...] = (
     "demo",
     "serve",
     "fleet",
+    "computedomaincontroller",
+    "computedomaindaemon",
     "render",
     "validate",
     "profiles",

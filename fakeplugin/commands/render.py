@@ -11,7 +11,15 @@ import yaml
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, releases
 from fakeplugin.cluster import versions
-from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
+from fakeplugin.commands import (
+    COMPUTE_DOMAINS,
+    emulated,
+    emulation_flags,
+    flag,
+    inventory_flag,
+    plugin_driver_name,
+    plugin_flag,
+)
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
 from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
@@ -32,6 +40,9 @@ DynamicMIG=true shows MIG-capable GPUs as partitionable devices with shared coun
 --driver-release picks the NVIDIA driver release to emulate (overriding the inventory's driverRelease;
 default 25.12): its feature gates, attributes, DeviceClasses and slice names (0.4.1 names slices
 <index>-<driver>-<node>-...). docs/driver-releases.md lists the differences.
+
+--plugin compute-domains prints what compute-domain.nvidia.com's plugin publishes instead: its two
+DeviceClasses and, per node with GPUs, one slice with devices channel-0 and daemon-0.
 """
 
 EPILOG = """\
@@ -42,6 +53,7 @@ examples:
   fakeplugin render --inventory inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply -f -
   fakeplugin render --inventory examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
   fakeplugin render --inventory examples/seed-lab.yaml --driver-release 0.4.1
+  fakeplugin render --inventory examples/nvl72.yaml --plugin compute-domains --node gb200-rack-a-0
 """
 
 
@@ -63,7 +75,13 @@ def add_parser(subparsers: Any) -> None:
         help="labels of --node, to pick its entry by selector when it is not named in the inventory",
     )
     flag(p, "--node-uid", env="NODE_UID", metavar="UID", help="UID of --node for the ownerReference")
-    emulation_flags(p, driver_name_help="DRA driver name; DeviceClass names follow it", device_nodes=False)
+    plugin_flag(p)
+    emulation_flags(
+        p,
+        driver_name_help="DRA driver name (compute-domain.nvidia.com with --plugin compute-domains); "
+        "DeviceClass names follow it",
+        device_nodes=False,
+    )
     flag(
         p,
         "--kubernetes-version",
@@ -86,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         release = releases.get(args.driver_release or inv.driver_release)
     except ValueError as exc:
         args.parser.error(f"--driver-release: {exc}")
+    args.driver_name = plugin_driver_name(args)
     try:
         labels = parse_labels(args.node_labels or "")
         check_driver_name(args.driver_name)
@@ -101,6 +120,17 @@ def run(args: argparse.Namespace) -> int:
                     "render one with --node NAME --node-labels K=V",
                     file=sys.stderr,
                 )
+    if args.plugin == COMPUTE_DOMAINS:
+        cd_docs = render_compute_domains(
+            inv,
+            driver=args.driver_name,
+            node=args.node,
+            labels=labels,
+            node_uid=args.node_uid,
+            release=release,
+        )
+        sys.stdout.write(to_yaml(cd_docs))
+        return 0
     docs = render_documents(
         inv,
         driver=args.driver_name,
@@ -161,6 +191,32 @@ def render_documents(
             release=release,
             server_version=server_version,
             consumable_shares=consumable_shares,
+        )
+    return docs
+
+
+def render_compute_domains(
+    inv: Inventory,
+    *,
+    driver: str,
+    node: str | None = None,
+    labels: dict[str, str] | None = None,
+    node_uid: str | None = None,
+    release: DriverRelease | None = None,
+) -> list[dict[str, Any]]:
+    """compute-domain.nvidia.com's DeviceClasses, then the slice of `node` (or of every named node)."""
+    from fakeplugin.drivers.computedomain import deviceclasses, slices
+
+    release = release or releases.get(inv.driver_release)
+    names = [node] if node else [name for entry in inv.nodes for name in entry.node_names()]
+    docs = deviceclasses.device_classes(driver)
+    for name in names:
+        entry = inv.node_entry(name, labels)
+        if entry is None:
+            raise ValueError(f'{inv.source}: no entry for node "{name}": not named, and no selector matches')
+        uid = node_uid if node_uid and name == node else stand_in_node_uid(name)
+        docs += slices.node_slices(
+            name, node_uid=uid, driver=driver, release=release, publishes=entry.gpu_count > 0
         )
     return docs
 

@@ -8,7 +8,15 @@ import logging
 import threading
 from pathlib import Path
 
-from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
+from fakeplugin.commands import (
+    COMPUTE_DOMAINS,
+    emulated,
+    emulation_flags,
+    flag,
+    inventory_flag,
+    plugin_driver_name,
+    plugin_flag,
+)
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
 from fakeplugin.server import metrics
 from fakeplugin.server.app import KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
@@ -25,11 +33,20 @@ what it does:
      the fakeplugin.dev/device-faults annotation (`fakeplugin fault node`): taints, health
   4. answers NodePrepareResources with CDI specs in --cdi-root, checkpointed in the plugins dir
 
+--plugin picks which of NVIDIA's two kubelet plugins this is (the chart runs both on a GPU node):
+  gpus             gpu.nvidia.com: the node's GPUs, MIG devices, opaque GpuConfig/MigDeviceConfig
+  compute-domains  compute-domain.nvidia.com: devices channel-0 and daemon-0; a channel claim labels
+                   the node resource.nvidia.com/computeDomain=<cdUID>, waits (retryable error) until
+                   this node is Ready in the domain's ComputeDomainClique in --namespace, then gets
+                   /dev/nvidia-caps-imex-channels/channel0 (the inventory's nodes[].fabric: its clique)
+
 examples:
   NODE_NAME=gpu-node-1 fakeplugin serve --inventory /etc/fakeplugin/inventory.yaml
   fakeplugin -v 6 serve --inventory inv.yaml --node-name n1 --kubeconfig ~/.kube/config \\
       --kubelet-registrar-directory-path /tmp/kl/plugins_registry \\
       --kubelet-plugins-directory-path /tmp/kl/plugins --cdi-root /tmp/kl/cdi
+  NODE_NAME=gb200-rack-a-0 NAMESPACE=nvidia-dra-driver-gpu fakeplugin serve --plugin compute-domains \\
+      --inventory /etc/fakeplugin/inventory.yaml
 """
 
 
@@ -44,8 +61,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     inventory_flag(p, "inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)")
     flag(p, "--node-name", env="NODE_NAME", metavar="NAME", help="this node's name")
+    plugin_flag(p)
     emulation_flags(
-        p, driver_name_help="DRA driver name; change it to run beside NVIDIA's real driver", device_nodes=True
+        p,
+        driver_name_help="DRA driver name (compute-domain.nvidia.com with --plugin compute-domains); change "
+        "it to run beside NVIDIA's real driver",
+        device_nodes=True,
+    )
+    flag(
+        p,
+        "--namespace",
+        env="NAMESPACE",
+        default="default",
+        metavar="NS",
+        help="the driver's namespace (compute-domains: where the controller keeps ComputeDomainCliques)",
     )
     flag(
         p,
@@ -129,10 +158,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Healthy unless the node's fakeplugin.dev/device-faults says otherwise; pods then show it in "
         "allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
     )
+    flag(
+        p,
+        "--emulate-daemon",
+        env="EMULATE_DAEMON",
+        action="store_true",
+        help="compute-domains: do the ComputeDomain daemon's part when a daemon claim is prepared (clique "
+        "entry, Ready) and unprepared (entry removed), for runtimes that run no container",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.kube import Kube, new_api_client
     from fakeplugin.publish.node import InventoryFile
@@ -147,12 +185,24 @@ def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise ValueError("--node-name (or NODE_NAME) is required")
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
+    args.driver_name = plugin_driver_name(args)
     emulation = emulated(args, inventory.inventory.driver_release)
     log.info("fakeplugin for node %s: %s", args.node_name, emulation.describe())
     threads = ServerSettings.threads
     # A connection per claim thread, plus the publisher's watch and its writes, plus the node watch.
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + 3))
-    driver = GpuDriver(emulation, boot_id_file=Path(args.boot_id_file))
+    boot_id_file = Path(args.boot_id_file)
+    driver: GpuDriver | ComputeDomainDriver = (
+        ComputeDomainDriver(
+            emulation,
+            kube,
+            namespace=args.namespace,
+            boot_id_file=boot_id_file,
+            emulate_daemon=args.emulate_daemon,
+        )
+        if args.plugin == COMPUTE_DOMAINS
+        else GpuDriver(emulation, boot_id_file=boot_id_file)
+    )
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),
         plugin_dir=Path(args.kubelet_plugins_directory_path) / args.driver_name,

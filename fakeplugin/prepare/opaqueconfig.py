@@ -46,10 +46,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakeplugin import quantity, releases
+from fakeplugin.computedomain.api import API_VERSION
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.releases import DriverRelease
 
-GROUP_VERSION = "resource.nvidia.com/v1beta1"
+GROUP_VERSION = API_VERSION  # resource.nvidia.com/v1beta1, the ComputeDomain kinds' too
 GPU_CONFIG = "GpuConfig"
 MIG_DEVICE_CONFIG = "MigDeviceConfig"
 VFIO_DEVICE_CONFIG = "VfioDeviceConfig"

@@ -30,6 +30,8 @@ Fields:
 | `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or kwok-simulated (false) |
 | `nodes[].numaNodes` | integer 1..16 | 1 + top `numaNode` | NUMA nodes of each node; absent: unknown [8] |
 | `nodes[].cpus` | integer | 16 per GPU | logical CPUs, split evenly over the NUMA nodes in blocks [8] |
+| `nodes[].fabric.clique` | integer >= 0 | absent: no fabric | NVLink clique of its GPUs (NVML cliqueId) [9] |
+| `nodes[].fabric.clusterUUID` | UUID | derived | NVML ClusterUUID; the all-zero UUID means no fabric [9] |
 | `nodes[].gpus[]` | list | `[]` | the GPUs, minors 0..n-1 in this order; empty or absent: a plain worker |
 | `nodes[].gpus[].profile` | string | required | GPU model, one of `fakeplugin profiles` |
 | `nodes[].gpus[].count` | integer >= 1 | 1 | how many GPUs this entry describes |
@@ -68,6 +70,13 @@ Fields:
     `i*c .. (i+1)*c - 1`, c = cpus / numaNodes (real dual-socket hosts with SMT interleave their
     siblings, 0-55,112-167: not modelled).
 
+[9] What NVML's GPU fabric info reports for every GPU of the node (a GB200/GB300 NVL72 compute tray): the
+    compute-domain driver's clique ID is `<clusterUUID>.<clique>` (fakeplugin.drivers.computedomain).
+    Without `clusterUUID` every entry shares one fixed UUID (`DEFAULT_CLUSTER_UUID`), so the entries of
+    one rack need only the same `clique`. A clique holds at most 18 nodes (NVIDIA's controller flag
+    --max-nodes-per-imex-domain), counted over the file with replicas; fabric needs GPUs and named nodes
+    (name or namePrefix: a selector's nodes cannot be counted).
+
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
 
@@ -81,6 +90,7 @@ number of devices, however large the numbers in it.
 from __future__ import annotations
 
 import re
+import uuid as uuidlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +114,7 @@ _DRIVER_VERSION = re.compile(r"^\d{1,5}\.\d{1,5}(\.\d{1,5})?$")
 _CUDA_VERSION = re.compile(r"^\d{1,5}\.\d{1,5}$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_CLUSTER_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 _UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 _PCI = re.compile(r"^(?:0000)?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])$", re.IGNORECASE)
 # The quantities a memory total is written as (NVML's MiB, kubectl's Gi): whole, binary, up to Ti.
@@ -121,6 +132,11 @@ MAX_LABELS = 64  # per labels/matchLabels map; a selector needs a few, a GPU nod
 MAX_GPU_MEMORY = 1 << 40  # 1 TiB; the largest GPU memory today is 288 GB (B300)
 MAX_NUMA_NODES = 16  # 8 sockets, or 2 sockets split 4 ways (AMD NPS4, Intel SNC-4), twice over
 MAX_CPUS = 4096  # Linux's default NR_CPUS on x86_64 (8192 with MAXSMP); the largest hosts have ~3840
+MAX_CLIQUE = 2**32 - 1  # NVML's nvmlGpuFabricInfo_t.cliqueId is an unsigned int
+MAX_NODES_PER_CLIQUE = 18  # NVIDIA's compute-domain controller --max-nodes-per-imex-domain default (NVL72)
+# The clusterUUID of entries that name none: fixed, so every such entry is in one NVLink cluster.
+DEFAULT_CLUSTER_UUID = str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, "nvlink-cluster.fakeplugin.dev"))
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"  # what a GPU outside a multi-node fabric reports
 CPUS_PER_GPU = 16  # default cpus: both H200 captures are VMs with 16 vCPUs per GPU (0-15, 0-31)
 LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)
 
@@ -154,6 +170,19 @@ class GpuEntry:
 
 
 @dataclass(frozen=True)
+class Fabric:
+    """A node's NVLink fabric as NVML reports it for each of its GPUs."""
+
+    clique: int
+    cluster_uuid: str  # lower-case
+
+    @property
+    def clique_id(self) -> str:
+        """NVIDIA's clique ID `<clusterUUID>.<clique>`; "" for the zero cluster UUID (no fabric)."""
+        return "" if self.cluster_uuid == ZERO_UUID else f"{self.cluster_uuid}.{self.clique}"
+
+
+@dataclass(frozen=True)
 class NodeEntry:
     """One `nodes[]` entry: a node by name, `replicas` nodes by name prefix, or every node matching a
     label selector."""
@@ -168,6 +197,12 @@ class NodeEntry:
     replicas: int = 1  # nodes of a name_prefix entry
     numa_nodes: int | None = None  # None: NUMA unknown (sysfs numa_node -1, a VM)
     cpus: int = CPUS_PER_GPU  # a multiple of numa_nodes
+    fabric: Fabric | None = None
+
+    @property
+    def clique_id(self) -> str:
+        """The clique ID of every node of the entry (`<clusterUUID>.<clique>`); "" without a fabric."""
+        return self.fabric.clique_id if self.fabric else ""
 
     @property
     def gpu_count(self) -> int:
@@ -272,6 +307,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     if gpus > MAX_GPUS:
         p.add("nodes", f"{gpus} GPUs in all; at most {MAX_GPUS} ({MAX_NODES} nodes of 16 GPUs)")
     _check_unique(p, [n for n in nodes if n is not None])
+    _check_cliques(p, [n for n in nodes if n is not None])
     if not p.ok:
         raise InventoryError(p.lines)
     return Inventory(
@@ -347,6 +383,7 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
             "gpus",
             "numaNodes",
             "cpus",
+            "fabric",
         ),
     )
     if m is None:
@@ -381,6 +418,7 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
             if gpu.uuid is not None:
                 p.add(join(gpu.path, "uuid"), f"a fixed UUID names one GPU; this entry has {replicas} nodes")
     numa_nodes, cpus = _numa(p, m, path, entries)
+    fabric = _fabric(p, m, path, entries) if "fabric" in m else None
     return NodeEntry(
         name=name,
         match_labels=match_labels,
@@ -392,7 +430,45 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         replicas=replicas,
         numa_nodes=numa_nodes,
         cpus=cpus,
+        fabric=fabric,
     )
+
+
+def _fabric(p: Problems, m: dict[str, Any], path: str, gpus: tuple[GpuEntry, ...]) -> Fabric | None:
+    """`fabric: {clique, clusterUUID}`: only on entries that name their nodes and have GPUs."""
+    where = join(path, "fabric")
+    f = p.mapping(m["fabric"], where, required=("clique",), optional=("clusterUUID",))
+    if f is None:
+        return None
+    clique = p.integer(f, "clique", where, minimum=0, maximum=MAX_CLIQUE, why="NVML's cliqueId is 32 bits")
+    cluster = DEFAULT_CLUSTER_UUID
+    if "clusterUUID" in f:
+        given = _pattern(
+            p, f, "clusterUUID", where, _CLUSTER_UUID, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hex)"
+        )
+        cluster = given.lower() if given else cluster
+    if "selector" in m:
+        p.add(where, "needs nodes by name or namePrefix: a selector's nodes cannot be counted into a clique")
+    if not any(g.count for g in gpus):
+        p.add(where, "needs gpus: the clique is what NVML reports for the node's GPUs")
+    return None if clique is None else Fabric(clique, cluster)
+
+
+def _check_cliques(p: Problems, nodes: list[NodeEntry]) -> None:
+    """At most MAX_NODES_PER_CLIQUE nodes (replicas counted) share one clique ID in the file."""
+    members: dict[str, list[NodeEntry]] = {}
+    for node in nodes:
+        if node.clique_id:
+            members.setdefault(node.clique_id, []).append(node)
+    for clique_id, entries in members.items():
+        total = sum(e.replicas for e in entries)
+        if total > MAX_NODES_PER_CLIQUE:
+            listed = ", ".join(f"{e.path} ({e.replicas})" for e in entries)
+            p.add(
+                "nodes",
+                f"clique {clique_id} has {total} nodes: {listed}; at most {MAX_NODES_PER_CLIQUE} nodes share "
+                "one clique (NVIDIA's --max-nodes-per-imex-domain; an NVL72 rack has 18 compute trays)",
+            )
 
 
 def _numa(p: Problems, m: dict[str, Any], path: str, gpus: tuple[GpuEntry, ...]) -> tuple[int | None, int]:

@@ -22,12 +22,13 @@ class Source:
     path: str  # a collection, e.g. /api/v1/nodes
     name: str = ""  # only this object of it
     field_selector: str = ""
+    label_selector: str = ""
 
     def list(self, kube: Kube) -> tuple[list[Obj], str]:
         if self.name:
             obj = kube.get(f"{self.path}/{self.name}")
             return [obj], obj["metadata"]["resourceVersion"]
-        return kube.list(self.path, field_selector=self.field_selector)
+        return kube.list(self.path, field_selector=self.field_selector, label_selector=self.label_selector)
 
     @property
     def watch_selector(self) -> str:
@@ -55,6 +56,7 @@ def list_and_watch(
             resource_version=version,
             timeout_seconds=WATCH_SECONDS,
             field_selector=source.watch_selector,
+            label_selector=source.label_selector,
         ):
             if stop.is_set():
                 return

@@ -24,7 +24,9 @@ SEARCH_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 @dataclass(frozen=True)
 class ContainerView:
     """What a container received: `env` (name → value), `cdi_devices` (fully qualified CDI device IDs),
-    `mounts` (dicts with at least `destination` and `source`); `run` runs a command as it would see it."""
+    `mounts` (dicts with at least `destination` and `source`); `run` runs a command as it would see it;
+    `device_nodes`: the paths of the device nodes its CDI devices add (a local cluster's record; empty from a
+    real cluster, where the runtime's own /dev entries cannot be told apart)."""
 
     namespace: str
     pod: str
@@ -33,6 +35,7 @@ class ContainerView:
     cdi_devices: list[str]
     mounts: list[dict[str, Any]]
     _runner: Runner = field(repr=False, compare=False)
+    device_nodes: list[str] = field(default_factory=list)
 
     @property
     def gpus(self) -> dict[str, str]:
@@ -76,6 +79,7 @@ def local_view(cluster: Any, namespace: str, pod: str, container: str) -> Contai
         list(record.get("cdiDevices") or []),
         mounts,
         run,
+        [d["path"] for d in record.get("deviceNodes") or []],
     )
 
 

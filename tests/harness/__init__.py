@@ -11,6 +11,8 @@ Unit and contract tests (tests/*.py):
 - nvidia_smi: the fake nvidia-smi in a container view made from real CDI specs; the real tool's capture.
 - smi_shells: the shell/awk pairs the fake nvidia-smi runs under (dash+mawk, busybox, gawk --posix).
 - inventory: one node's devices from inventory GPU entries (MIG layouts, shares).
+- computedomain: compute-domain.nvidia.com's test names, a fabric inventory, claims and configs, and `Api`
+  (the plugin's API calls answered from dicts).
 - golden: `check_golden` against tests/golden/.
 - cli: fakeplugin's commands as a subprocess (`render_cli`).
 - paths: the repository's files (`REPO`, `EXAMPLES`, `SEED_LAB`).

@@ -1,0 +1,103 @@
+"""The ComputeDomain side of a local cluster whose inventory has nodes with a `fabric`, deployed as NVIDIA's
+chart deploys it with `resources.computeDomains.enabled` (fakeplugin.computedomain, docs/compute-domains.md):
+the two CRDs, the two DeviceClasses, the driver namespace with the daemon pods' ServiceAccount, the
+controller (`compute-domain-controller`, process `cd-controller`), and on each kubelet node with a fabric
+the compute-domain.nvidia.com kubelet plugin beside the GPU plugin (process `cd-plugin/<node>`), with
+`--emulate-daemon`: the fake CRI runs no daemon container, so the plugin does the daemon's part.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import fakeplugin
+from fakeplugin.cluster import components
+from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.state import ClusterNode, StateStore
+from fakeplugin.cluster.supervisor import Supervisor
+from fakeplugin.computedomain import api
+from fakeplugin.computedomain.controller.objects import DAEMON_SERVICE_ACCOUNT
+from fakeplugin.drivers.computedomain.deviceclasses import device_classes
+from fakeplugin.publish.inventory import Inventory
+from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
+
+log = logging.getLogger("fakeplugin.cluster")
+
+NAMESPACE = "nvidia-dra-driver-gpu"  # the driver namespace NVIDIA's docs install the chart into
+CONTROLLER = "cd-controller"
+PLUGIN_PREFIX = "cd-plugin/"
+
+
+def fabric_nodes(inventory: Inventory, nodes: list[ClusterNode]) -> list[ClusterNode]:
+    """The nodes whose inventory entry has a fabric (a clique ID)."""
+    return [n for n in nodes if (e := inventory.node_entry(n.name, n.labels)) and e.clique_id]
+
+
+class ComputeDomains:
+    def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
+        self._store, self._processes, self._kubectl = store, processes, kubectl
+
+    def start(self, inventory: Inventory, kubelet_nodes: list[ClusterNode]) -> None:
+        """CRDs, classes, namespace, controller and the nodes' plugins; returns once every fabric kubelet
+        node's plugin has published its slice."""
+        crds = api.crds()
+        self._kubectl.send("apply", crds)
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            self._kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        account = {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": DAEMON_SERVICE_ACCOUNT, "namespace": NAMESPACE},
+        }
+        self._kubectl.send("apply", [namespace])
+        self._kubectl.send("apply", [account, *device_classes()])
+        log.info(
+            "ComputeDomain CRDs, DeviceClasses and namespace %s created (as NVIDIA's chart does)", NAMESPACE
+        )
+        env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
+        layout = self._store.layout
+        controller = [sys.executable, "-m", "fakeplugin", "compute-domain-controller"]
+        controller += [
+            f"--kubeconfig={layout.kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            f"--pod-name={CONTROLLER}",
+        ]
+        self._processes.launch(CONTROLLER, [controller], env=env)
+        nodes = fabric_nodes(inventory, kubelet_nodes)
+        state = self._store.require()
+        for node in nodes:
+            # The GPU plugin's extra flags (state.plugin_args) are not this plugin's.
+            argv = components.plugin_argv(
+                sys.executable, Path(state.inventory), layout, self._store.dirs(node)
+            )
+            argv += ["--plugin=compute-domains", f"--namespace={NAMESPACE}", "--emulate-daemon"]
+            self._processes.launch(f"{PLUGIN_PREFIX}{node.name}", [argv], env=env)
+        expected = {n.name for n in nodes}
+
+        def published() -> bool:
+            slices = self._kubectl.items("resourceslices") or []
+            return expected <= {
+                s["spec"].get("nodeName") for s in slices if s["spec"]["driver"] == api.DRIVER_NAME
+            }
+
+        if not expected:
+            return
+        watch = self._processes.records(PLUGIN_PREFIX, CONTROLLER)
+        self._processes.wait(
+            f"the {api.DRIVER_NAME} slices of {', '.join(sorted(expected))}", published, watch
+        )
+        for node in nodes:  # as the GPU plugins: a pod placed before registration waits for the next pod sync
+            calls = self._store.dirs(node).plugins_dir / api.DRIVER_NAME / CALL_LOG_NAME
+
+            def registered(calls: Path = calls) -> bool:
+                records = read_calls(calls, method="NotifyRegistrationStatus")
+                return any(r.get("registered") and r.get("result") == "ok" for r in records)
+
+            self._processes.wait(
+                f"the kubelet of {node.name} to register {api.DRIVER_NAME}", registered, watch
+            )

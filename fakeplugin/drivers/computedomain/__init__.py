@@ -1,0 +1,14 @@
+"""compute-domain.nvidia.com: the kubelet plugin of NVIDIA's ComputeDomains (multi-node NVLink, IMEX),
+the second driver of NVIDIA's DRA driver repository (`cmd/compute-domain-kubelet-plugin/`), on the runtime.
+
+Pure: `slices` (the two devices a node publishes), `deviceclasses` (the chart's classes), `opaqueconfig`
+(ComputeDomainChannelConfig, ComputeDomainDaemonConfig), `cdi` (a claim's edits and spec), `checkpoint`'s
+format. At the edges: `domains` (the ComputeDomain API calls and node label), `devices` (a claim's groups
+prepared: the domain directory), `preparer` (checkpoint state machine, CDI files), `plugin` (Driver and
+NodePlugin). docs/compute-domains.md says what is emulated and from which source.
+"""
+
+from fakeplugin.computedomain.api import DRIVER_NAME
+from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver, ComputeDomainNode
+
+__all__ = ["DRIVER_NAME", "ComputeDomainDriver", "ComputeDomainNode"]

@@ -1,0 +1,183 @@
+"""compute-domain.nvidia.com on the runtime: `ComputeDomainDriver` (runtime.driver.Driver) and its
+`ComputeDomainNode` (NodePlugin) over the slices, the domain manager and the Preparer.
+
+The node's inventory entry says whether the plugin runs there (GPUs) and its clique ID; both are read
+afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from fakeplugin.computedomain.daemon import not_ready_fault
+from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
+from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
+from fakeplugin.drivers.computedomain.preparer import Preparer
+from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
+from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare.checkpoint import read_boot_id
+from fakeplugin.publish.inventory import NodeEntry
+from fakeplugin.publish.node import InventoryFile
+from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
+from fakeplugin.runtime.emulation import Emulation
+
+DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
+
+
+class ComputeDomainDriver:
+    """`api`: the driver's own API client (ComputeDomains, cliques, node labels: fakeplugin.kube.Kube);
+    `namespace`: the driver's, where the controller keeps the ComputeDomainCliques; `emulate_daemon`: the
+    plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon)."""
+
+    def __init__(
+        self,
+        emulation: Emulation,
+        api: DomainApi,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
+        emulate_daemon: bool = False,
+    ) -> None:
+        self.emulation = emulation
+        self.api = api
+        self.namespace = namespace
+        self.boot_id_file = boot_id_file
+        self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
+
+    @property
+    def name(self) -> str:
+        return self.emulation.driver_name
+
+    def node(
+        self,
+        node_name: str,
+        inventory: InventoryFile,
+        *,
+        dirs: NodeDirs,
+        get_claim: GetClaim,
+        quiet: bool = False,
+    ) -> ComputeDomainNode:
+        return ComputeDomainNode(self, node_name, inventory, dirs=dirs, get_claim=get_claim)
+
+
+class ComputeDomainNode:
+    """runtime.driver.NodePlugin of compute-domain.nvidia.com."""
+
+    def __init__(
+        self,
+        driver: ComputeDomainDriver,
+        node_name: str,
+        inventory: InventoryFile,
+        *,
+        dirs: NodeDirs,
+        get_claim: GetClaim,
+    ) -> None:
+        self._driver = driver
+        self._node = node_name
+        self._inventory = inventory
+        self._dirs = dirs
+        self._get_claim = get_claim
+        self._labels: dict[str, str] = {}
+        self._uid = ""
+        self._node_obj: Obj = {}
+        self._daemons = (
+            EmulatedDaemons(
+                driver.api,  # type: ignore[arg-type]  # a Kube when emulating (serve)
+                node_name=node_name,
+                namespace=driver.namespace,
+                node=lambda: self._node_obj,
+                clique_id=self.clique_id,
+            )
+            if driver.emulate_daemon
+            else None
+        )
+        self._entry = self._lookup()
+        self._opening = threading.Lock()
+        self._preparer: Preparer | None = None
+
+    @property
+    def node_name(self) -> str:
+        return self._node
+
+    @property
+    def devices(self) -> Collection[str]:
+        return (device_name(CHANNEL), device_name(DAEMON)) if self._publishes() else ()
+
+    def clique_id(self) -> str:
+        """`<clusterUUID>.<clique>` of the node's entry; "" without a fabric (or an entry)."""
+        entry = self._entry
+        return entry.clique_id if entry else ""
+
+    def set_node(self, node: Obj) -> bool:
+        meta = node["metadata"]
+        before = (self._uid, self._entry)
+        fault_before = not_ready_fault(self._node_obj)
+        self._node_obj = node
+        if self._daemons and not_ready_fault(node) != fault_before:
+            self._daemons.node_changed()
+        self._labels, self._uid = dict(meta.get("labels") or {}), meta["uid"]
+        self._entry = self._lookup()
+        return before != (self._uid, self._entry)
+
+    def refresh(self) -> bool:
+        before = self._entry
+        self._entry = self._lookup()
+        return before != self._entry
+
+    def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
+        e = self._driver.emulation
+        return node_slices(
+            self._node,
+            node_uid=self._uid,
+            driver=e.driver_name,
+            release=e.release,
+            publishes=self._publishes(),
+        )
+
+    def health_of(self, device: str) -> tuple[bool, str] | None:
+        return None  # no device faults for channels and daemons
+
+    def open(self) -> None:
+        self._open()
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        return self._open().prepare(claims)
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        return self._open().unprepare(claims)
+
+    def prepared_claims(self) -> list[ClaimRef]:
+        return self._open().prepared_claims()
+
+    def _lookup(self) -> NodeEntry | None:
+        return self._inventory.inventory.node_entry(self._node, self._labels)
+
+    def _publishes(self) -> bool:
+        return bool(self._entry and self._entry.gpu_count)
+
+    def _open(self) -> Preparer:
+        with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
+            if self._preparer is None:
+                d, e = self._driver, self._driver.emulation
+                domains = DomainManager(
+                    d.api,
+                    node_name=self._node,
+                    namespace=d.namespace,
+                    clique_id=self.clique_id,
+                    cliques_gate=e.feature_gates.get("ComputeDomainCliques", True),
+                )
+                preparer = Preparer(
+                    driver_name=e.driver_name,
+                    node_name=self._node,
+                    get_claim=self._get_claim,
+                    domains=domains,
+                    cdi_root=self._dirs.cdi_root,
+                    plugin_dir=self._dirs.plugin_dir,
+                    boot_id=read_boot_id(d.boot_id_file),
+                    daemons=self._daemons,
+                )
+                preparer.open()
+                self._preparer = preparer
+            return self._preparer

@@ -1,0 +1,48 @@
+"""What compute-domain.nvidia.com's kubelet plugin publishes on a node (pure).
+
+One pool named after the node, one slice, exactly two devices and no capacity (`cmd/compute-domain-
+kubelet-plugin/deviceinfo.go` GetDevice; `driver.go` computeDomainPublishedDevices): the plugin knows
+2048 IMEX channels (`nvlib.go` getImexChannelCount) but publishes only channel 0, and one daemon device.
+Every claim for `channel-0` is a claim for "the ComputeDomain's channel on this node"; which channels the
+container gets is the opaque config's allocationMode (fakeplugin.drivers.computedomain.cdi).
+
+Upstream builds the list from a Go map, so the order of the two devices varies between its restarts [U];
+ours is fixed: channel, then daemon. The slice's name and pool fields come from the same resourceslice
+controller as gpu.nvidia.com's (fakeplugin.publish.slices.resource_slices, per release).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fakeplugin.publish.slices import resource_slices
+from fakeplugin.releases import DriverRelease
+
+CHANNEL = "channel"  # ComputeDomainChannelType (types.go)
+DAEMON = "daemon"  # ComputeDomainDaemonType
+MAX_CHANNELS = 2048  # nvlib.go getImexChannelCount: fixed, not read from /proc/driver/nvidia/params
+
+
+def device_name(device_type: str, device_id: int = 0) -> str:
+    """`channel-0`, `daemon-0` (CanonicalName: `<type>-<id>`)."""
+    return f"{device_type}-{device_id}"
+
+
+def published_devices() -> list[dict[str, Any]]:
+    """The two devices, in API shape: attributes `type` (string) and `id` (int), nothing else."""
+    return [
+        {"name": device_name(t), "attributes": {"type": {"string": t}, "id": {"int": 0}}}
+        for t in (CHANNEL, DAEMON)
+    ]
+
+
+def node_slices(
+    node_name: str, *, node_uid: str, driver: str, release: DriverRelease, publishes: bool
+) -> list[dict[str, Any]]:
+    """The node's pool; empty when the node does not run the plugin (`publishes`: its inventory entry has
+    GPUs, where NVIDIA's chart schedules the plugin)."""
+    if not publishes:
+        return []
+    return resource_slices(
+        published_devices(), driver=driver, node_name=node_name, node_uid=node_uid, release=release
+    )
