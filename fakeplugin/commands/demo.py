@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     state.mkdir(parents=True, exist_ok=True)
     lab = state.parent / f"{state.name}-inventory.yaml"
     lab.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    cluster = Cluster.up(lab, state, simulated_nodes=3, build=True, kubernetes_version=args.kubernetes_version)
+    cluster = Cluster.up(
+        lab, state, simulated_nodes=3, build=True, kubernetes_version=args.kubernetes_version
+    )
     try:
         show_lab(cluster)
         cluster.kubectl("create", "namespace", NAMESPACE)

@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fakeplugin import quantity, releases
+from fakeplugin import quantity, releases, scheme
 from fakeplugin.computedomain.api import API_VERSION
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.releases import DriverRelease
@@ -228,8 +228,7 @@ def _our_results(allocation: Mapping[str, Any], driver_name: str, pool_name: str
     ]
 
 
-class _DecodeError(Exception):
-    """What the Kubernetes JSON serializer (strict) reports for one parameters object."""
+_DecodeError = scheme.DecodeError
 
 
 @dataclass(frozen=True)
@@ -293,33 +292,9 @@ _INT64 = range(-(2**63), 2**63)
 def decode(parameters: Any, release: DriverRelease | None = None) -> tuple[str, dict[str, Any]]:
     """(kind, parameters without apiVersion/kind and nulls), decoded as upstream's strict decoder of
     `release` (default: the default release) does."""
-    raw = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
-    if not isinstance(parameters, Mapping):
-        raise _DecodeError(
-            f"couldn't get version/kind; json parse error: json: cannot unmarshal {_json_type(parameters)} "
-            'into Go value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
-            'Kind string "json:\\"kind,omitempty\\"" }'
-        )
-    for key in ("apiVersion", "kind"):
-        value = parameters.get(key)
-        if value is not None and not isinstance(value, str):
-            raise _DecodeError(
-                f"couldn't get version/kind; json parse error: json: cannot unmarshal {_json_type(value)} "
-                f"into Go struct field .{key} of type string"
-            )
-    api_version, kind = parameters.get("apiVersion") or "", parameters.get("kind") or ""
-    if api_version.count("/") > 1:
-        raise _DecodeError(f"unexpected GroupVersion string: {api_version}")
-    group, _, version = api_version.rpartition("/")
-    if not kind:
-        raise _DecodeError(f"Object 'Kind' is missing in '{raw}'")
-    if not version:
-        raise _DecodeError(f"Object 'apiVersion' is missing in '{raw}'")
-    if api_version != GROUP_VERSION or kind not in KINDS:
-        gv = f"{group}/{version}" if group else version
-        raise _DecodeError(
-            f"no kind {_q(kind)} is registered for version {_q(gv)} in scheme {_q(SCHEME_NAME)}"
-        )
+    group, version, kind = scheme.type_meta(parameters)
+    if f"{group}/{version}" != GROUP_VERSION or kind not in KINDS:
+        raise scheme.not_registered(group, version, kind, SCHEME_NAME)
     struct = KINDS[kind]
     if kind == VFIO_DEVICE_CONFIG and not (release or releases.get(None)).vfio_iommu_config:
         struct = _VFIO_25_12
@@ -367,7 +342,7 @@ class _Walk:
         if _json_fits(value, field.json_type):
             return value
         if not self.type_error:
-            shown = _json_type(value)
+            shown = scheme.json_type(value)
             if shown == "number" and field.json_type == "int":
                 shown = f"number {value}"
             self.type_error = (
@@ -385,16 +360,6 @@ def _json_fits(value: Any, json_type: str) -> bool:
     if json_type == "int":
         return isinstance(value, int) and not isinstance(value, bool) and value in _INT64
     return False
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def quantity_bytes(value: Any) -> int:

@@ -23,11 +23,11 @@ checking their fields [U: upstream strict-decodes them too, so their unknown fie
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fakeplugin import scheme
 from fakeplugin.computedomain.api import (
     ALLOCATION_ALL,
     API_VERSION,
@@ -139,7 +139,7 @@ def _decoded_configs(
             continue  # a request may be satisfiable by several drivers: theirs are not ours to read
         try:
             config = decode(opaque.get("parameters"), strict=strict)
-        except ValueError as e:
+        except scheme.DecodeError as e:
             raise OpaqueConfigError(f"{where}error decoding config parameters: {e}", permanent=True) from None
         decoded.append((tuple(entry.get("requests") or ()), config))
     return decoded
@@ -147,30 +147,10 @@ def _decoded_configs(
 
 def decode(parameters: Any, *, strict: bool = True) -> DomainConfig:
     """One config as the Kubernetes JSON serializer of NVIDIA's scheme decodes it (StrictDecoder, or
-    NonstrictDecoder: unknown fields dropped); ValueError with the serializer's text."""
-    raw = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
-    if not isinstance(parameters, Mapping):
-        raise ValueError(
-            f"couldn't get version/kind; json parse error: json: cannot unmarshal {_json_type(parameters)} "
-            'into Go value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
-            'Kind string "json:\\"kind,omitempty\\"" }'
-        )
-    for key in ("apiVersion", "kind"):
-        value = parameters.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ValueError(
-                f"couldn't get version/kind; json parse error: json: cannot unmarshal {_json_type(value)} "
-                f"into Go struct field .{key} of type string"
-            )
-    api_version, kind = parameters.get("apiVersion") or "", parameters.get("kind") or ""
-    if not kind:
-        raise ValueError(f"Object 'Kind' is missing in '{raw}'")
-    if not api_version:
-        raise ValueError(f"Object 'apiVersion' is missing in '{raw}'")
-    if api_version != API_VERSION or (kind not in _FIELDS and kind not in _OTHER_KINDS):
-        raise ValueError(
-            f'no kind "{kind}" is registered for version "{api_version}" in scheme "{SCHEME_NAME}"'
-        )
+    NonstrictDecoder: unknown fields dropped); scheme.DecodeError with the serializer's text."""
+    group, version, kind = scheme.type_meta(parameters)
+    if f"{group}/{version}" != API_VERSION or (kind not in _FIELDS and kind not in _OTHER_KINDS):
+        raise scheme.not_registered(group, version, kind, SCHEME_NAME)
     if kind in _OTHER_KINDS:
         return DomainConfig(kind)
     fields = {"apiVersion", "kind", *_FIELDS[kind]}
@@ -178,24 +158,13 @@ def decode(parameters: Any, *, strict: bool = True) -> DomainConfig:
     type_error = ""
     for key, value in parameters.items():
         if key in fields and value is not None and not isinstance(value, str) and not type_error:
-            type_error = (
-                f"json: cannot unmarshal {_json_type(value)} into Go struct field {kind}.{key} of type string"
-            )
+            shown = scheme.json_type(value)
+            type_error = f"json: cannot unmarshal {shown} into Go struct field {kind}.{key} of type string"
         elif key in fields and isinstance(value, str):
             values[key] = value
     if type_error:
-        raise ValueError(type_error)
+        raise scheme.DecodeError(type_error)
     unknown = [f'unknown field "{k}"' for k in parameters if k not in fields]
     if unknown and strict:
-        raise ValueError("strict decoding error: " + ", ".join(unknown))
+        raise scheme.DecodeError("strict decoding error: " + ", ".join(unknown))
     return DomainConfig(kind, values.get("domainID", ""), values.get("allocationMode", ""))
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, Sequence) else "object"
