@@ -174,7 +174,7 @@ class SlicePublisher:
         node: str = "",
         writers: int = 1,
         resync_seconds: float = 30.0,
-        wake: threading.Event | None = None,
+        wake: threading.Event,
     ) -> None:
         self._kube = kube
         self._driver = driver
@@ -185,14 +185,11 @@ class SlicePublisher:
         self._resync = resync_seconds
         self._server_version: tuple[int, int] | None = None
         self._pool_log = logging.INFO if node else logging.DEBUG  # a fleet logs a summary at info
-        self.wake = wake or threading.Event()
-        self.synced = threading.Event()  # set after the first reconcile that wrote everything
+        self.wake = wake
 
     def run(self, stop: threading.Event) -> None:
         def cycle() -> None:
-            version = self.sync_once()
-            self.synced.set()
-            self._wait_for_change(version, stop)
+            self._wait_for_change(self.sync_once(), stop)
 
         retry.forever(cycle, stop=stop, what=f"publishing the ResourceSlices of {self._selector}")
 
