@@ -72,6 +72,23 @@ class CounterSet:
     memory_slices: int  # one counter per memory slice: memory-slice-0 .. memory-slice-<n-1>
 
 
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"  # the ClusterUUID of a GPU outside a multi-node fabric
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A GPU's multi-node NVLink fabric as NVML's GPU fabric info reports it once the GPU has registered
+    (state Completed, status Success): the inventory's `nodes[].fabric`, the same for every GPU of a node."""
+
+    clique: int  # NVML cliqueId
+    cluster_uuid: str  # NVML clusterUuid, lower-case
+
+    @property
+    def clique_id(self) -> str:
+        """NVIDIA's clique ID `<clusterUUID>.<clique>`; "" for the zero cluster UUID (no fabric)."""
+        return "" if self.cluster_uuid == ZERO_UUID else f"{self.cluster_uuid}.{self.clique}"
+
+
 @dataclass(frozen=True)
 class Board:
     """What nvidia-smi shows of the physical GPU beyond its slice attributes; fixed when the device is made.
@@ -91,6 +108,9 @@ class Board:
     # `topo -m` CPU and NUMA affinity: the CPUs of the GPU's NUMA node (every CPU when NUMA is unknown).
     cpu_affinity: str = "N/A"
     numa_affinity: str = "N/A"
+    # The node's multi-node NVLink fabric (`nvidia-smi -q` Fabric section, fabric.* query fields); None:
+    # none modelled, and the fake nvidia-smi prints no Fabric section.
+    fabric: Fabric | None = None
 
 
 @dataclass(frozen=True)

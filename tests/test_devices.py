@@ -124,3 +124,29 @@ def test_selector_entry_devices_depend_on_the_node_name() -> None:
     assert entry is not None
     w1, w2 = devices_for_node(inv, entry, "w1"), devices_for_node(inv, entry, "w2")
     assert w1[0].uuid != w2[0].uuid
+
+
+def test_the_fabric_of_a_node_reaches_every_gpu_and_its_mig_devices() -> None:
+    fabric = {"clique": 3, "clusterUUID": "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"}
+    inv = parse_inventory(
+        {
+            "driverVersion": "580.126.20",
+            "cudaDriverVersion": "13.0",
+            "nodes": [
+                {
+                    "name": "tray",
+                    "fabric": fabric,
+                    "gpus": [
+                        {"profile": "gb200", "count": 3},
+                        {"profile": "gb200", "mig": [{"profile": "1g.23gb"}]},
+                    ],
+                },
+                {"name": "hgx", "gpus": [{"profile": "h200", "count": 2}]},
+            ],
+        }
+    )
+    tray = devices_for_node(inv, inv.nodes[0], "tray")
+    assert [d.type for d in tray] == ["gpu"] * 3 + ["mig"]
+    assert {d.board.fabric for d in tray} == {inv.nodes[0].fabric}
+    assert inv.nodes[0].fabric is not None and inv.nodes[0].fabric.clique == 3
+    assert all(d.board.fabric is None for d in devices_for_node(inv, inv.nodes[1], "hgx"))

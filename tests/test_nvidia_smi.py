@@ -25,6 +25,7 @@ from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import parse_inventory
 from tests.harness import DRIVER
 from tests.harness.factories import H200, T10, numbered
+from tests.harness.golden import check_golden_text
 from tests.harness.nvidia_smi import (
     CAPTURES,
     captured,
@@ -467,3 +468,77 @@ def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
     assert preparer.unprepare([ref]) == {UUID_A: ""}
     assert not (plugin / "smi" / UUID_A).exists()
     assert script.exists() and program.exists()  # shared by every claim
+
+
+# ---- a multi-node NVLink fabric (the inventory's nodes[].fabric) --------------------------------------
+
+CLUSTER_UUID = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
+
+
+def gb200_tray(fabric: bool = True) -> list[GpuDevice]:
+    """The 4 GPUs of one GB200 NVL72 compute tray in clique 2 of CLUSTER_UUID (without `fabric`: none)."""
+    node: dict[str, object] = {"name": "gb200-rack-a-0", "gpus": [{"profile": "gb200", "count": 4}]}
+    if fabric:
+        node["fabric"] = {"clique": 2, "clusterUUID": CLUSTER_UUID.upper()}
+    inv = parse_inventory({"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [node]})
+    return devices_for_node(inv, inv.nodes[0], "gb200-rack-a-0")
+
+
+def tray_view(tmp_path: Path, devices: Sequence[GpuDevice]) -> Path:
+    spec = write_claim(tmp_path / "plugin", tmp_path / "cdi", UUID_A, devices)
+    return container_view(tmp_path / "ctr", [(spec, [d.name for d in devices])])
+
+
+def test_every_gpu_of_a_fabric_node_reports_its_clique(smi_shell: SmiShell, tmp_path: Path) -> None:
+    root = tray_view(tmp_path, gb200_tray())
+    lines = smi_lines(smi_shell, root, "-q")
+    fabric = [
+        "    Fabric",
+        "        State                                          : Completed",
+        "        Status                                         : Success",
+        "        CliqueId                                       : 2",
+        f"        ClusterUUID                                    : {CLUSTER_UUID}",
+        "        Health",
+    ]
+    starts = [i for i, line in enumerate(lines) if line == "    Fabric"]
+    assert len(starts) == 4
+    for i in starts:
+        assert lines[i : i + 6] == fabric
+        assert lines[i + 13] == "    Processes                                          : None"
+    # Keys and their order are the real report's (the H200 capture prints the same Fabric keys).
+    real = parse_q((CAPTURES / "smi_q.txt").read_text().splitlines())[1]
+    real_keys = iter(key for key, _ in real)
+    assert all(key in real_keys for key, _ in parse_q(lines)[1])
+    query = "--query-gpu=index,fabric.state,fabric.status,fabric.cliqueId,fabric.clusterUuid"
+    assert smi_lines(smi_shell, root, query, "--format=csv,noheader") == [
+        f"{i}, Completed, Success, 2, {CLUSTER_UUID}" for i in range(4)
+    ]
+    health = "--query-gpu=fabric.health.summary,fabric.health.bandwidth,fabric.health.route_unhealthy"
+    assert smi_lines(smi_shell, root, health + ",fabric.health.partition_assigned", "--format=csv") == [
+        "fabric.health.summary, fabric.health.bandwidth, fabric.health.route_unhealthy, "
+        "fabric.health.partition_assigned",
+        *["Healthy, Full, False, [N/A]"] * 4,
+    ]
+    # -d shows only its types: Fabric is none of them (580's -h lists no FABRIC type).
+    assert "    Fabric" not in smi_lines(smi_shell, root, "-q", "-d", "MEMORY,COMPUTE,ECC")
+
+
+def test_a_gpu_without_a_fabric_prints_no_fabric(smi_shell: SmiShell, tmp_path: Path) -> None:
+    devices = gb200_tray(fabric=False)
+    assert all(d.board.fabric is None for d in devices)
+    assert all("fabric" not in line for d in devices for line in smi.render_data(d).splitlines())
+    root = tray_view(tmp_path, devices)
+    assert "    Fabric" not in smi_lines(smi_shell, root, "-q")
+    assert (
+        smi_lines(smi_shell, root, "--query-gpu=fabric.state,fabric.cliqueId", "--format=csv,noheader")
+        == ["[N/A], [N/A]"] * 4
+    )
+
+
+def test_query_report_of_one_gb200_gpu_with_a_fabric_is_golden(smi_shell: SmiShell, tmp_path: Path) -> None:
+    """tests/golden/nvidia-smi-q-gb200-fabric.txt, the Timestamp masked; regenerate with UPDATE_GOLDEN=1."""
+    root = tray_view(tmp_path, gb200_tray()[:1])
+    lines = smi_lines(smi_shell, root, "-q")
+    assert lines[3].startswith("Timestamp ") and TIMESTAMP.fullmatch(lines[3].split(" : ", 1)[1])
+    lines[3] = lines[3].split(" : ", 1)[0] + " : <timestamp>"
+    check_golden_text("nvidia-smi-q-gb200-fabric.txt", "\n".join(lines) + "\n")

@@ -151,6 +151,7 @@ function csv_value(r, c) {
 		return with_unit(g[r, "power_limit_w"], " W")
 	if (c == "clocks.current.sm") return with_unit(val(r, "clocks_sm_mhz"), " MHz")
 	if (c == "clocks.max.sm") return with_unit(val(r, "clocks_max_sm_mhz"), " MHz")
+	if (c ~ /^fabric\./ && (r, "fabric_state") in g) return na(fabric_value(r, substr(c, 8)))
 	return "[N/A]"
 }
 
@@ -357,10 +358,42 @@ function readings(r) {
 	print "    GPU Power Readings"
 	kv(2, "Average Power Draw", watts_q(g[r, "power_draw_w"]))
 	kv(2, "Current Power Limit", watts_q(g[r, "power_limit_w"]))
+	if ((r, "fabric_state") in g) fabric(r)
 	kv(1, "Processes", "None")
 }
 
 function watts_q(v) { return v == "N/A" ? v : v " W" }
+
+# A GPU of a multi-node NVLink fabric (data files with fabric_* keys; none for other GPUs): what its fabric
+# info reports, field f of the fabric.* query fields (without "fabric."). The health of a registered
+# fabric is that of the real GB200 capture (NVIDIA/k8s-test-infra qx-gb200.xml, driver 580.173.02).
+function fabric_value(r, f) {
+	if (f == "state") return g[r, "fabric_state"]
+	if (f == "status") return g[r, "fabric_status"]
+	if (f == "cliqueId") return g[r, "fabric_clique_id"]
+	if (f == "clusterUuid") return g[r, "fabric_cluster_uuid"]
+	if (f == "health.summary") return "Healthy"
+	if (f == "health.bandwidth") return "Full"
+	if (f ~ /^health\.(route_recovery_in_progress|route_unhealthy|access_timeout_recovery)$/) return "False"
+	return "N/A" # health.incorrect_configuration, health.partition_assigned
+}
+
+# `-q`: the Fabric section, as the real report prints it after the clocks, before Processes.
+function fabric(r) {
+	print "    Fabric"
+	kv(2, "State", fabric_value(r, "state"))
+	kv(2, "Status", fabric_value(r, "status"))
+	kv(2, "CliqueId", fabric_value(r, "cliqueId"))
+	kv(2, "ClusterUUID", fabric_value(r, "clusterUuid"))
+	print "        Health"
+	kv(3, "Summary", fabric_value(r, "health.summary"))
+	kv(3, "Bandwidth", fabric_value(r, "health.bandwidth"))
+	kv(3, "Route Recovery in progress", fabric_value(r, "health.route_recovery_in_progress"))
+	kv(3, "Route Unhealthy", fabric_value(r, "health.route_unhealthy"))
+	kv(3, "Access Timeout Recovery", fabric_value(r, "health.access_timeout_recovery"))
+	kv(3, "Incorrect Configuration", fabric_value(r, "health.incorrect_configuration"))
+	kv(3, "Partition Assigned", fabric_value(r, "health.partition_assigned"))
+}
 
 function csv(i, j, k, r, f, line) {
 	k = split(fields, f, ",")

@@ -14,7 +14,8 @@ Layout (host → container, all mounts `[ro, nosuid, nodev, rbind, rprivate]` li
 A data file is `key=value` lines, values preformatted as nvidia-smi prints them (`gpu_values`). Values
 NVML would measure (temperature, power draw, utilisation) are simulated idle readings; `N/A` where our
 profiles know no value (VBIOS, clocks). The compute mode follows the device's opaque-config settings
-(`compute_mode`), as the real driver sets it when it prepares the claim.
+(`compute_mode`), as the real driver sets it when it prepares the claim. A GPU of a node with a multi-node
+NVLink fabric (the inventory's `nodes[].fabric`) carries its `fabric_*` keys; other GPUs none.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
 IDLE_POWER_FRACTION = 0.12  # idle draw as a share of the power limit (H200 capture: 83 W of 700 W)
 IDLE_BAR1_USED_MIB = 1  # both H200 captures, idle
 PERSISTENCE_MODE = "Enabled"  # GPU nodes run nvidia-persistenced (the H200 capture: On)
+# A GPU of a multi-node fabric (GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml): registered, no error.
+FABRIC_STATE = "Completed"
+FABRIC_STATUS = "Success"
 
 # go-nvlib brand (ResourceSlice attribute) → nvidia-smi's "Product Brand". `Nvidia` → `NVIDIA` is seen in
 # the H200 capture; the others follow NVML's brand names.
@@ -174,6 +178,14 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
         "numa_affinity": board.numa_affinity,
         "nvlinks": str(board.nvlinks),
     }
+    if board.fabric is not None:
+        # NVML's GPU fabric info once the GPU registered with the fabric; no keys without a fabric.
+        values |= {
+            "fabric_state": FABRIC_STATE,
+            "fabric_status": FABRIC_STATUS,
+            "fabric_clique_id": str(board.fabric.clique),
+            "fabric_cluster_uuid": board.fabric.cluster_uuid,
+        }
     if device.mig is not None:
         values |= {
             "mig_uuid": device.uuid,

@@ -78,6 +78,7 @@ def _device(inv: Inventory, node: NodeEntry, gpu: GpuEntry, node_name: str, mino
         cpu_affinity=node.cpu_list(numa),
         # NUMA unknown: the H200 captures (sysfs -1, one NUMA node) show NUMA Affinity 0.
         numa_affinity=str(numa or 0),
+        fabric=node.fabric,  # every GPU of the node, and its MIG devices with the board
     )
     return GpuDevice(
         name=f"gpu-{minor}",

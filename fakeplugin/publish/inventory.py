@@ -71,7 +71,8 @@ Fields:
     siblings, 0-55,112-167: not modelled).
 
 [9] What NVML's GPU fabric info reports for every GPU of the node (a GB200/GB300 NVL72 compute tray): the
-    compute-domain driver's clique ID is `<clusterUUID>.<clique>` (fakeplugin.drivers.computedomain).
+    compute-domain driver's clique ID is `<clusterUUID>.<clique>` (fakeplugin.drivers.computedomain); each
+    GPU carries it (model.Board.fabric) and the fake `nvidia-smi -q` prints it (its Fabric section).
     Without `clusterUUID` every entry shares one fixed UUID (`DEFAULT_CLUSTER_UUID`), so the entries of
     one rack need only the same `clique`. A clique holds at most 18 nodes (NVIDIA's controller flag
     --max-nodes-per-imex-domain), counted over the file with replicas; fabric needs GPUs and named nodes
@@ -97,6 +98,7 @@ from typing import Any
 
 from fakeplugin import quantity, releases
 from fakeplugin.k8snames import is_dns_subdomain
+from fakeplugin.model import Fabric
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
 from fakeplugin.publish.mig import place
 from fakeplugin.yamlschema import (
@@ -136,7 +138,6 @@ MAX_CLIQUE = 2**32 - 1  # NVML's nvmlGpuFabricInfo_t.cliqueId is an unsigned int
 MAX_NODES_PER_CLIQUE = 18  # NVIDIA's compute-domain controller --max-nodes-per-imex-domain default (NVL72)
 # The clusterUUID of entries that name none: fixed, so every such entry is in one NVLink cluster.
 DEFAULT_CLUSTER_UUID = str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, "nvlink-cluster.fakeplugin.dev"))
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"  # what a GPU outside a multi-node fabric reports
 CPUS_PER_GPU = 16  # default cpus: both H200 captures are VMs with 16 vCPUs per GPU (0-15, 0-31)
 LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)
 
@@ -167,19 +168,6 @@ class GpuEntry:
     path: str  # "nodes[1].gpus[0]", for messages
     mig: tuple[MigInstance, ...] | None = None  # None: MIG mode off; else the MIG devices of each GPU
     numa_node: int | None = None  # the inventory's numaNode; None: the node's default (NodeEntry.numa_node)
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """A node's NVLink fabric as NVML reports it for each of its GPUs."""
-
-    clique: int
-    cluster_uuid: str  # lower-case
-
-    @property
-    def clique_id(self) -> str:
-        """NVIDIA's clique ID `<clusterUUID>.<clique>`; "" for the zero cluster UUID (no fabric)."""
-        return "" if self.cluster_uuid == ZERO_UUID else f"{self.cluster_uuid}.{self.clique}"
 
 
 @dataclass(frozen=True)

@@ -23,3 +23,13 @@ def check_golden(name: str, docs: list[dict[str, Any]]) -> None:
         path.write_text(text)
     assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1"
     assert text == path.read_text(), f"{path} differs; if intended, regenerate with UPDATE_GOLDEN=1"
+
+
+def check_golden_text(name: str, text: str) -> None:
+    """`text` (a command's output) must be tests/golden/<name>; with UPDATE_GOLDEN=1 it becomes it."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing golden file {path}; create it with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{path} differs; if intended, regenerate with UPDATE_GOLDEN=1"
