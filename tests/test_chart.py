@@ -22,6 +22,10 @@ import yaml
 from fakeplugin import featuregates, releases
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import binaries, versions
+from fakeplugin.commands import computedomaincontroller, plugin_driver_name
+from fakeplugin.computedomain import api as cd_api
+from fakeplugin.computedomain.controller import objects as cd_objects
+from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_device_classes
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import parse_inventory
 from tests.harness.tooling import unavailable
@@ -40,6 +44,12 @@ CASES: dict[str, tuple[str, ...]] = {
     "adversarial": ("-f", "tests/golden/chart/values/adversarial.yaml"),
     "empty": ("-f", "tests/golden/chart/values/empty.yaml"),
     "everything": ("-f", "tests/golden/chart/values/everything.yaml"),
+}
+# The ComputeDomain side on (resources.computeDomains.enabled): goldens too, but with more objects and two
+# plugin containers, so not in CASES.
+CD_CASES: dict[str, tuple[str, ...]] = {
+    "compute-domains": ("--set", "resources.computeDomains.enabled=true"),
+    "compute-domains-everything": ("-f", "tests/golden/chart/values/compute-domains-everything.yaml"),
 }
 KINDS = sorted(
     [
@@ -127,9 +137,9 @@ def empty_or_null_fields(value: Any, path: str = "") -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, *CD_CASES])
 def test_render_matches_golden(helm: Path, case: str) -> None:
-    text = render(helm, *CASES[case])
+    text = render(helm, *{**CASES, **CD_CASES}[case])
     golden = GOLDEN / f"{case}.yaml"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.write_text(text)
@@ -149,7 +159,9 @@ def test_render_is_complete_and_clean(helm: Path, case: str) -> None:
     assert parse_inventory(yaml.safe_load(inventory), source=f"{case} inventory").nodes
 
 
-@pytest.mark.parametrize("args", [(), SEED_LAB], ids=["default", "seed-lab"])
+@pytest.mark.parametrize(
+    "args", [(), SEED_LAB, CD_CASES["compute-domains"]], ids=["default", "seed-lab", "compute-domains"]
+)
 def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
     result = run_helm(
         helm,
@@ -174,6 +186,9 @@ def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
         ("resources.gpu.enabled=true", "gpu"),
         ("featureGates.TimeSlicing=true", "TimeSlicing"),
         ("kubeletPlugin.containers.gpus.healthCheckPort=1", "healthCheckPort"),
+        ("kubeletPlugin.containers.computeDomains.gpuCliqueLabel=true", "gpuCliqueLabel"),
+        ("controller.leaderElection.enable=true", "enable"),
+        ("resources.computeDomains.imex.modes=x", "modes"),
     ],
 )
 def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
@@ -184,11 +199,13 @@ def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
     ("args", "namespace", "message"),
     [
         (
-            ("--set", "resources.computeDomains.enabled=true"),
+            (
+                "--set",
+                "resources.computeDomains.enabled=true,resources.computeDomains.imex.mode=hostManaged",
+            ),
             NAMESPACE,
-            "resources.computeDomains.enabled=true: ComputeDomains (IMEX channels, driver "
-            "compute-domain.nvidia.com) are not emulated by fakeplugin; "
-            "set resources.computeDomains.enabled=false",
+            "resources.computeDomains.imex.mode=hostManaged: fakeplugin's kubelet plugin emulates "
+            "driver-managed IMEX daemons only; set resources.computeDomains.imex.mode=driverManaged",
         ),
         (("--set", "resources.gpus.enabled=false"), NAMESPACE, "fakeplugin emulates GPUs only"),
         ((), "default", "refusing to install into the 'default' namespace"),
@@ -197,7 +214,7 @@ def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
         (("--set", "logVerbosity=loud"), NAMESPACE, "/logVerbosity"),
     ],
     ids=[
-        "computeDomains",
+        "host-managed-imex",
         "no-gpus",
         "default-namespace",
         "no-inventory",
@@ -280,11 +297,11 @@ def test_feature_gates_reach_the_plugin_in_its_format(helm: Path) -> None:
     assert gates["TimeSlicingSettings"] is True and gates["MPSSupport"] is False
 
 
-def _serve_env_vars() -> set[str]:
-    """Environment variables `fakeplugin serve` reads: the `[env NAME]` of its and the global flags' help."""
+def _env_vars(command: str = "serve") -> set[str]:
+    """Environment variables a fakeplugin command reads: `[env NAME]` in its and the global flags' help."""
     parser = build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    actions = [*parser._actions, *sub.choices["serve"]._actions]
+    actions = [*parser._actions, *sub.choices[command]._actions]
     return {m for a in actions for m in re.findall(r"\[env (\w+)[];]", a.help or "")}
 
 
@@ -292,7 +309,7 @@ def _serve_env_vars() -> set[str]:
 def test_every_env_var_is_a_serve_flag(helm: Path, case: str) -> None:
     container = plugin_container(objects(render(helm, *CASES[case])))
     ours = set(env_of(container)) - {"EXTRA"}  # EXTRA: the user's own, from kubeletPlugin.containers.gpus.env
-    assert ours <= _serve_env_vars()
+    assert ours <= _env_vars()
     assert container["args"] == ["serve"]
 
 
@@ -393,3 +410,290 @@ def test_rbac_is_exactly_the_plugins_calls(helm: Path) -> None:
         "policyName": policy["metadata"]["name"],
         "validationActions": ["Deny"],
     }
+
+
+# -- the ComputeDomain side (resources.computeDomains.enabled) ------------------------------------------
+
+CD_KINDS = sorted(
+    [
+        *KINDS,
+        *["CustomResourceDefinition"] * 2,
+        *["DeviceClass"] * 2,
+        "Deployment",
+        *["ServiceAccount"] * 2,  # the controller's, the daemons'
+        *["ClusterRole", "ClusterRoleBinding"] * 3,  # controller, daemon, the plugin's compute-domains part
+        *["Role", "RoleBinding"] * 3,
+    ]
+)
+
+
+def cd_render(helm: Path, *args: str) -> list[dict[str, Any]]:
+    return objects(render(helm, *CD_CASES["compute-domains"], *args))
+
+
+def named(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [obj] = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def containers(objs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in only(objs, kind)["spec"]["template"]["spec"]["containers"]}
+
+
+def parse_with_env(
+    monkeypatch: pytest.MonkeyPatch, container: dict[str, Any], fields: dict[str, str]
+) -> argparse.Namespace:
+    """The container's command line parsed as fakeplugin would in the pod: its env set (`fields` gives the
+    values of fieldRef entries), then the args."""
+    for name, value in env_of(container).items():
+        if isinstance(value, dict):
+            value = fields[value["fieldRef"]["fieldPath"]]
+        monkeypatch.setenv(name, value)
+    return build_parser().parse_args(container["args"])
+
+
+@pytest.mark.parametrize("case", CD_CASES)
+def test_compute_domain_render_is_complete_and_clean(helm: Path, case: str) -> None:
+    objs = objects(render(helm, *CD_CASES[case]))
+    assert sorted(o["kind"] for o in objs) == CD_KINDS
+    for obj in objs:
+        if obj["kind"] != "CustomResourceDefinition":  # ours as shipped (`status: {}` is a subresource)
+            assert empty_or_null_fields(obj) == [], f"{obj['kind']} {obj['metadata']['name']}"
+
+
+def test_compute_domains_off_by_default(helm: Path) -> None:
+    text = render(helm)
+    assert "compute-domain" not in text and "resource.nvidia.com" not in text
+    assert list(containers(objects(text), "DaemonSet")) == ["gpus"]
+
+
+def test_compute_domain_crds_are_the_packages(helm: Path) -> None:
+    """The chart's copies (files/computedomain-crds/) are byte for byte fakeplugin's package data, and the
+    render is exactly those objects."""
+    package = REPO / "fakeplugin" / "computedomain" / "crds"
+    copies = CHART / "files" / "computedomain-crds"
+    assert sorted(p.name for p in copies.iterdir()) == sorted(p.name for p in package.glob("*.yaml"))
+    for path in package.glob("*.yaml"):
+        assert (copies / path.name).read_bytes() == path.read_bytes(), (
+            f"cp {path.relative_to(REPO)} {copies.relative_to(REPO)}/"
+        )
+    rendered = [o for o in cd_render(helm) if o["kind"] == "CustomResourceDefinition"]
+    assert rendered == cd_api.crds()
+
+
+def test_compute_domain_device_classes_equal_fakeplugins(helm: Path) -> None:
+    objs = cd_render(helm, "--set", "driverName=gpu.fake.nvidia.com")
+    rendered = [
+        {**o, "metadata": {"name": o["metadata"]["name"]}}
+        for o in objs
+        if o["kind"] == "DeviceClass" and o["metadata"]["name"].startswith("compute-domain")
+    ]
+    assert rendered == cd_device_classes()
+    # The GPU classes are the same as without the ComputeDomain side.
+    gpu = [o for o in objs if o["kind"] == "DeviceClass" and not o["metadata"]["name"].startswith("compute")]
+    assert [{**o, "metadata": {"name": o["metadata"]["name"]}} for o in gpu] == device_classes(
+        "gpu.fake.nvidia.com"
+    )
+
+
+def test_compute_domains_container_runs_the_plugin(helm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    objs = cd_render(helm)
+    pod = only(objs, "DaemonSet")["spec"]["template"]["spec"]
+    by_name = containers(objs, "DaemonSet")
+    assert list(by_name) == ["gpus", "compute-domains"]
+    cd, gpus = by_name["compute-domains"], by_name["gpus"]
+    assert set(env_of(cd)) <= _env_vars("serve")
+    args = parse_with_env(
+        monkeypatch,
+        cd,
+        {"spec.nodeName": "gb200-0", "metadata.uid": "pod-uid", "metadata.namespace": NAMESPACE},
+    )
+    assert (args.plugin, plugin_driver_name(args)) == ("compute-domains", cd_api.DRIVER_NAME)
+    assert (args.namespace, args.node_name, args.healthcheck_port) == (NAMESPACE, "gb200-0", 51515)
+    assert (args.healthcheck_address, args.inventory) == ("0.0.0.0", env_of(gpus)["FAKEPLUGIN_INVENTORY"])
+    for probe in ("startupProbe", "livenessProbe"):
+        assert cd[probe]["grpc"] == {"port": 51515}
+    # The same host directories, so both plugins register with the same kubelet and write one CDI root.
+    assert cd["volumeMounts"] == gpus["volumeMounts"]
+    assert {m["name"] for m in cd["volumeMounts"]} <= {v["name"] for v in pod["volumes"]}
+    # The real chart's value is accepted and changes nothing (no env: our plugin has no such flag).
+    assert (
+        cd
+        == containers(
+            cd_render(helm, "--set", "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled=true"),
+            "DaemonSet",
+        )["compute-domains"]
+    )
+
+
+def test_controller_runs_with_nvidias_flag_values(helm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    objs = cd_render(helm, "--set", "featureGates.ComputeDomainCliques=true")
+    deployment = only(objs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert set(env_of(container)) <= _env_vars("compute-domain-controller")
+    args = parse_with_env(
+        monkeypatch, container, {"metadata.name": "controller-pod", "metadata.namespace": NAMESPACE}
+    )
+    assert args.func is computedomaincontroller.run
+    assert args.namespace == NAMESPACE and args.pod_name == "controller-pod"
+    assert args.image_name == container["image"] == pod_image(objs)
+    assert args.leader_election_enabled is True
+    assert (args.leader_election_lease_lock_name, args.leader_election_lease_lock_namespace) == (
+        deployment["metadata"]["name"],
+        NAMESPACE,
+    )
+    # NVIDIA's chart values: 15s, 10s, 2s.
+    assert (
+        args.leader_election_lease_duration,
+        args.leader_election_renew_deadline,
+        args.leader_election_retry_period,
+    ) == (15.0, 10.0, 2.0)
+    assert args.imex_mode == "driverManaged" and args.log_verbosity_cd_daemon == 4
+    assert featuregates.parse(args.feature_gates)["ComputeDomainCliques"] is True
+    assert pod["serviceAccountName"] == deployment["metadata"]["name"]
+    assert deployment["spec"]["replicas"] == 1
+
+
+def pod_image(objs: list[dict[str, Any]]) -> str:
+    return str(containers(objs, "DaemonSet")["gpus"]["image"])
+
+
+def test_controller_hands_the_pull_secrets_to_the_daemons(
+    helm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    objs = objects(render(helm, *CD_CASES["compute-domains-everything"]))
+    [container] = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    args = parse_with_env(monkeypatch, container, {"metadata.name": "p", "metadata.namespace": NAMESPACE})
+    assert args.cd_daemon_image_pull_secret_names == "pull-secret,other-secret"
+    assert args.leader_election_enabled is False and args.leader_election_retry_period == 0.5
+
+
+RESOURCE_SLICE_VERBS = ("get", "list", "watch", "create", "update", "delete")
+# Every API call each ComputeDomain component makes, from its code: (scope, apiGroup, resource, verb) with
+# scope "cluster" (a ClusterRole) or "namespace" (a Role in the release namespace, the driver's). The chart's
+# RBAC must grant exactly these, nothing more: a new call in the code needs a row here and a rule there.
+CONTROLLER_CALLS = {
+    # loop.py Controller.cds: list + watch of every namespace; _set_finalizers: PUT of the whole object.
+    ("cluster", "resource.nvidia.com", "computedomains", "list"),
+    ("cluster", "resource.nvidia.com", "computedomains", "watch"),
+    ("cluster", "resource.nvidia.com", "computedomains", "update"),
+    # loop.py _patch_status: merge patch of <cd>/status.
+    ("cluster", "resource.nvidia.com", "computedomains/status", "patch"),
+    # loop.py Controller.templates (TEMPLATES, every namespace); _do Create / Delete; _set_finalizers.
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "watch"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "create"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "update"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "delete"),
+    # loop.py _remove_node_labels: list by label, merge patch.
+    ("cluster", "", "nodes", "list"),
+    ("cluster", "", "nodes", "patch"),
+    # loop.py Controller.daemon_sets (driver namespace); Create, Delete, _set_finalizers.
+    ("namespace", "apps", "daemonsets", "list"),
+    ("namespace", "apps", "daemonsets", "watch"),
+    ("namespace", "apps", "daemonsets", "create"),
+    ("namespace", "apps", "daemonsets", "update"),
+    ("namespace", "apps", "daemonsets", "delete"),
+    # loop.py Controller.pods (driver namespace, the daemon pods).
+    ("namespace", "", "pods", "list"),
+    ("namespace", "", "pods", "watch"),
+    # loop.py Controller.cliques; _drop_daemons: merge patch.
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "list"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "watch"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "patch"),
+    # lease.py LeaderElector: GET, POST when absent, PUT to renew and to release.
+    ("namespace", "coordination.k8s.io", "leases", "create"),
+    ("namespace", "coordination.k8s.io", "leases", "get"),
+    ("namespace", "coordination.k8s.io", "leases", "update"),
+}
+# `fakeplugin serve`, both containers (one ServiceAccount): the GPU plugin's calls (rbac.yaml) plus those of
+# --plugin compute-domains (kube.py Kube.compute_domain, compute_domain_clique, patch_node_labels).
+KUBELET_PLUGIN_CALLS = {
+    ("cluster", "", "nodes", "get"),
+    ("cluster", "", "nodes", "watch"),
+    *{("cluster", "resource.k8s.io", "resourceslices", v) for v in RESOURCE_SLICE_VERBS},
+    ("cluster", "resource.k8s.io", "resourceclaims", "get"),
+    # domains.py DomainManager.domain → Kube.compute_domain: a list of every namespace (no UID lookup).
+    ("cluster", "resource.nvidia.com", "computedomains", "list"),
+    # domains.py add_node_label / remove_node_label → Kube.patch_node_labels (its own node).
+    ("cluster", "", "nodes", "patch"),
+    # domains.py DomainManager._clique → Kube.compute_domain_clique (driver namespace).
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),
+}
+DAEMON_CALLS = {
+    # daemon.py CliqueMember.label_pod: merge patch of its pod; DaemonRun: its pod by name (GET + watch).
+    ("namespace", "", "pods", "patch"),
+    ("namespace", "", "pods", "get"),
+    ("namespace", "", "pods", "watch"),
+    # daemon.py CliqueMember.join (create when absent), _update (GET + PUT).
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "create"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "update"),
+    # daemon.py DaemonRun: its node by name (GET + watch), for the not-ready fault.
+    ("cluster", "", "nodes", "get"),
+    ("cluster", "", "nodes", "watch"),
+}
+
+
+def granted(objs: list[dict[str, Any]], service_account: str) -> set[tuple[str, ...]]:
+    """(scope, apiGroup, resource, verb) the chart grants the ServiceAccount through its bindings."""
+    subject = {"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}
+    rows: set[tuple[str, ...]] = set()
+    for binding in objs:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding") or subject not in binding["subjects"]:
+            continue
+        role = named(objs, binding["roleRef"]["kind"], binding["roleRef"]["name"])
+        scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else "namespace"
+        if scope == "namespace":
+            assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+        for rule in role["rules"]:
+            rows |= {
+                (scope, group, resource, verb)
+                for group in rule["apiGroups"]
+                for resource in rule["resources"]
+                for verb in rule["verbs"]
+            }
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("component", "calls"),
+    [("controller", CONTROLLER_CALLS), ("kubelet-plugin", KUBELET_PLUGIN_CALLS), ("daemon", DAEMON_CALLS)],
+)
+def test_compute_domain_rbac_is_exactly_the_calls(
+    helm: Path, component: str, calls: set[tuple[str, ...]]
+) -> None:
+    objs = cd_render(helm)
+    service_account = {
+        "controller": only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"],
+        "kubelet-plugin": only(objs, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"],
+        # The name the controller's DaemonSets give their pods.
+        "daemon": cd_objects.DAEMON_SERVICE_ACCOUNT,
+    }[component]
+    assert named(objs, "ServiceAccount", service_account)["metadata"]["namespace"] == NAMESPACE
+    assert granted(objs, service_account) == calls
+
+
+def test_controller_reads_and_renews_only_its_own_lease(helm: Path) -> None:
+    objs = cd_render(helm)
+    name = only(objs, "Deployment")["metadata"]["name"]
+    lease_rules = [r for r in named(objs, "Role", name)["rules"] if r["resources"] == ["leases"]]
+    assert lease_rules == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [name],
+            "verbs": ["get", "update"],
+        },
+    ]
+    # Every other rule names no object (resourceNames narrows the Lease only).
+    roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
+    others = [r for o in roles for r in o["rules"] if r not in lease_rules]
+    assert all("resourceNames" not in r for r in others)
+
+
+def test_compute_domain_rbac_leaves_the_gpu_plugins_role_unchanged(helm: Path) -> None:
+    name = only(objects(render(helm)), "ClusterRole")["metadata"]["name"]
+    assert named(cd_render(helm), "ClusterRole", name) == only(objects(render(helm)), "ClusterRole")

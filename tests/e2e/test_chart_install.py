@@ -9,6 +9,9 @@
    ValidatingAdmissionPolicy lets it write ResourceSlices of its own node only — the node named by
    the `authentication.kubernetes.io/node-name` user extra, which the API server puts only into
    pod-bound tokens; impersonation sets it here.
+3. On the same server, the chart with resources.computeDomains.enabled in a second namespace: each
+   ComputeDomain component's ServiceAccount may make exactly the calls of tests/test_chart.py's tables
+   (CONTROLLER_CALLS, KUBELET_PLUGIN_CALLS, DAEMON_CALLS), SubjectAccessReviews in one kubectl call each.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def tool(name: str) -> Path:
         unavailable(str(exc))
 
 
-def render(namespace: str, release: str, driver: str) -> list[dict[str, Any]]:
+def render(namespace: str, release: str, driver: str, *extra: str) -> list[dict[str, Any]]:
     result = subprocess.run(
         [
             str(tool("helm")),
@@ -67,6 +70,7 @@ def render(namespace: str, release: str, driver: str) -> list[dict[str, Any]]:
             f"driverName={driver}",
             "--set-string",
             "kubeletPlugin.nodeSelector.fakeplugin-test/no-such-node=true",
+            *extra,
         ],
         cwd=REPO,
         capture_output=True,
@@ -394,3 +398,114 @@ def test_policy_limits_slice_writes_to_the_plugins_node(installed: Installed) ->
     # Other users (the admin here) are not limited by the policy.
     admin = installed.server.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(foreign))
     assert admin.returncode == 0, admin.stderr
+
+
+# -- the ComputeDomain side (resources.computeDomains.enabled): each component's RBAC on a real authorizer --
+
+CD_NAMESPACE, CD_RELEASE = "cd-driver", "fp-cd"
+CD_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+# (group, resource) → namespaced?
+CD_RESOURCES = {
+    ("", "nodes"): False,
+    ("", "pods"): True,
+    ("apps", "daemonsets"): True,
+    ("coordination.k8s.io", "leases"): True,
+    ("resource.k8s.io", "resourceslices"): False,
+    ("resource.k8s.io", "resourceclaims"): True,
+    ("resource.k8s.io", "resourceclaimtemplates"): True,
+    ("resource.nvidia.com", "computedomains"): True,
+    ("resource.nvidia.com", "computedomains/status"): True,
+    ("resource.nvidia.com", "computedomaincliques"): True,
+}
+
+
+@pytest.fixture(scope="module")
+def cd_installed(rbac_apiserver: ApiServer) -> list[dict[str, Any]]:
+    """The chart with ComputeDomains in its own namespace and driver name (next to `installed`)."""
+    objs = render(
+        CD_NAMESPACE, CD_RELEASE, "gpu.cd.example.com", "--set", "resources.computeDomains.enabled=true"
+    )
+    created = rbac_apiserver.kubectl("create", "namespace", CD_NAMESPACE)
+    assert created.returncode == 0, created.stderr
+    applied = rbac_apiserver.kubectl("apply", "-f", "-", input=as_list(objs))
+    assert applied.returncode == 0, applied.stderr
+    return objs
+
+
+def reviews_allowed(
+    server: ApiServer, user: str, namespace: str, attrs: list[tuple[str, str, str, str, str]]
+) -> list[bool]:
+    """SubjectAccessReviews for (verb, group, resource, namespace, name), as the ServiceAccount `user`
+    of `namespace`, in one kubectl call."""
+    reviews = [
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{namespace}",
+                    "system:authenticated",
+                ],
+                "resourceAttributes": {
+                    "verb": verb,
+                    "group": group,
+                    "resource": resource.split("/")[0],
+                    "subresource": resource.partition("/")[2],
+                    "namespace": ns,
+                    "name": name,
+                },
+            },
+        }
+        for verb, group, resource, ns, name in attrs
+    ]
+    result = server.kubectl("create", "-f", "-", "-o", "json", input=as_list(reviews))
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    items = answer["items"] if answer.get("kind") == "List" else [answer]
+    return [bool(item["status"].get("allowed")) for item in items]
+
+
+@pytest.mark.parametrize("component", ["controller", "kubelet-plugin", "daemon"])
+def test_compute_domain_service_accounts_may_make_exactly_their_calls(
+    rbac_apiserver: ApiServer, cd_installed: list[dict[str, Any]], component: str
+) -> None:
+    """tests/test_chart.py's table of each component's calls, on a real RBAC authorizer: every call allowed
+    where the table says (a cluster row in any namespace, a namespace row in the release's only), every
+    other verb on those resources refused, in the release namespace and in another one."""
+    from tests.test_chart import CONTROLLER_CALLS, DAEMON_CALLS, KUBELET_PLUGIN_CALLS
+
+    def only(kind: str) -> dict[str, Any]:
+        [obj] = [o for o in cd_installed if o["kind"] == kind]
+        return obj
+
+    pod = {k: only(k)["spec"]["template"]["spec"] for k in ("Deployment", "DaemonSet")}
+    service_account, calls = {
+        "controller": (pod["Deployment"]["serviceAccountName"], CONTROLLER_CALLS),
+        "kubelet-plugin": (pod["DaemonSet"]["serviceAccountName"], KUBELET_PLUGIN_CALLS),
+        "daemon": ("compute-domain-daemon-service-account", DAEMON_CALLS),
+    }[component]
+    lease = only("Deployment")["metadata"]["name"]
+    user = f"system:serviceaccount:{CD_NAMESPACE}:{service_account}"
+    attrs, expected = [], []
+    for (group, resource), namespaced in CD_RESOURCES.items():
+        for verb in CD_VERBS:
+            for where in [CD_NAMESPACE, "team-b"] if namespaced else [""]:
+                scope = "cluster" if where != CD_NAMESPACE else "namespace"
+                granted = (scope, group, resource, verb) in calls or (
+                    "cluster",
+                    group,
+                    resource,
+                    verb,
+                ) in calls
+                if (group, resource) == ("coordination.k8s.io", "leases") and verb in ("get", "update"):
+                    attrs.append((verb, group, resource, where, f"{lease}-other"))
+                    expected.append(False)  # only its own Lease
+                    attrs.append((verb, group, resource, where, lease))
+                else:
+                    attrs.append((verb, group, resource, where, ""))
+                expected.append(granted)
+    got = reviews_allowed(rbac_apiserver, user, CD_NAMESPACE, attrs)
+    wrong = [(a, want) for a, want, have in zip(attrs, expected, got, strict=True) if want != have]
+    assert wrong == [], f"{component}: (attributes, should be allowed) that the API server answered otherwise"

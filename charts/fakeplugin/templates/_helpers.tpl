@@ -60,3 +60,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- join "," $gates -}}
 {{- end -}}
+
+{{/* Whether the ComputeDomain side is on (resources.computeDomains.enabled): "true" or "". */}}
+{{- define "fakeplugin.computeDomains" -}}
+{{- if dig "computeDomains" "enabled" false (.Values.resources | default dict) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Name of the compute-domain controller's Deployment, ServiceAccount, roles, bindings and Lease. */}}
+{{- define "fakeplugin.controllerName" -}}
+{{- printf "%s-controller" (include "fakeplugin.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of the kubelet plugin's extra ClusterRole, Role and bindings for its compute-domains container. */}}
+{{- define "fakeplugin.kubeletPluginComputeDomainsName" -}}
+{{- printf "%s-kubelet-plugin-compute-domains" (include "fakeplugin.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
