@@ -474,7 +474,7 @@ def test_compute_domain_service_accounts_may_make_exactly_their_calls(
     """tests/test_chart.py's table of each component's calls, on a real RBAC authorizer: every call allowed
     where the table says (a cluster row in any namespace, a namespace row in the release's only), every
     other verb on those resources refused, in the release namespace and in another one."""
-    from tests.test_chart import CONTROLLER_CALLS, DAEMON_CALLS, KUBELET_PLUGIN_CALLS
+    from tests.harness.rbac import CONTROLLER_CALLS, DAEMON_CALLS, KUBELET_PLUGIN_CALLS
 
     def only(kind: str) -> dict[str, Any]:
         [obj] = [o for o in cd_installed if o["kind"] == kind]

@@ -15,6 +15,7 @@ Unit and contract tests (tests/*.py):
   (the plugin's API calls answered from dicts).
 - golden: `check_golden` against tests/golden/.
 - cli: fakeplugin's commands as a subprocess (`render_cli`).
+- rbac: every API call of each ComputeDomain component (controller, kubelet plugin, daemon), as a table.
 - paths: the repository's files (`REPO`, `EXAMPLES`, `SEED_LAB`).
 - tooling: `unavailable`, a missing tool skips here and fails in CI.
 

@@ -1,0 +1,71 @@
+"""Every API call each ComputeDomain component makes, from its code: the table the chart's RBAC must
+grant exactly (tests/test_chart.py) and a real API server's authorizer must allow exactly
+(tests/e2e/test_chart_install.py)."""
+
+from __future__ import annotations
+
+RESOURCE_SLICE_VERBS = ("get", "list", "watch", "create", "update", "delete")
+# Every API call each ComputeDomain component makes, from its code: (scope, apiGroup, resource, verb) with
+# scope "cluster" (a ClusterRole) or "namespace" (a Role in the release namespace, the driver's). The chart's
+# RBAC must grant exactly these, nothing more: a new call in the code needs a row here and a rule there.
+CONTROLLER_CALLS = {
+    # loop.py Controller.cds: list + watch of every namespace; _set_finalizers: PUT of the whole object.
+    ("cluster", "resource.nvidia.com", "computedomains", "list"),
+    ("cluster", "resource.nvidia.com", "computedomains", "watch"),
+    ("cluster", "resource.nvidia.com", "computedomains", "update"),
+    # loop.py _patch_status: merge patch of <cd>/status.
+    ("cluster", "resource.nvidia.com", "computedomains/status", "patch"),
+    # loop.py Controller.templates (TEMPLATES, every namespace); _do Create / Delete; _set_finalizers.
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "watch"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "create"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "update"),
+    ("cluster", "resource.k8s.io", "resourceclaimtemplates", "delete"),
+    # loop.py _remove_node_labels: list by label, merge patch.
+    ("cluster", "", "nodes", "list"),
+    ("cluster", "", "nodes", "patch"),
+    # loop.py Controller.daemon_sets (driver namespace); Create, Delete, _set_finalizers.
+    ("namespace", "apps", "daemonsets", "list"),
+    ("namespace", "apps", "daemonsets", "watch"),
+    ("namespace", "apps", "daemonsets", "create"),
+    ("namespace", "apps", "daemonsets", "update"),
+    ("namespace", "apps", "daemonsets", "delete"),
+    # loop.py Controller.pods (driver namespace, the daemon pods).
+    ("namespace", "", "pods", "list"),
+    ("namespace", "", "pods", "watch"),
+    # loop.py Controller.cliques; _drop_daemons: merge patch.
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "list"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "watch"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "patch"),
+    # lease.py LeaderElector: GET, POST when absent, PUT to renew and to release.
+    ("namespace", "coordination.k8s.io", "leases", "create"),
+    ("namespace", "coordination.k8s.io", "leases", "get"),
+    ("namespace", "coordination.k8s.io", "leases", "update"),
+}
+# `fakeplugin serve`, both containers (one ServiceAccount): the GPU plugin's calls (rbac.yaml) plus those of
+# --plugin compute-domains (kube.py Kube.compute_domain, compute_domain_clique, patch_node_labels).
+KUBELET_PLUGIN_CALLS = {
+    ("cluster", "", "nodes", "get"),
+    ("cluster", "", "nodes", "watch"),
+    *{("cluster", "resource.k8s.io", "resourceslices", v) for v in RESOURCE_SLICE_VERBS},
+    ("cluster", "resource.k8s.io", "resourceclaims", "get"),
+    # domains.py DomainManager.domain → Kube.compute_domain: a list of every namespace (no UID lookup).
+    ("cluster", "resource.nvidia.com", "computedomains", "list"),
+    # domains.py add_node_label / remove_node_label → Kube.patch_node_labels (its own node).
+    ("cluster", "", "nodes", "patch"),
+    # domains.py DomainManager._clique → Kube.compute_domain_clique (driver namespace).
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),
+}
+DAEMON_CALLS = {
+    # daemon.py CliqueMember.label_pod: merge patch of its pod; DaemonRun: its pod by name (GET + watch).
+    ("namespace", "", "pods", "patch"),
+    ("namespace", "", "pods", "get"),
+    ("namespace", "", "pods", "watch"),
+    # daemon.py CliqueMember.join (create when absent), _update (GET + PUT).
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "create"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),
+    ("namespace", "resource.nvidia.com", "computedomaincliques", "update"),
+    # daemon.py DaemonRun: its node by name (GET + watch), for the not-ready fault.
+    ("cluster", "", "nodes", "get"),
+    ("cluster", "", "nodes", "watch"),
+}
