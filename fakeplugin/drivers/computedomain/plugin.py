@@ -17,7 +17,7 @@ from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare.checkpoint import read_boot_id
+from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.publish.inventory import NodeEntry
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
@@ -37,7 +37,7 @@ class ComputeDomainDriver:
         api: DomainApi,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
+        boot_id_file: Path = BOOT_ID_FILE,
         emulate_daemon: bool = False,
     ) -> None:
         self.emulation = emulation
