@@ -184,6 +184,7 @@ class SlicePublisher:
         self._writers = writers
         self._resync = resync_seconds
         self._server_version: tuple[int, int] | None = None
+        self._pools: frozenset[str] = frozenset()  # the nodes of the last sync: their slices are ours
         self._pool_log = logging.INFO if node else logging.DEBUG  # a fleet logs a summary at info
         self.wake = wake
 
@@ -199,6 +200,7 @@ class SlicePublisher:
             self._server_version = self._kube.server_version()
             log.info("API server %d.%d: slices laid out for it", *self._server_version)
         desired = self._desired(self._server_version)
+        self._pools = frozenset(desired)
         existing, version = self._kube.list(SLICES, field_selector=self._selector)
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for s in existing:
@@ -256,8 +258,7 @@ class SlicePublisher:
     def _wait_for_change(self, version: str, stop: threading.Event) -> None:
         """Return when woken, when a slice of a pool we publish changed under us (e.g. the kubelet wiped
         it), or after `resync_seconds`. Changes arriving together are planned together."""
-        assert self._server_version is not None
-        nodes = set(self._desired(self._server_version))
+        nodes = self._pools
         deadline = time.monotonic() + self._resync
         while not stop.is_set() and time.monotonic() < deadline:
             if self.wake.is_set():
