@@ -251,6 +251,7 @@ class DaemonRun:
     def __init__(self, kube: Kube, member: CliqueMember, state: Path) -> None:
         self._kube, self._member, self._state = kube, member, state
         self._joined, self._fault = False, ""
+        self._stopped = False  # under _lock: a watch event after stop writes no state file again
         self._lock = threading.Lock()
 
     def run(self, stop: threading.Event) -> None:
@@ -259,7 +260,9 @@ class DaemonRun:
         self._watch(Source(_pods_path(who.namespace), name=who.pod_name), self._on_pod, stop)
         self._watch(Source("/api/v1/nodes", name=who.node_name), self._on_node, stop)
         stop.wait()
-        self._state.unlink(missing_ok=True)
+        with self._lock:
+            self._stopped = True
+            self._state.unlink(missing_ok=True)
         try:
             self._member.leave()
         except DaemonError as e:
@@ -267,6 +270,8 @@ class DaemonRun:
 
     def _on_pod(self, pod: Obj) -> None:
         with self._lock:
+            if self._stopped:
+                return
             if not self._joined:
                 self._member.join()
                 self._joined = True
@@ -275,6 +280,8 @@ class DaemonRun:
 
     def _on_node(self, node: Obj) -> None:
         with self._lock:
+            if self._stopped:
+                return
             fault = not_ready_fault(node)
             if fault != self._fault:
                 log.info("node %s: %s=%r", self._member.who.node_name, NOT_READY_ANNOTATION, fault)
