@@ -462,8 +462,13 @@ def reviews_allowed(
     ]
     result = server.kubectl("create", "-f", "-", "-o", "json", input=as_list(reviews))
     assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
-    items = answer["items"] if answer.get("kind") == "List" else [answer]
+    # kubectl prints one JSON document per object it created, one after the other (not a List).
+    decoder, text, at, items = json.JSONDecoder(), result.stdout, 0, []
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        doc, at = decoder.raw_decode(text, at)
+        items += doc["items"] if doc.get("kind") == "List" else [doc]
+    assert len(items) == len(attrs), result.stdout
     return [bool(item["status"].get("allowed")) for item in items]
 
 

@@ -249,9 +249,16 @@ def plugin_pods(kind: KindCluster) -> list[dict[str, Any]]:
 # - a startup probe fails until the plugin serves (that is what the probe is for);
 # - the kubelet gives its configmap watch one second to sync before it fails a mount and retries
 #   (kubernetes pkg/kubelet/util/manager/watch_based_manager.go, objectCache.Get), which a busy
-#   CI machine misses. The pod below is still asserted started and ready with no restart.
+#   CI machine misses;
+# - a sandbox made on a node before its flanneld wrote /run/flannel/subnet.env fails flannel's CNI plugin
+#   (it reads that file on every add) and the kubelet makes it again (seen once in CI, at 7cd9206).
+# The pod below is still asserted started and ready with no restart.
 def expected_while_starting(message: str) -> bool:
     if message.startswith("Startup probe failed"):
+        return True
+    if message.startswith("Failed to create pod sandbox:") and message.endswith(
+        'plugin type="flannel" failed (add): open /run/flannel/subnet.env: no such file or directory'
+    ):
         return True
     return message.startswith("MountVolume.SetUp failed for volume") and message.endswith(
         "failed to sync configmap cache: timed out waiting for the condition"
