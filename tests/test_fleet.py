@@ -3,14 +3,17 @@ resolution for container records, and one inventory file shared by many nodes.""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fakeplugin.fleet import podclaims, stages
-from fakeplugin.fleet.records import resolve
-from fakeplugin.model import PreparedDevice, PrepareResult
+from fakeplugin.fleet.poddra import PodDRA
+from fakeplugin.fleet.records import record_name, resolve
+from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.publish.node import InventoryFile, NodeDevices
 from tests.harness import DRIVER
 
@@ -187,3 +190,120 @@ def test_one_inventory_file_serves_many_nodes(tmp_path: Path) -> None:
     path.write_text("nodes: [")  # a broken edit changes nothing
     assert source.reload_if_changed() is False
     assert [n.refresh() for n in nodes] == [False, False, False]
+
+
+class _Plugin:
+    """A driver on one node that prepares every claim with one device named after the driver."""
+
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+        self.calls: list[list[str]] = []
+        self.prepared: list[ClaimRef] = []
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        self.calls.append([c.name for c in claims])
+        self.prepared += claims
+        cdi = f"k8s.{self.driver}/claim={self.driver}"
+        return {
+            c.uid: PrepareResult((PreparedDevice("n", self.driver, (), (f"{cdi}-{c.uid}",)),)) for c in claims
+        }
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        self.calls.append([f"-{c.name}" for c in claims])
+        self.prepared = [c for c in self.prepared if c not in claims]
+        return {c.uid: "" for c in claims}
+
+    def prepared_claims(self) -> list[ClaimRef]:
+        return list(self.prepared)
+
+
+class _Api:
+    """The fleet's API calls, answered from dicts."""
+
+    def __init__(self, claims: dict[str, dict[str, Any]]) -> None:
+        self.claims, self.annotated, self.events = claims, [], []  # type: ignore[var-annotated]
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.claims[name]
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.annotated.append((name, annotations))
+
+    def pod_event(self, pod: dict[str, Any], *, node: str, reason: str, message: str) -> None:
+        self.events.append((reason, message))
+
+
+def allocated_claim(name: str, *drivers: str) -> dict[str, Any]:
+    results = [
+        {"driver": d, "pool": "n", "device": f"dev-{i}", "request": "r"} for i, d in enumerate(drivers)
+    ]
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "status": {"allocation": {"devices": {"results": results}}, "reservedFor": [{"uid": "u"}]},
+    }
+
+
+def two_claim_pod() -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns", "name": "p", "uid": "u"},
+        "spec": {
+            "nodeName": "n",
+            "resourceClaims": [
+                {"name": "gpus", "resourceClaimName": "gpus"},
+                {"name": "channel", "resourceClaimName": "channel"},
+            ],
+            "containers": [{"name": "w", "resources": {"claims": [{"name": "gpus"}, {"name": "channel"}]}}],
+        },
+    }
+
+
+def test_each_driver_prepares_its_own_claims_in_one_call(tmp_path: Path) -> None:
+    gpu, cd = _Plugin("gpu.nvidia.com"), _Plugin("compute-domain.nvidia.com")
+    kube = _Api(
+        {
+            "gpus": allocated_claim("gpus", "gpu.nvidia.com", "gpu.nvidia.com"),
+            "channel": allocated_claim("channel", "compute-domain.nvidia.com"),
+        }
+    )
+    dra = PodDRA(
+        kube,  # type: ignore[arg-type]
+        plugins=lambda node: {"gpu.nvidia.com": gpu, "compute-domain.nvidia.com": cd},  # type: ignore[dict-item]
+        containers_dir=lambda node: tmp_path / "containers",
+        cdi_root=lambda node: tmp_path / "cdi",
+    )
+    assert dra.prepare(two_claim_pod())
+    assert (gpu.calls, cd.calls) == ([["gpus"]], [["channel"]])
+    record = json.loads((tmp_path / "containers" / record_name("ns", "p", "w")).read_text())
+    assert record["cdiDevices"] == [
+        "k8s.gpu.nvidia.com/claim=gpu.nvidia.com-uid-gpus",
+        "k8s.compute-domain.nvidia.com/claim=compute-domain.nvidia.com-uid-channel",
+    ]
+    assert kube.annotated == [("p", {stages.PREPARED: "true"})]
+
+    assert dra.unprepare({**two_claim_pod(), "gone": True}, set())
+    assert (gpu.calls[-1], cd.calls[-1]) == (["-gpus"], ["-channel"])
+
+
+def test_a_claim_of_a_driver_the_node_does_not_run_fails_as_the_kubelet_says(tmp_path: Path) -> None:
+    gpu = _Plugin("gpu.nvidia.com")
+    kube = _Api(
+        {
+            "gpus": allocated_claim("gpus", "gpu.nvidia.com"),
+            "channel": allocated_claim("channel", "compute-domain.nvidia.com"),
+        }
+    )
+    dra = PodDRA(
+        kube,  # type: ignore[arg-type]
+        plugins=lambda node: {"gpu.nvidia.com": gpu},  # type: ignore[dict-item]
+        containers_dir=lambda node: tmp_path / "containers",
+        cdi_root=lambda node: tmp_path / "cdi",
+    )
+    assert not dra.prepare(two_claim_pod())
+    assert kube.events == [
+        (
+            "FailedPrepareDynamicResources",
+            "Failed to prepare dynamic resources: prepare dynamic resources: "
+            "DRA driver compute-domain.nvidia.com is not registered",
+        )
+    ]
+    assert gpu.calls == [] and kube.annotated == []

@@ -3,7 +3,8 @@ chart deploys it with `resources.computeDomains.enabled` (fakeplugin.computedoma
 the two CRDs, the two DeviceClasses, the driver namespace with the daemon pods' ServiceAccount, the
 controller (`compute-domain-controller`, process `cd-controller`), and on each kubelet node with a fabric
 the compute-domain.nvidia.com kubelet plugin beside the GPU plugin (process `cd-plugin/<node>`), with
-`--emulate-daemon`: the fake CRI runs no daemon container, so the plugin does the daemon's part.
+`--emulate-daemon`: the fake CRI runs no daemon container, so the plugin does the daemon's part. On the
+simulated nodes the fleet is that plugin (`fleet --compute-domains`, started by fakeplugin.cluster.simulated).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ log = logging.getLogger("fakeplugin.cluster")
 
 NAMESPACE = "nvidia-dra-driver-gpu"  # the driver namespace NVIDIA's docs install the chart into
 CONTROLLER = "cd-controller"
+FLEET = "fleet"  # fakeplugin.cluster.simulated's process
 PLUGIN_PREFIX = "cd-plugin/"
 
 
@@ -36,13 +38,17 @@ def fabric_nodes(inventory: Inventory, nodes: list[ClusterNode]) -> list[Cluster
     return [n for n in nodes if (e := inventory.node_entry(n.name, n.labels)) and e.clique_id]
 
 
+def describe_nodes(names: set[str]) -> str:
+    return ", ".join(sorted(names)) if len(names) <= 4 else f"{len(names)} nodes"
+
+
 class ComputeDomains:
     def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
         self._store, self._processes, self._kubectl = store, processes, kubectl
 
-    def start(self, inventory: Inventory, kubelet_nodes: list[ClusterNode]) -> None:
-        """CRDs, classes, namespace, controller and the nodes' plugins; returns once every fabric kubelet
-        node's plugin has published its slice."""
+    def start(self, inventory: Inventory, nodes: list[ClusterNode]) -> None:
+        """CRDs, classes, namespace, controller and the kubelet nodes' plugins; returns once every fabric
+        node's plugin (the fleet, on a simulated node) has published its slice."""
         crds = api.crds()
         self._kubectl.send("apply", crds)
         for crd in crds:
@@ -68,16 +74,17 @@ class ComputeDomains:
             f"--pod-name={CONTROLLER}",
         ]
         self._processes.launch(CONTROLLER, [controller], env=env)
-        nodes = fabric_nodes(inventory, kubelet_nodes)
+        fabric = fabric_nodes(inventory, nodes)
+        kubelet_nodes = [n for n in fabric if n.kubelet]
         state = self._store.require()
-        for node in nodes:
+        for node in kubelet_nodes:
             # The GPU plugin's extra flags (state.plugin_args) are not this plugin's.
             argv = components.plugin_argv(
                 sys.executable, Path(state.inventory), layout, self._store.dirs(node)
             )
             argv += ["--plugin=compute-domains", f"--namespace={NAMESPACE}", "--emulate-daemon"]
             self._processes.launch(f"{PLUGIN_PREFIX}{node.name}", [argv], env=env)
-        expected = {n.name for n in nodes}
+        expected = {n.name for n in fabric}
 
         def published() -> bool:
             slices = self._kubectl.items("resourceslices") or []
@@ -87,11 +94,10 @@ class ComputeDomains:
 
         if not expected:
             return
-        watch = self._processes.records(PLUGIN_PREFIX, CONTROLLER)
-        self._processes.wait(
-            f"the {api.DRIVER_NAME} slices of {', '.join(sorted(expected))}", published, watch
-        )
-        for node in nodes:  # as the GPU plugins: a pod placed before registration waits for the next pod sync
+        watch = self._processes.records(PLUGIN_PREFIX, CONTROLLER, FLEET)
+        self._processes.wait(f"the {api.DRIVER_NAME} slices of {describe_nodes(expected)}", published, watch)
+        # As the GPU plugins: a pod placed before registration waits for the kubelet's next pod sync.
+        for node in kubelet_nodes:
             calls = self._store.dirs(node).plugins_dir / api.DRIVER_NAME / CALL_LOG_NAME
 
             def registered(calls: Path = calls) -> bool:

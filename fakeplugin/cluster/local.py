@@ -169,13 +169,13 @@ class Cluster:
         if plugin:
             self._plugins.install_device_classes()
             if simulated:
-                self._simulated.start_fleet()
+                self._simulated.start_fleet(compute_domains=bool(fabric_nodes(inventory, simulated)))
             for node in kubelet_nodes:
                 self._plugins.start(node)
             self._plugins.wait_published(inventory, kubelet_nodes)
             self._simulated.wait_published(inventory, simulated)
             if fabric_nodes(inventory, nodes):
-                self._compute_domains.start(inventory, kubelet_nodes)
+                self._compute_domains.start(inventory, nodes)
 
     def down(self, purge: bool = False) -> None:
         """Stop every process this cluster started (only those: pid + command line must match), then

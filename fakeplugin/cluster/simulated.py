@@ -13,7 +13,7 @@ from pathlib import Path
 import fakeplugin
 from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.cluster import components
+from fakeplugin.cluster import components, computedomains
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
@@ -23,7 +23,7 @@ from fakeplugin.publish.inventory import Inventory
 log = logging.getLogger("fakeplugin.cluster")
 
 KWOK = "kwok"
-FLEET = "fleet"
+FLEET = computedomains.FLEET
 PUBLISH_TIMEOUT = 300.0  # a thousand-node fleet on a busy 2-core machine
 
 
@@ -38,11 +38,15 @@ class SimulatedNodes:
         write_atomic(layout.kwok_config, kwok_config_yaml().encode(), mode=0o644)
         self._processes.launch(KWOK, [components.kwok_argv(binary, layout)])
 
-    def start_fleet(self) -> None:
+    def start_fleet(self, *, compute_domains: bool) -> None:
+        """`compute_domains`: the fleet is also the compute-domain.nvidia.com plugin of every simulated
+        node, in the driver namespace of fakeplugin.cluster.computedomains."""
         state = self._store.require()
         argv = components.fleet_argv(
             sys.executable, Path(state.inventory), self._store.layout, state.plugin_args
         )
+        if compute_domains:
+            argv += ["--compute-domains", f"--namespace={computedomains.NAMESPACE}"]
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         self._processes.launch(FLEET, [argv], env=env)
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
+
+if TYPE_CHECKING:
+    from fakeplugin.runtime.driver import Driver
 
 log = logging.getLogger("fakeplugin.fleet")
 
@@ -24,6 +29,12 @@ publishes comes from the inventory (by name, namePrefix + replicas, or label sel
 with the config of --print-kwok-config: its stages hold pods that use claims until the fleet annotated
 them fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
 Pending with the kubelet's FailedPrepareDynamicResources event and is retried.
+
+With --compute-domains every simulated node also runs NVIDIA's second kubelet plugin,
+compute-domain.nvidia.com (IMEX channels and daemons, docs/compute-domains.md), and since no container
+runs on a simulated node, the fleet plays each ComputeDomain daemon's part when its daemon claim is
+prepared: it labels the daemon pod, enters the node into its ComputeDomainClique and marks it Ready.
+The ComputeDomain controller (`fakeplugin compute-domain-controller`) must run in the cluster.
 """
 
 EPILOG = """\
@@ -32,8 +43,10 @@ examples:
   kwok --kubeconfig ~/.kube/config --config kwok.yaml \\
       --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake &
   fakeplugin fleet --inventory fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
+  fakeplugin fleet --inventory examples/gb200-nvl72.yaml --compute-domains \\
+      --namespace nvidia-dra-driver-gpu --state-dir /tmp/fleet     # NVL72 racks with ComputeDomains
 
-files: <state-dir>/nodes/<node>/cdi (CDI specs), plugin/ (checkpoint, nvidia-smi data) and
+files: <state-dir>/nodes/<node>/cdi (CDI specs), plugins/<driver>/ (checkpoint, nvidia-smi data) and
 containers/<namespace>_<pod>_<container>.json (what each container would receive: CDI IDs, env, mounts).
 `fakeplugin cluster up` starts kwok and the fleet for every `kubelet: false` node by itself.
 """
@@ -71,6 +84,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="threads preparing pods and writing slices (and API connections)",
     )
+    flag(
+        p,
+        "--compute-domains",
+        env="FAKEPLUGIN_FLEET_COMPUTE_DOMAINS",
+        action="store_true",
+        help="also run compute-domain.nvidia.com on every simulated node, doing each ComputeDomain "
+        "daemon's part (clique entry, Ready) when its daemon claim is prepared",
+    )
+    flag(
+        p,
+        "--namespace",
+        env="NAMESPACE",
+        default="default",
+        metavar="NS",
+        help="with --compute-domains: the driver's namespace, where the controller keeps "
+        "ComputeDomainCliques (NVIDIA's chart: the release namespace)",
+    )
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -90,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise ValueError(f"--threads: {args.threads}: must be at least 1")
 
+    from fakeplugin.computedomain.api import DRIVER_NAME
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
@@ -98,20 +130,25 @@ def run(args: argparse.Namespace) -> int:
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     emulation = emulated(args, inventory.inventory.driver_release)
-    # A connection per worker, plus the publisher's writers, plus the node, pod and slice watches.
-    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=2 * args.threads + 3))
+    # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch.
+    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=3 * args.threads + 5))
+    drivers: list[Driver] = [GpuDriver(emulation)]
+    if args.compute_domains:
+        cd = dataclasses.replace(emulation, driver_name=DRIVER_NAME)
+        drivers.append(ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True))
     fleet = Fleet(
         kube,
         inventory=inventory,
-        emulation=emulation,
-        driver=GpuDriver(emulation),
+        drivers=drivers,
         state_dir=Path(args.state_dir),
         threads=args.threads,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("fleet for %s; state in %s", emulation.describe(), args.state_dir)
+    for driver in drivers:
+        log.info("fleet for %s", driver.emulation.describe())
+    log.info("state in %s", args.state_dir)
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0

@@ -1,15 +1,17 @@
 """A fleet: every kwok-managed node's devices, slices and prepare core, in one process.
 
 The nodes are the Node objects kwok manages (annotation kwok.x-k8s.io/node=fake, kwok's own default
-selector); each is served by the same driver (runtime.driver.NodePlugin) `fakeplugin serve` runs on a
-kubelet node, all reading one inventory file, hosted by the same runtime loops (runtime.host). A node's
-prepare side is made on its first pod with claims; its files live in <state-dir>/nodes/<node>/ (cdi/,
-plugin/, containers/), the layout of the local cluster's kubelet nodes.
+selector); on each, every driver of the fleet (gpu.nvidia.com, and compute-domain.nvidia.com when asked)
+runs as the NodePlugin `fakeplugin serve` runs on a kubelet node, all reading one inventory file, each
+driver hosted by the same runtime loops (runtime.host). A node's prepare side is made on its first pod
+with claims; its files live in <state-dir>/nodes/<node>/ (cdi/, plugins/<driver>/, containers/), the
+layout of a kubelet's root.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fakeplugin.fleet.api import FleetKube, Obj
@@ -18,7 +20,6 @@ from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime.driver import Driver, NodeDirs, NodePlugin
-from fakeplugin.runtime.emulation import Emulation
 from fakeplugin.runtime.host import Host
 from fakeplugin.runtime.nodes import Nodes
 
@@ -26,8 +27,8 @@ RESYNC_SECONDS = 60  # every pool is re-planned from a fresh list of all the dri
 
 
 class FleetDirs:
-    """<root>/nodes/<node>/: a simulated node's CDI root, plugin dir (checkpoint, nvidia-smi data) and
-    container records."""
+    """<root>/nodes/<node>/: a simulated node's CDI root, each driver's plugin dir (checkpoint, nvidia-smi
+    data) and container records."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -38,8 +39,8 @@ class FleetDirs:
     def cdi(self, name: str) -> Path:
         return self.node(name) / "cdi"
 
-    def plugin(self, name: str) -> Path:
-        return self.node(name) / "plugin"
+    def plugin(self, name: str, driver: str) -> Path:
+        return self.node(name) / "plugins" / driver
 
     def containers(self, name: str) -> Path:
         return self.node(name) / "containers"
@@ -50,44 +51,48 @@ def is_simulated(node: Obj) -> bool:
 
 
 class Fleet:
+    """`drivers`: the DRA drivers every simulated node runs, each published and prepared for on its own,
+    as a node's kubelet plugins are."""
+
     def __init__(
         self,
         kube: FleetKube,
         *,
         inventory: InventoryFile,
-        emulation: Emulation,
-        driver: Driver,
+        drivers: Sequence[Driver],
         state_dir: Path,
         threads: int = 8,
     ) -> None:
         self.dirs = FleetDirs(state_dir)
         self._dra = PodDRA(
-            kube, plugin=self.plugin, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
+            kube, plugins=self.plugins, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
         )
-        self.nodes = Nodes(
-            inventory,
-            lambda name: driver.node(
-                name,
-                inventory,
-                dirs=NodeDirs(cdi_root=self.dirs.cdi(name), plugin_dir=self.dirs.plugin(name)),
-                get_claim=self._dra.get_claim,
-                quiet=True,
-            ),
-            accept=is_simulated,
-        )
-        self.host = Host(kube, emulation, self.nodes, writers=threads, resync_seconds=RESYNC_SECONDS)
+        self.nodes = {d.name: self._nodes(d, inventory) for d in drivers}
+        self.hosts = [
+            Host(kube, d.emulation, self.nodes[d.name], writers=threads, resync_seconds=RESYNC_SECONDS)
+            for d in drivers
+        ]
         self.kubelet = FleetKubelet(kube, self._dra, threads=threads)
+
+    def _nodes(self, driver: Driver, inventory: InventoryFile) -> Nodes:
+        def make(name: str) -> NodePlugin:
+            dirs = NodeDirs(cdi_root=self.dirs.cdi(name), plugin_dir=self.dirs.plugin(name, driver.name))
+            return driver.node(name, inventory, dirs=dirs, get_claim=self._dra.get_claim, quiet=True)
+
+        return Nodes(inventory, make, accept=is_simulated)
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop`: follow the nodes and the inventory, publish, prepare. Returns when stopped."""
-        self.host.start(stop)
-        # The pod watch acts on the nodes it knows: started once the nodes are listed.
-        while not self.nodes.synced.wait(1.0):
-            if stop.is_set():
-                return
+        for host in self.hosts:
+            host.start(stop)
+        # The pod watch acts on the nodes it knows: started once every driver listed them.
+        for nodes in self.nodes.values():
+            while not nodes.synced.wait(1.0):
+                if stop.is_set():
+                    return
         threading.Thread(target=self.kubelet.run, args=(stop,), name="pods", daemon=True).start()
         stop.wait()
 
-    def plugin(self, node: str) -> NodePlugin | None:
-        """The driver on `node`, None when it is not a node of the fleet."""
-        return self.nodes.get(node)
+    def plugins(self, node: str) -> Mapping[str, NodePlugin]:
+        """Driver name → that driver on `node`; empty when it is not a node of the fleet."""
+        return {name: plugin for name, nodes in self.nodes.items() if (plugin := nodes.get(node)) is not None}

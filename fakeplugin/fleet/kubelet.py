@@ -71,7 +71,7 @@ class FleetKubelet:
         status = obj.get("status") or {}
         if not node or not (obj["spec"].get("resourceClaims") or status.get("extendedResourceClaimStatus")):
             return
-        if self._dra.plugin(node) is None:
+        if not self._dra.plugins(node):
             return
         uid = obj["metadata"]["uid"]
         obj = _slim(obj)

@@ -1,7 +1,8 @@
 """What the kubelet reads from a pod for DRA, and what it would hand each container (pure).
 
 Upstream: pkg/kubelet/cm/dra/manager.go (claims of a pod: spec.resourceClaims resolved through
-status.resourceClaimStatuses for template claims, plus status.extendedResourceClaimStatus) and
+status.resourceClaimStatuses for template claims, plus status.extendedResourceClaimStatus; a claim's
+drivers: those of its allocation's results) and
 kuberuntime_container.go makeCDIDevices (wire-protocol.md §6.3 step 8): a container gets the CDI IDs of
 the devices whose request_names is empty or holds the request it references, sub-request suffix
 stripped; a reference without a request gets every device of the claim.
@@ -44,6 +45,13 @@ def pod_claims(pod: Mapping[str, Any]) -> PodClaims:
     if extended:
         names[EXTENDED] = extended
     return PodClaims(names, tuple(pending))
+
+
+def claim_drivers(claim: Mapping[str, Any]) -> list[str]:
+    """The drivers of an allocated claim (its results' `driver`), each once, in the order of the results."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return list(dict.fromkeys(r["driver"] for r in results))
 
 
 def container_claim_refs(pod: Mapping[str, Any], container: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -1,7 +1,8 @@
-"""What a kubelet's DRA manager does for one pod (wire-protocol.md §6.3, §6.4), against the driver on
-the pod's node (runtime.driver.NodePlugin):
-read and check the pod's claims, prepare them, record what each container would get, tell kwok
-(fleet.stages) by annotating the pod; and the reverse when the pod goes.
+"""What a kubelet's DRA manager does for one pod (wire-protocol.md §6.3, §6.4), against the drivers on
+the pod's node (runtime.driver.NodePlugin, by driver name):
+read and check the pod's claims, prepare each driver's claims with that driver (the drivers of a claim are
+those of its allocation's results), record what each container would get, tell kwok (fleet.stages) by
+annotating the pod; and the reverse when the pod goes.
 
 Invariant: a pod is annotated PREPARED only once every claim's CDI spec is on disk.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Set
+from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
@@ -19,26 +20,26 @@ from fakeplugin.fleet import podclaims, stages
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.records import record_name, write_record
 from fakeplugin.kube import describe_api_error
-from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.runtime.driver import NodePlugin
 
 log = logging.getLogger(__name__)
 
 
 class PodDRA:
-    """`plugin(node)`: the driver on the node (None: not a node of the fleet); `containers_dir(node)`,
-    `cdi_root(node)`: where the node keeps container records and CDI specs."""
+    """`plugins(node)`: driver name → that driver on the node (empty: not a node of the fleet);
+    `containers_dir(node)`, `cdi_root(node)`: where the node keeps container records and CDI specs."""
 
     def __init__(
         self,
         kube: FleetKube,
         *,
-        plugin: Callable[[str], NodePlugin | None],
+        plugins: Callable[[str], Mapping[str, NodePlugin]],
         containers_dir: Callable[[str], Path],
         cdi_root: Callable[[str], Path],
     ) -> None:
         self._kube = kube
-        self.plugin = plugin
+        self.plugins = plugins
         self._containers_dir = containers_dir
         self._cdi_root = cdi_root
         self._fetched = threading.local()  # claims this thread just read, for the prepare side's get_claim
@@ -52,13 +53,12 @@ class PodDRA:
     def prepare(self, obj: Obj) -> bool:
         """Prepare the pod's claims on its node; False: failed (event sent), try again later."""
         meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        plugin = self.plugin(node)
-        assert plugin is not None
+        plugins = self.plugins(node)
         claims = podclaims.pod_claims(obj)
         if claims.pending:
             return True  # the pod's next update (its claim statuses) queues it again
         fetched: dict[tuple[str, str], Obj] = {}
-        refs: list[ClaimRef] = []
+        by_driver: dict[str, list[ClaimRef]] = {}
         for claim_name in dict.fromkeys(claims.names.values()):
             try:
                 claim = self._kube.get_claim(meta["namespace"], claim_name)
@@ -71,17 +71,24 @@ class PodDRA:
                 )
                 return self._failed(obj, claim_name, message, wrapped=False)
             fetched[(meta["namespace"], claim_name)] = claim
-            refs.append(ClaimRef(meta["namespace"], claim["metadata"]["uid"], claim_name))
+            ref = ClaimRef(meta["namespace"], claim["metadata"]["uid"], claim_name)
+            for driver in podclaims.claim_drivers(claim):
+                if driver not in plugins:
+                    message = f"prepare dynamic resources: DRA driver {driver} is not registered"
+                    return self._failed(obj, claim_name, message, wrapped=False)
+                by_driver.setdefault(driver, []).append(ref)
+        devices: dict[str, list[PreparedDevice]] = {name: [] for _, name in fetched}
         self._fetched.claims = fetched
         try:
-            results = plugin.prepare(refs)
+            for driver, refs in by_driver.items():  # one call per driver, as the kubelet makes
+                results = plugins[driver].prepare(refs)
+                for ref in refs:
+                    if results[ref.uid].error:
+                        return self._failed(obj, ref.name, results[ref.uid].error)
+                    devices[ref.name] += results[ref.uid].devices
         finally:
             self._fetched.claims = {}
-        by_name: dict[str, PrepareResult] = {}
-        for ref in refs:
-            if results[ref.uid].error:
-                return self._failed(obj, ref.name, results[ref.uid].error)
-            by_name[ref.name] = results[ref.uid]
+        by_name = {name: PrepareResult(tuple(d)) for name, d in devices.items()}
         for container in obj["spec"].get("containers") or []:
             ids = podclaims.container_cdi_devices(obj, container, by_name)
             write_record(self._containers_dir(node), obj, container, ids, self._cdi_root(node))
@@ -93,11 +100,13 @@ class PodDRA:
         The claims are found in the node's checkpoint, so this works after a restart of the fleet too.
         False: failed, try again later. `obj["gone"]`: the pod object is deleted already."""
         meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        plugin = self.plugin(node)
-        assert plugin is not None
         names = set(podclaims.pod_claims(obj).names.values()) - in_use
-        refs = [r for r in plugin.prepared_claims() if r.namespace == meta["namespace"] and r.name in names]
-        errors = [e for e in (plugin.unprepare(refs) if refs else {}).values() if e]
+        errors: list[str] = []
+        for plugin in self.plugins(node).values():
+            refs = [
+                r for r in plugin.prepared_claims() if r.namespace == meta["namespace"] and r.name in names
+            ]
+            errors += [e for e in (plugin.unprepare(refs) if refs else {}).values() if e]
         if errors:
             log.warning(
                 "pod %s/%s on %s: unprepare failed: %s", meta["namespace"], meta["name"], node, errors[0]

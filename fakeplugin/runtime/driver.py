@@ -17,6 +17,7 @@ from fakeplugin.model import ClaimRef, PrepareResult
 
 if TYPE_CHECKING:
     from fakeplugin.publish.node import InventoryFile
+    from fakeplugin.runtime.emulation import Emulation
 
 Obj = dict[str, Any]
 # The claim read Prepare makes: (namespace, name) → the ResourceClaim object.
@@ -91,6 +92,11 @@ class Driver(Protocol):
     @property
     def name(self) -> str:
         """The DRA driver name (e.g. gpu.nvidia.com)."""
+        ...
+
+    @property
+    def emulation(self) -> Emulation:
+        """What it emulates (its name, release and gates), for the runtime's publisher."""
         ...
 
     def node(

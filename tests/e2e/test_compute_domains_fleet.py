@@ -1,0 +1,269 @@
+"""ComputeDomains at rack scale: two simulated GB200 NVL72 racks (2 x 18 nodes x 4 GPUs, kwok plays the
+nodes, `fakeplugin fleet --compute-domains` is both kubelet plugins of each and plays each IMEX daemon)
+and two kubelet nodes of a third clique, as `fakeplugin cluster up` deploys them for this inventory.
+
+Checked, as NVIDIA's tests/bats/test_cd_misc.bats checks it on real racks, plus what needs many nodes:
+- a 16-node job (16 pods x 4 GPUs + one channel each) on rack A and an 18-node job on rack B at once:
+  while the daemons are held NotReady (our fault) no pod runs and each CD lists its nodes NotReady; once
+  they are Ready every pod runs, each CD is Ready with its nodes in its own clique, and after the pods go
+  the nodes leave and the CDs are NotReady;
+- a 2-node CD across the two kubelet nodes: both pods run with channel0 in their container records;
+- a 20-node job whose pods must share a clique (required pod affinity on `nvidia.com/gpu.clique`, the
+  placement of the gang job in KAI-Scheduler #1217): 18 pods fit a rack, 2 stay unschedulable, the CD
+  stays NotReady with 18 Ready nodes: a rack has 18 compute trays, on real hardware as here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.cluster import Cluster
+from fakeplugin.computedomain import api
+from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
+from fakeplugin.testing import container, device_request, pod, resource_claim_template
+from fakeplugin.testing.containers import local_view
+from tests.harness.host import require_cluster_host
+from tests.harness.kube import apply, get, items, wait_for
+
+pytestmark = pytest.mark.cluster
+
+NAMESPACE = "cd-fleet"
+RACK_A, RACK_B, TRAYS = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91", "9d0c1b2a-3e4f-4a5b-8c6d-7e8f9a0b1c2d", 18
+LOCAL = "6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d"
+KUBELET_NODES = ("gb200-tray-0", "gb200-tray-1")
+
+
+GB200_TRAY = [{"profile": "gb200", "count": 4}]
+
+
+def rack(prefix: str, cluster_uuid: str) -> dict[str, Any]:
+    return {
+        "namePrefix": prefix,
+        "replicas": TRAYS,
+        "kubelet": False,
+        "gpus": GB200_TRAY,
+        "fabric": {"clique": 1, "clusterUUID": cluster_uuid},
+    }
+
+
+INVENTORY = {
+    "driverVersion": "580.126.20",
+    "cudaDriverVersion": "13.0",
+    "nodes": [
+        rack("rack-a-", RACK_A),
+        rack("rack-b-", RACK_B),
+        *(
+            {
+                "name": n,
+                "gpus": [{"profile": "gb200", "count": 4}],
+                "fabric": {"clique": 3, "clusterUUID": LOCAL},
+            }
+            for n in KUBELET_NODES
+        ),
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def racks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    require_cluster_host()
+    root = tmp_path_factory.mktemp("cd-fleet")
+    inventory = root / "nvl72.yaml"
+    inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
+    cluster = Cluster.up(inventory, root / "state")
+    try:
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def compute_domain(name: str, nodes: int) -> dict[str, Any]:
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name},
+        "spec": {"numNodes": nodes, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+    }
+
+
+def job(name: str, pods: int, *, gpus: int = 4, **placement: Any) -> list[dict[str, Any]]:
+    """A CD of `pods` nodes and its worker pods: each takes `gpus` GPUs and the CD's channel, placed by
+    `placement` (PodSpec fields)."""
+    template = resource_claim_template(f"{name}-gpus", device_request(count=gpus))
+    workers = [
+        pod(
+            f"{name}-{i}",
+            [container("worker", claims=["gpus", "channel"])],
+            claims={
+                "gpus": {"resourceClaimTemplateName": f"{name}-gpus"},
+                "channel": {"resourceClaimTemplateName": f"{name}-channel"},
+            },
+            **placement,
+        )
+        for i in range(pods)
+    ]
+    return [compute_domain(name, pods), template, *workers]
+
+
+def on_clique(clique: str) -> dict[str, Any]:
+    return {"nodeSelector": {api.GPU_CLIQUE_LABEL: clique}}
+
+
+def phases(cluster: Cluster, name: str) -> dict[str, str]:
+    """Pod name → phase, for the pods of job `name`."""
+    return {
+        p["metadata"]["name"]: p["status"].get("phase", "")
+        for p in items(cluster, "pods", "-n", NAMESPACE)
+        if p["metadata"]["name"].startswith(f"{name}-")
+    }
+
+
+def cd_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return get(cluster, "computedomain", name, "-n", NAMESPACE).get("status") or {}
+
+
+def ready_status(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    status = cd_status(cluster, name)
+    return status if status.get("status") == api.STATUS_READY else None
+
+
+def pod_nodes(cluster: Cluster, name: str) -> set[str]:
+    return {
+        p["spec"].get("nodeName", "")
+        for p in items(cluster, "pods", "-n", NAMESPACE)
+        if p["metadata"]["name"].startswith(f"{name}-")
+    }
+
+
+def delete_job(cluster: Cluster, name: str) -> None:
+    pods = list(phases(cluster, name))
+    if pods:
+        cluster.kubectl("delete", "pod", *pods, "-n", NAMESPACE, "--wait=true", "--timeout=300s")
+    cluster.kubectl("delete", "computedomain", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    cluster.kubectl("delete", "resourceclaimtemplate", f"{name}-gpus", "-n", NAMESPACE)
+
+
+def fault_racks(cluster: Cluster, on: bool) -> None:
+    nodes = [f"{p}{i}" for p in ("rack-a-", "rack-b-") for i in range(TRAYS)]
+    value = f"{NOT_READY_ANNOTATION}=e2e" if on else f"{NOT_READY_ANNOTATION}-"
+    cluster.kubectl("annotate", "node", *nodes, value, "--overwrite")
+
+
+def test_the_fleet_publishes_channels_and_daemons_on_every_rack_node(racks: Cluster) -> None:
+    slices = [s for s in items(racks, "resourceslices") if s["spec"]["driver"] == api.DRIVER_NAME]
+    nodes = {s["spec"]["nodeName"] for s in slices}
+    assert {f"rack-{r}-{i}" for r in "ab" for i in range(TRAYS)} | set(KUBELET_NODES) <= nodes
+    rack_b = next(s for s in slices if s["spec"]["nodeName"] == "rack-b-7")
+    assert sorted(d["name"] for d in rack_b["spec"]["devices"]) == ["channel-0", "daemon-0"]
+    assert get(racks, "node", "rack-b-7")["metadata"]["labels"][api.GPU_CLIQUE_LABEL] == f"{RACK_B}.1"
+
+
+def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Cluster) -> None:
+    fault_racks(racks, True)
+    try:
+        apply(racks, NAMESPACE, *job("job-a", 16, **on_clique(f"{RACK_A}.1")))
+        apply(racks, NAMESPACE, *job("job-b", 18, **on_clique(f"{RACK_B}.1")))
+
+        def all_listed(name: str, count: int) -> dict[str, Any] | None:
+            s = cd_status(racks, name)
+            return s if len(s.get("nodes") or []) == count else None
+
+        for name, count in (("job-a", 16), ("job-b", 18)):
+            status = wait_for(
+                lambda n=name, c=count: all_listed(n, c),  # type: ignore[misc]
+                what=f"every daemon of {name} in its clique",
+                timeout=300,
+            )
+            assert status["status"] == api.STATUS_NOT_READY
+            assert {n["status"] for n in status["nodes"]} == {"NotReady"}
+        assert set(phases(racks, "job-a").values()) == {"Pending"}  # their channel claims wait
+        assert set(phases(racks, "job-b").values()) == {"Pending"}
+    finally:
+        fault_racks(racks, False)
+
+    for name, count in (("job-a", 16), ("job-b", 18)):
+        wait_for(
+            lambda n=name: set(phases(racks, n).values()) == {"Running"},  # type: ignore[misc]
+            what=f"every pod of {name} Running",
+            timeout=300,
+        )
+        status = cd_status(racks, name)
+        assert status["status"] == api.STATUS_READY
+        assert len(status["nodes"]) == count
+        assert {n["status"] for n in status["nodes"]} == {"Ready"}
+        clique = f"{RACK_A if name == 'job-a' else RACK_B}.1"
+        assert {n["cliqueID"] for n in status["nodes"]} == {clique}
+        assert {n["name"] for n in status["nodes"]} == pod_nodes(racks, name)
+        assert sorted(n["index"] for n in status["nodes"]) == list(range(count))
+
+    delete_job(racks, "job-b")
+    status = wait_for(
+        lambda: ready_status(racks, "job-a"),
+        what="job-a still Ready once job-b is gone",
+        timeout=10,
+    )
+    assert len(status["nodes"]) == 16
+    pods = list(phases(racks, "job-a"))
+    racks.kubectl("delete", "pod", *pods, "-n", NAMESPACE, "--wait=true", "--timeout=300s")
+    wait_for(
+        lambda: "nodes" not in (s := cd_status(racks, "job-a")) and s.get("status") == api.STATUS_NOT_READY,
+        what="job-a's nodes gone from its status once its pods are",
+        timeout=180,
+    )
+    delete_job(racks, "job-a")
+
+
+def test_a_two_node_domain_across_kubelet_nodes(racks: Cluster) -> None:
+    apply(racks, NAMESPACE, *job("pair", 2, **on_clique(f"{LOCAL}.3")))
+    wait_for(
+        lambda: set(phases(racks, "pair").values()) == {"Running"},
+        what="both pods of the 2-node domain Running",
+        timeout=300,
+    )
+    assert pod_nodes(racks, "pair") == set(KUBELET_NODES)
+    for i in range(2):
+        view = local_view(racks, NAMESPACE, f"pair-{i}", "worker")
+        assert "/dev/nvidia-caps-imex-channels/channel0" in view.device_nodes
+    status = wait_for(
+        lambda: ready_status(racks, "pair"),
+        what="the 2-node domain Ready",
+        timeout=60,
+    )
+    assert {(n["name"], n["cliqueID"]) for n in status["nodes"]} == {(n, f"{LOCAL}.3") for n in KUBELET_NODES}
+    delete_job(racks, "pair")
+
+
+def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
+    same_clique = {
+        "nodeSelector": {"type": "kwok"},  # the racks' nodes (fakeplugin.cluster.components.simulated_node)
+        "affinity": {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"job": "wide"}},
+                        "topologyKey": api.GPU_CLIQUE_LABEL,
+                    }
+                ]
+            }
+        },
+    }
+    objects = job("wide", 20, **same_clique)
+    for worker in objects[2:]:
+        worker["metadata"]["labels"] = {"job": "wide"}
+    apply(racks, NAMESPACE, *objects)
+    counts = wait_for(
+        lambda: (c := sorted(phases(racks, "wide").values())).count("Running") == TRAYS and c,
+        what=f"{TRAYS} pods of the 20-node job Running",
+        timeout=300,
+    )
+    assert counts.count("Pending") == 2
+    status = cd_status(racks, "wide")
+    assert status["status"] == api.STATUS_NOT_READY
+    assert len(status["nodes"]) == TRAYS and {n["status"] for n in status["nodes"]} == {"Ready"}
+    assert len({n["cliqueID"] for n in status["nodes"]}) == 1
+    delete_job(racks, "wide")
