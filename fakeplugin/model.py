@@ -37,6 +37,7 @@ class PrepareResult:
 
     devices: tuple[PreparedDevice, ...] = ()
     error: str = ""
+    retryable: bool = False  # the failure may pass on its own (a driver may retry it within the call)
 
 
 @dataclass(frozen=True)

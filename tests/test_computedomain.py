@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, slices
+from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, retry, slices
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
+from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare.cdi import validate_spec
 from fakeplugin.publish.inventory import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.node import InventoryFile
@@ -241,20 +244,40 @@ def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
 # -- Prepare / Unprepare ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Any:
+def make_node(tmp_path: Path, *, retry_seconds: float) -> Any:
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(inventory(clique=2, clusterUUID=CLUSTER)))
     boot = tmp_path / "boot_id"
     boot.write_text(BOOT)
     api = Api()
     driver = ComputeDomainDriver(
-        emulation(release="", driver_name=CD_DRIVER), api, namespace=NAMESPACE, boot_id_file=boot
+        emulation(release="", driver_name=CD_DRIVER),
+        api,
+        namespace=NAMESPACE,
+        boot_id_file=boot,
+        retry_seconds=retry_seconds,
     )
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
     plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, get_claim=api.get_claim)
     plugin.set_node(api.node)
     return plugin, api, dirs
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Any:
+    """The plugin answering each call after one attempt: the Preparer's answers, one by one."""
+    return make_node(tmp_path, retry_seconds=0)
+
+
+def test_the_plugin_retries_a_not_ready_channel_within_the_call(tmp_path: Path) -> None:
+    plugin, api, _ = make_node(tmp_path, retry_seconds=retry.TIMEOUT_SECONDS)
+    ref = add_claim(api, "c1", "channel-0")
+    api.ready("NotReady")
+    timer = threading.Timer(1.0, api.ready)  # the daemon turns Ready while the call retries
+    timer.start()
+    (result,) = plugin.prepare([ref]).values()
+    timer.join()
+    assert result.error == "" and [d.device_name for d in result.devices] == ["channel-0"]
 
 
 def test_channel_prepare_waits_until_ready_then_injects_and_unprepare_removes_the_label(node: Any) -> None:
@@ -377,7 +400,7 @@ def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, cap
     api = Api()
     api.node["metadata"]["labels"] = {"resource.nvidia.com/computeDomain": CD_UID}
     driver = ComputeDomainDriver(
-        emulation(release="", driver_name=CD_DRIVER), api, boot_id_file=tmp_path / "boot"
+        emulation(release="", driver_name=CD_DRIVER), api, boot_id_file=tmp_path / "boot", retry_seconds=0
     )
     plugin = driver.node(
         NODE, InventoryFile(inv), dirs=NodeDirs(tmp_path / "cdi", plugin_dir), get_claim=api.get_claim
@@ -419,3 +442,50 @@ def test_over_the_grpc_edge(node: Any, serve: Any) -> None:
     )
     assert running.dra("v1").NodeUnprepareResources(unprepare, timeout=RPC_TIMEOUT_S).claims["g1"].error == ""
     assert api.node["metadata"]["labels"] == {}
+
+
+def test_a_retryable_failure_is_retried_within_the_call_with_upstream_backoff() -> None:
+    clock = [0.0]
+    tried: list[tuple[float, list[str]]] = []
+    ready_at = {"c1": 1.0, "c2": 99.0}  # c1 turns Ready after a second; c2 never within the call
+
+    def prepare(claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        tried.append((clock[0], [c.name for c in claims]))
+        out = {}
+        for c in claims:
+            if c.name == "bad":
+                out[c.uid] = PrepareResult(error="error decoding config parameters")  # permanent
+            elif clock[0] >= ready_at[c.name]:
+                out[c.uid] = PrepareResult()
+            else:
+                out[c.uid] = PrepareResult(error=f"{c.name} not ready", retryable=True)
+        return out
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    claims = [ClaimRef("ns", f"uid-{n}", n) for n in ("c1", "c2", "bad")]
+    results = retry.prepare_retrying(prepare, claims, timeout=10.0, clock=lambda: clock[0], sleep=sleep)
+    assert results["uid-c1"] == PrepareResult()
+    assert results["uid-c2"].error == "c2 not ready"  # the last error, at the deadline
+    assert results["uid-bad"].error == "error decoding config parameters"
+    assert tried[:5] == [
+        (0.0, ["c1", "c2", "bad"]),
+        (0.25, ["c1", "c2"]),
+        (0.75, ["c1", "c2"]),
+        (1.75, ["c1", "c2"]),  # c1 is Ready now
+        (3.75, ["c2"]),
+    ]
+    # 250 ms doubling to 3 s: c2 at 0, .25, .75, 1.75, 3.75, 6.75, 9.75; its next (12.75) is past 10 s
+    assert [t for t, names in tried if "c2" in names] == [0.0, 0.25, 0.75, 1.75, 3.75, 6.75, 9.75]
+
+
+def test_no_retry_window_tries_once() -> None:
+    calls = []
+
+    def prepare(claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        calls.append(len(claims))
+        return {c.uid: PrepareResult(error="not ready", retryable=True) for c in claims}
+
+    out = retry.prepare_retrying(prepare, [ClaimRef("ns", "u", "c")], timeout=0)
+    assert calls == [1] and out["u"].error == "not ready"

@@ -206,6 +206,7 @@ def emulating(tmp_path: Path) -> Any:
         namespace=NAMESPACE,
         boot_id_file=boot,
         emulate_daemon=True,
+        retry_seconds=0,
     )
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
     plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, get_claim=kube.get_claim)

@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     drivers: list[Driver] = [GpuDriver(emulation)]
     if args.compute_domains:
         cd = dataclasses.replace(emulation, driver_name=DRIVER_NAME)
-        drivers.append(ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True))
+        drivers.append(
+            ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True, retry_seconds=0)
+        )
     fleet = Fleet(
         kube,
         inventory=inventory,

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from fakeplugin.computedomain.daemon import not_ready_fault
+from fakeplugin.drivers.computedomain import retry
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
@@ -29,7 +30,9 @@ DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
 class ComputeDomainDriver:
     """`api`: the driver's own API client (ComputeDomains, cliques, node labels: fakeplugin.kube.Kube);
     `namespace`: the driver's, where the controller keeps the ComputeDomainCliques; `emulate_daemon`: the
-    plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon)."""
+    plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon); `retry_seconds`: how
+    long a Prepare call retries a retryable failure (fakeplugin.drivers.computedomain.retry; 0: once, for
+    a fleet, whose worker threads serve every node and whose pods are retried with backoff)."""
 
     def __init__(
         self,
@@ -39,12 +42,14 @@ class ComputeDomainDriver:
         namespace: str = DEFAULT_NAMESPACE,
         boot_id_file: Path = BOOT_ID_FILE,
         emulate_daemon: bool = False,
+        retry_seconds: float = retry.TIMEOUT_SECONDS,
     ) -> None:
         self.emulation = emulation
         self.api = api
         self.namespace = namespace
         self.boot_id_file = boot_id_file
         self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
+        self.retry_seconds = retry_seconds
 
     @property
     def name(self) -> str:
@@ -143,7 +148,7 @@ class ComputeDomainNode:
         self._open()
 
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        return self._open().prepare(claims)
+        return retry.prepare_retrying(self._open().prepare, claims, timeout=self._driver.retry_seconds)
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         return self._open().unprepare(claims)

@@ -11,8 +11,9 @@ Unprepare, per claim: unknown or PrepareAborted ⇒ success; else the channel gr
 (configs decoded non-strictly from the checkpointed status), the CDI spec removed; PrepareCompleted ⇒
 entry dropped, PrepareStarted ⇒ PrepareAborted (abortedAt: now), so a stale retry cannot prepare again.
 
-Upstream retries a retryable failure inside the call for up to 45 s and then leaves the claim out of its
-answer; we answer with the error at once and the kubelet's retry is the retry.
+Failures are retryable (PrepareResult.retryable; the retry within the call is
+fakeplugin.drivers.computedomain.retry) but upstream's permanent errors: the claim cannot be read or has no
+allocation, a config cannot be decoded, the claim's namespace is not the ComputeDomain's.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ class Request:
     ref: ClaimRef
     status: dict[str, Any]  # the claim's status, as checkpointed
     devices: frozenset[str]  # ours, not admin-access: what the overlap check compares
+
+
+class PrepareFailure(Exception):
+    """A claim's failure after PrepareStarted, its text upstream's."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 def prepare_error(ref: ClaimRef, message: str) -> str:
@@ -171,7 +180,7 @@ class Preparer:
                 return self._prepare_locked(requests)
         except LockTimeoutError as e:
             message = f"error acquiring prep/unprep lock: {e}"
-            return {r.ref.uid: PrepareResult(error=_logged(r.ref, message)) for r in requests}
+            return {r.ref.uid: PrepareResult(error=_logged(r.ref, message), retryable=True) for r in requests}
 
     def _prepare_locked(self, requests: list[Request]) -> dict[str, PrepareResult]:
         results: dict[str, PrepareResult] = {}
@@ -203,8 +212,8 @@ class Preparer:
         for r in started:
             try:
                 entry = self._prepare_devices(r, checkpoint)
-            except ClaimError as e:
-                results[r.ref.uid] = PrepareResult(error=_logged(r.ref, str(e)))
+            except PrepareFailure as e:
+                results[r.ref.uid] = PrepareResult(error=_logged(r.ref, str(e)), retryable=e.retryable)
                 continue
             checkpoint = checkpoint.with_claim(r.ref.uid, entry)
             completed.append(r)
@@ -219,7 +228,7 @@ class Preparer:
         return results
 
     def _prepare_devices(self, r: Request, checkpoint: cp.Checkpoint) -> cp.Entry:
-        """The claim's devices, spec written; its PrepareCompleted entry. ClaimError: the claim's failure."""
+        """The claim's devices, spec written; its PrepareCompleted entry. PrepareFailure: the claim's."""
         try:
             allocation = r.status["allocation"]
             groups = config_groups(allocation, driver_name=self._driver, device_types=DEVICE_TYPES)
@@ -235,13 +244,14 @@ class Preparer:
                 if group.config.kind == DAEMON_CONFIG_KIND:
                     self._daemons.started(group.config.domain_id, r.status.get("reservedFor") or [])
         except (OpaqueConfigError, DomainError) as e:
-            raise ClaimError(prepare_error(r.ref, f"prepare devices failed: {e}")) from e
+            message = prepare_error(r.ref, f"prepare devices failed: {e}")
+            raise PrepareFailure(message, retryable=not e.permanent) from e
         if prepared.spec_devices:
             try:
                 spec = cdi.claim_spec(r.ref.uid, prepared.spec_devices, driver_name=self._driver)
                 self._specs.write_claim(r.ref.uid, spec)
             except (OSError, ValueError) as e:
-                raise ClaimError(
+                raise PrepareFailure(
                     prepare_error(r.ref, f"unable to create CDI spec file for claim: {e}")
                 ) from e
         return cp.Entry(cp.State.PREPARE_COMPLETED, r.status, prepared.groups, r.ref.name, r.ref.namespace)
@@ -346,7 +356,7 @@ def _kubelet_devices(entry: cp.Entry) -> tuple[PreparedDevice, ...]:
 
 
 def _failed(ref: ClaimRef, message: str) -> PrepareResult:
-    return PrepareResult(error=_logged(ref, prepare_error(ref, message)))
+    return PrepareResult(error=_logged(ref, prepare_error(ref, message)), retryable=True)
 
 
 def _logged(ref: ClaimRef, message: str, wrap: Callable[[ClaimRef, str], str] | None = None) -> str:

@@ -1,0 +1,254 @@
+"""ComputeDomains at rack scale: NVL72 racks of simulated GB200 trays, one 18-node job per rack at once.
+
+    python bench/compute_domains.py                 # 4 racks (72 nodes, 288 GPUs), 4 ComputeDomains
+    python bench/compute_domains.py --racks 1       # one rack, one ComputeDomain of 18 nodes
+    python bench/compute_domains.py --json out.json
+
+Brings up a local cluster (`fakeplugin cluster up`) whose inventory is --racks entries of 18 simulated
+`gb200` nodes x 4 GPUs (`kubelet: false`), each rack its own NVLink clique: kwok plays the nodes, one
+`fakeplugin fleet --compute-domains` is both kubelet plugins of every node and plays each IMEX daemon, and
+`fakeplugin compute-domain-controller` runs as in NVIDIA's chart. Then per rack one job of 18 pods, each pod
+4 GPUs (a ResourceClaimTemplate) and the rack's ComputeDomain channel, placed on its rack by the clique
+label; all racks' jobs created at once. Measured, from one watch of pods and one of ComputeDomains:
+
+  anchor     the same pods without ComputeDomain or channel, first: from the moment the last of a rack's
+             pods is bound (spec.nodeName seen) to the moment all of them are Running
+  ready      per ComputeDomain: from the last of its pods bound to its status Ready (every daemon of its
+             nodes in its clique, Ready, as the controller sums it every 2 s)
+  running    per job: from the last pod bound to every pod Running (their channel claims wait for Ready;
+             a failed prepare is retried after 2 s doubling to 30 s)
+
+Target (issue 18): a ComputeDomain of 18 simulated nodes Ready <= 10 s after its pods are bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fakeplugin.cluster import Cluster
+from fakeplugin.computedomain import api
+from fakeplugin.kube import Kube, new_api_client
+from fakeplugin.runtime.informer import Source, list_and_watch
+from fakeplugin.testing import container, device_request, pod, resource_claim_template
+
+NAMESPACE = "bench-cd"
+TRAYS = 18  # compute trays of an NVL72 rack, 4 GPUs each
+
+
+class Seen:
+    """When each object was first seen meeting a condition, from a watch (time.monotonic())."""
+
+    def __init__(
+        self, kube: Kube, path: str, conditions: dict[str, Callable[[dict[str, Any]], bool]]
+    ) -> None:
+        self.at: dict[str, dict[str, float]] = {c: {} for c in conditions}  # condition → name → time
+        self._conditions = conditions
+        self._kube, self._path = kube, path
+        self.stop = threading.Event()
+
+    def start(self) -> None:
+        synced = threading.Event()
+        threading.Thread(
+            target=list_and_watch,
+            args=(self._kube, Source(self._path)),
+            kwargs={
+                "stop": self.stop,
+                "on_list": lambda objs: [self._event("ADDED", o) for o in objs],
+                "on_event": self._event,
+                "synced": synced,
+            },
+            daemon=True,
+        ).start()
+        synced.wait(60)
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        now, name = time.monotonic(), obj["metadata"]["name"]
+        for condition, met in self._conditions.items():
+            if kind == "DELETED":
+                self.at[condition].pop(name, None)
+            elif met(obj):
+                self.at[condition].setdefault(name, now)
+
+
+def inventory(racks: int) -> dict[str, Any]:
+    return {
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        "nodes": [
+            {
+                "namePrefix": f"rack-{r}-",
+                "replicas": TRAYS,
+                "kubelet": False,
+                "gpus": [{"profile": "gb200", "count": 4}],
+                "fabric": {"clique": 1, "clusterUUID": cluster_uuid(r)},
+            }
+            for r in range(racks)
+        ],
+    }
+
+
+def cluster_uuid(rack: int) -> str:
+    return f"4b1e8f2a-57c3-4c1d-9a5e-{rack:012x}"
+
+
+def job(name: str, rack: int, *, channel: bool) -> list[dict[str, Any]]:
+    """18 pods of 4 GPUs on `rack`; with `channel`, its ComputeDomain and a channel claim each."""
+    claims = {"gpus": {"resourceClaimTemplateName": f"{name}-gpus"}}
+    objects: list[dict[str, Any]] = [resource_claim_template(f"{name}-gpus", device_request(count=4))]
+    if channel:
+        claims["channel"] = {"resourceClaimTemplateName": f"{name}-channel"}
+        objects.append(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": api.COMPUTE_DOMAIN_KIND,
+                "metadata": {"name": name},
+                "spec": {
+                    "numNodes": TRAYS,
+                    "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}},
+                },
+            }
+        )
+    objects += [
+        pod(
+            f"{name}-{i}",
+            [container("worker", claims=list(claims))],
+            claims=claims,
+            grace_period_s=0,
+            nodeSelector={api.GPU_CLIQUE_LABEL: f"{cluster_uuid(rack)}.1"},
+        )
+        for i in range(TRAYS)
+    ]
+    return objects
+
+
+def create(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
+    items = [{**o, "metadata": {**o["metadata"], "namespace": NAMESPACE}} for o in objects]
+    cluster.kubectl(
+        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+
+
+def wait_until(what: str, done: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def run_wave(
+    cluster: Cluster, pods: Seen, domains: Seen, racks: int, *, channel: bool
+) -> list[dict[str, Any]]:
+    names = [f"{'cd' if channel else 'plain'}-{r}" for r in range(racks)]
+    for r, name in enumerate(names):
+        create(cluster, job(name, r, channel=channel))
+    members = {n: [f"{n}-{i}" for i in range(TRAYS)] for n in names}
+    wait_until(
+        "every pod Running",
+        lambda: all(p in pods.at["running"] for ps in members.values() for p in ps),
+        600,
+    )
+    if channel:
+        wait_until("every ComputeDomain Ready", lambda: all(n in domains.at["ready"] for n in names), 60)
+    out = []
+    for name in names:
+        bound = max(pods.at["bound"][p] for p in members[name])
+        result = {
+            "job": name,
+            "runningAfterBoundSeconds": round(max(pods.at["running"][p] for p in members[name]) - bound, 2),
+        }
+        if channel:
+            result["readyAfterBoundSeconds"] = round(domains.at["ready"][name] - bound, 2)
+        out.append(result)
+        print(f"  {result}", file=sys.stderr, flush=True)
+    pod_names = [p for ps in members.values() for p in ps]
+    cluster.kubectl("delete", "pod", *pod_names, "-n", NAMESPACE, "--wait=true", "--timeout=600s")
+    if channel:
+        cluster.kubectl("delete", "computedomain", *names, "-n", NAMESPACE, "--wait=true", "--timeout=300s")
+    cluster.kubectl("delete", "resourceclaimtemplate", *(f"{n}-gpus" for n in names), "-n", NAMESPACE)
+    return out
+
+
+def summary(results: list[dict[str, Any]], key: str) -> dict[str, float]:
+    values = [r[key] for r in results]
+    return {"median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--racks", type=int, default=4)
+    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-cd"))
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: the cluster goes down below
+
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    path = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
+    path.write_text(yaml.safe_dump(inventory(args.racks), sort_keys=False))
+    print(f"cluster up: {args.racks} racks x {TRAYS} simulated GB200 trays", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    cluster = Cluster.up(path, args.state_dir)
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "racks": args.racks,
+        "nodes": args.racks * TRAYS,
+        "gpus": args.racks * TRAYS * 4,
+        "clusterUpSeconds": round(time.monotonic() - started, 1),
+    }
+    try:
+        kube = Kube(new_api_client(str(cluster.kubeconfig)))
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        pods = Seen(
+            kube,
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            {
+                "bound": lambda o: bool(o["spec"].get("nodeName")),
+                "running": lambda o: (o.get("status") or {}).get("phase") == "Running",
+            },
+        )
+        domains = Seen(
+            kube,
+            api.compute_domains_path(NAMESPACE),
+            {"ready": lambda o: (o.get("status") or {}).get("status") == api.STATUS_READY},
+        )
+        pods.start()
+        domains.start()
+        print("anchor: the same jobs without ComputeDomains", file=sys.stderr, flush=True)
+        anchor = run_wave(cluster, pods, domains, args.racks, channel=False)
+        print("ComputeDomains: one per rack, all at once", file=sys.stderr, flush=True)
+        cds = run_wave(cluster, pods, domains, args.racks, channel=True)
+        pods.stop.set()
+        domains.stop.set()
+        results["anchor"] = {"jobs": anchor, "runningAfterBound": summary(anchor, "runningAfterBoundSeconds")}
+        results["computeDomains"] = {
+            "jobs": cds,
+            "readyAfterBound": summary(cds, "readyAfterBoundSeconds"),
+            "runningAfterBound": summary(cds, "runningAfterBoundSeconds"),
+        }
+    finally:
+        if not args.keep:
+            cluster.down()
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

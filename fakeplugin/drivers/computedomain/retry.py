@@ -1,0 +1,50 @@
+"""compute-domain.nvidia.com's retry within a Prepare call (`cmd/compute-domain-kubelet-plugin/driver.go`
+PrepareResourceClaims, `pkg/workqueue` DefaultPrepUnprepRateLimiter): each claim is tried until it is done
+or ErrorRetryMaxTimeout (45 s) has passed, a retryable failure again after its own backoff of 250 ms
+doubling to 3 s; a success or a permanent failure is done at once. So a channel claim of a node whose
+daemon turns Ready a second later is prepared in that call, not on the kubelet's next pod sync.
+
+[differs] A claim still failing at the deadline: upstream leaves it out of its answer (the kubelet then
+reports `NodePrepareResources skipped 1 ResourceClaims`); we answer with its last error. [U] The workqueue's
+global bucket (5 retries/s, burst 10) is not emulated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from fakeplugin.model import ClaimRef, PrepareResult
+
+TIMEOUT_SECONDS = 45.0  # ErrorRetryMaxTimeout
+FIRST_DELAY, MAX_DELAY = 0.25, 3.0  # the per-claim exponential failure rate limiter
+
+
+def prepare_retrying(
+    prepare: Callable[[Sequence[ClaimRef]], dict[str, PrepareResult]],
+    claims: Sequence[ClaimRef],
+    *,
+    timeout: float = TIMEOUT_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, PrepareResult]:
+    """`prepare(claims)`, the claims with retryable failures again until done or `timeout` has passed."""
+    deadline = clock() + timeout
+    results: dict[str, PrepareResult] = {}
+    due = {ref.uid: clock() for ref in claims}  # claim → when it is tried next
+    delay = {ref.uid: FIRST_DELAY for ref in claims}
+    pending = list(claims)
+    while pending:
+        now = clock()
+        batch = [ref for ref in pending if due[ref.uid] <= now]
+        answers = prepare(batch) if batch else {}
+        for ref in batch:
+            result = results[ref.uid] = answers[ref.uid]
+            if result.error and result.retryable and now + delay[ref.uid] < deadline:
+                due[ref.uid] = now + delay[ref.uid]
+                delay[ref.uid] = min(2 * delay[ref.uid], MAX_DELAY)
+            else:
+                pending.remove(ref)
+        if pending:
+            sleep(max(0.0, min(due[ref.uid] for ref in pending) - clock()))
+    return results
