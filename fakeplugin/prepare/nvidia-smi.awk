@@ -364,18 +364,14 @@ function readings(r) {
 
 function watts_q(v) { return v == "N/A" ? v : v " W" }
 
-# A GPU of a multi-node NVLink fabric (data files with fabric_* keys; none for other GPUs): what its fabric
-# info reports, field f of the fabric.* query fields (without "fabric."). The health of a registered
-# fabric is that of the real GB200 capture (NVIDIA/k8s-test-infra qx-gb200.xml, driver 580.173.02).
+# A GPU whose data file has fabric_* keys (its fabric info; none where the model's is unknown): field f of
+# the fabric.* query fields (without "fabric."). Health rows are fabric_health_<row>, N/A when absent.
 function fabric_value(r, f) {
 	if (f == "state") return g[r, "fabric_state"]
 	if (f == "status") return g[r, "fabric_status"]
 	if (f == "cliqueId") return g[r, "fabric_clique_id"]
 	if (f == "clusterUuid") return g[r, "fabric_cluster_uuid"]
-	if (f == "health.summary") return "Healthy"
-	if (f == "health.bandwidth") return "Full"
-	if (f ~ /^health\.(route_recovery_in_progress|route_unhealthy|access_timeout_recovery)$/) return "False"
-	return "N/A" # health.incorrect_configuration, health.partition_assigned
+	return val(r, "fabric_health_" substr(f, 8))
 }
 
 # `-q`: the Fabric section, as the real report prints it after the clocks, before Processes.
