@@ -131,6 +131,7 @@ class Board:
     # `topo -m` CPU and NUMA affinity: the CPUs of the GPU's NUMA node (every CPU when NUMA is unknown).
     cpu_affinity: str = "N/A"
     numa_affinity: str = "N/A"
+    gpu_numa_id: str = "N/A"  # `topo -m` GPU NUMA ID: the first NUMA node of the GPU's own memory
     # The node's multi-node NVLink fabric (`nvidia-smi -q` Fabric section, fabric.* query fields); None:
     # the node is in none, and the GPU reports its model's fabric_report.
     fabric: Fabric | None = None

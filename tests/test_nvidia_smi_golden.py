@@ -25,11 +25,12 @@ from tests.harness.smi_shells import SmiShell
 
 CLUSTER_UUID = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
 HGX = {"numaNodes": 2, "cpus": 224}  # DGX B200: 2 NUMA nodes of 112 CPUs (vllm-project/vllm#13855)
+HGX_B300 = {"numaNodes": 2, "cpus": 192}  # 2 NUMA nodes of 96 CPUs (vllm-project/vllm#30441)
 TRAY = {"numaNodes": 2, "cpus": 144}  # two Grace CPUs, 0-71 and 72-143 (sgl-project/sglang#11208 `topo -m`)
 # profile → (GPUs on the node, more fields of its inventory entry)
 NODES: dict[str, tuple[int, dict[str, Any]]] = {
     "b200": (8, HGX),
-    "b300": (8, HGX),
+    "b300": (8, HGX_B300),
     "gb200": (4, {**TRAY, "fabric": {"clique": 2, "clusterUUID": CLUSTER_UUID}}),
     "gb300": (4, {**TRAY, "fabric": {"clique": 32766, "clusterUUID": CLUSTER_UUID}}),
     "rtx-pro-6000-blackwell-server": (2, {}),

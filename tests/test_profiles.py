@@ -361,3 +361,12 @@ def test_fabric_problems_are_reported() -> None:
         'x.yaml: smi.fabric.state: must be one of Completed, N/A; got "In Progress"'
     ]
     assert parse_profile("x", GOOD, "x.yaml").smi.fabric is None  # unknown: no Fabric section
+
+
+def test_gpu_numa_nodes_are_at_most_16() -> None:
+    with pytest.raises(ProfileError) as exc:
+        parse_profile("x", {**GOOD, "smi": {"gpuNumaNodes": 17}}, "x.yaml")
+    assert exc.value.problems == [
+        "x.yaml: smi.gpuNumaNodes: must be at most 16 (Grace-Blackwell: 8 per GPU), got 17"
+    ]
+    assert (load_profile("gb200").smi.gpu_numa_nodes, load_profile("b200").smi.gpu_numa_nodes) == (8, 0)

@@ -424,7 +424,7 @@ function topo_cell(a, b, root, node_a, node_b) {
 }
 
 # `topo -m`: a tab-separated matrix, its header underlined (ESC[4m ... ESC[0m), an empty column before the
-# GPU NUMA ID (N/A: no GPU memory NUMA node on these boards), then the legend; -mp has no NV# line.
+# GPU NUMA ID (N/A on boards whose memory is no NUMA node of its own), then the legend; -mp has no NV# line.
 function topo(i, j, line) {
 	line = "\t\033[4m"
 	for (i = 1; i <= ng; i++) line = line "GPU" (i - 1) "\t"
@@ -432,7 +432,7 @@ function topo(i, j, line) {
 	for (i = 1; i <= ng; i++) {
 		line = "GPU" (i - 1)
 		for (j = 1; j <= ng; j++) line = line "\t" topo_cell(order[i], order[j])
-		print line "\t" val(order[i], "cpu_affinity") "\t" val(order[i], "numa_affinity") "\t\tN/A"
+		print line "\t" val(order[i], "cpu_affinity") "\t" val(order[i], "numa_affinity") "\t\t" val(order[i], "gpu_numa_id")
 	}
 	print ""
 	print "Legend:"

@@ -178,6 +178,7 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
         "numa_node": "N/A" if device.numa_node is None else str(device.numa_node),
         "cpu_affinity": board.cpu_affinity,
         "numa_affinity": board.numa_affinity,
+        "gpu_numa_id": board.gpu_numa_id,
         "nvlinks": str(board.nvlinks),
     }
     values |= fabric_values(board)

@@ -54,6 +54,7 @@ _CC = re.compile(r"^\d+\.\d+$")
 _HEX16 = re.compile(r"^0x[0-9a-f]{4}$")
 _MIB = 1024 * 1024
 _NVLINKS_WHY = "NVLink 4 and 5, Hopper and Blackwell: 18 per GPU"
+_GPU_NUMA_WHY = "Grace-Blackwell: 8 per GPU"
 
 
 class ProfileError(SchemaError):
@@ -104,6 +105,9 @@ class SmiValues:
     cuda_cores: int | None = None
     nvlinks: int = 0  # NVLinks between two GPUs of this model on one node (SXM boards); 0: PCIe only
     fabric: FabricReport | None = None  # `-q` Fabric section outside a multi-node NVLink domain
+    # NUMA nodes of the GPU's own memory (coherent Grace-Blackwell memory), numbered after the CPUs'
+    # and the earlier GPUs'; 0: none (`topo -m` GPU NUMA ID N/A).
+    gpu_numa_nodes: int = 0
 
 
 @dataclass(frozen=True)
@@ -310,7 +314,7 @@ def _fabric(p: Problems, raw: Any) -> FabricReport | None:
 
 
 def _smi(p: Problems, raw: Any) -> SmiValues:
-    ints = ("powerLimitWatts", "reservedMemoryMiB", "bar1MemoryMiB", "cudaCores", "nvlinks")
+    ints = ("powerLimitWatts", "reservedMemoryMiB", "bar1MemoryMiB", "cudaCores", "nvlinks", "gpuNumaNodes")
     m = p.mapping(raw, "smi", optional=(*ints, "pciSubsystemId", "fabric"))
     if m is None:
         return SmiValues()
@@ -322,4 +326,5 @@ def _smi(p: Problems, raw: Any) -> SmiValues:
         cuda_cores=p.integer(m, "cudaCores", "smi", minimum=1),
         nvlinks=p.integer(m, "nvlinks", "smi", minimum=1, maximum=18, why=_NVLINKS_WHY) or 0,
         fabric=_fabric(p, m["fabric"]) if "fabric" in m else None,
+        gpu_numa_nodes=p.integer(m, "gpuNumaNodes", "smi", minimum=1, maximum=16, why=_GPU_NUMA_WHY) or 0,
     )
