@@ -101,8 +101,8 @@ def test_h200_matches_the_real_capture() -> None:
         ("gb300", "ATS", 1400, 947, 524288, 0x21F1, 18),
         # nvidia-smi summaries and the open-gpu-kernel-modules README only: no -q, so less is known.
         ("b300", None, 1100, None, None, 0x20E6, 18),
-        # The DRA driver's slice (HMM) and summaries; a PCIe card without NVLink.
-        ("rtx-pro-6000-blackwell-server", "HMM", 600, None, None, None, 0),
+        # The DRA driver's slice (HMM), summaries and a vGPU host's -q (BAR1); a PCIe card without NVLink.
+        ("rtx-pro-6000-blackwell-server", "HMM", 600, None, 131072, None, 0),
     ],
 )
 def test_blackwell_boards_match_their_captures(
