@@ -324,7 +324,8 @@ def test_nvlinks_are_at_most_18() -> None:
 
 # `nvidia-smi -q` Fabric section outside a multi-node NVLink domain: [C] where a real `-q`/`-q -x` of the
 # model shows it (the H200 capture; NVIDIA/k8s-test-infra testdata/hardware: qx-h100, qx-b200, qx-gb200,
-# qx-gb300, qx-a100, qx-t4, qx-l40s), the rest marked [U] in their files.
+# qx-gb300, qx-a100, qx-t4, qx-l40s; an A10's -q in leptonai/gpud's test data), the rest marked [U] in
+# their files.
 REGISTERED = {"h100-80gb-hbm3", "h200", "b200", "gb200", "b300", "gb300"}
 
 
