@@ -90,6 +90,29 @@ class Fabric:
         return "" if self.cluster_uuid == ZERO_UUID else f"{self.cluster_uuid}.{self.clique}"
 
 
+# The Health rows of `nvidia-smi -q`'s Fabric section, in its order, as the fabric.health.* query fields
+# name them (the H200 capture, 580.159.04).
+FABRIC_HEALTH_ROWS = (
+    "summary",
+    "bandwidth",
+    "route_recovery_in_progress",
+    "route_unhealthy",
+    "access_timeout_recovery",
+    "incorrect_configuration",
+    "partition_assigned",
+)
+
+
+@dataclass(frozen=True)
+class FabricReport:
+    """What NVML's GPU fabric info reports for a GPU model when its node is in no multi-node NVLink domain
+    (a profile's `smi.fabric`): registered (state Completed, status Success, CliqueId 0, the zero
+    ClusterUUID: HGX Hopper and Blackwell) or not supported (every row N/A: A100, T4, L40S)."""
+
+    registered: bool
+    health: tuple[tuple[str, str], ...] = ()  # (FABRIC_HEALTH_ROWS entry, value) NVML reports; others N/A
+
+
 @dataclass(frozen=True)
 class Board:
     """What nvidia-smi shows of the physical GPU beyond its slice attributes; fixed when the device is made.
@@ -109,9 +132,13 @@ class Board:
     # `topo -m` CPU and NUMA affinity: the CPUs of the GPU's NUMA node (every CPU when NUMA is unknown).
     cpu_affinity: str = "N/A"
     numa_affinity: str = "N/A"
+    gpu_numa_id: str = "N/A"  # `topo -m` GPU NUMA ID: the first NUMA node of the GPU's own memory
     # The node's multi-node NVLink fabric (`nvidia-smi -q` Fabric section, fabric.* query fields); None:
-    # none modelled, and the fake nvidia-smi prints no Fabric section.
+    # the node is in none, and the GPU reports its model's fabric_report.
     fabric: Fabric | None = None
+    # The model's fabric info outside a multi-node domain, and its health rows in one; None: unknown, the
+    # fake nvidia-smi prints no Fabric section (unless the node has a fabric).
+    fabric_report: FabricReport | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,9 @@ from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, r
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
 from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare import smi
 from fakeplugin.prepare.cdi import validate_spec
+from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.releases import get as release
@@ -55,6 +57,19 @@ def test_fabric_gives_the_clique_id_and_a_default_cluster_uuid() -> None:
     assert default.clique_id == f"{DEFAULT_CLUSTER_UUID}.7"
     zero = parse_inventory(inventory(clique=0, clusterUUID="00000000-0000-0000-0000-000000000000"))
     assert zero.node_entry(NODE).clique_id == ""  # what a GPU outside a multi-node fabric reports
+
+
+def test_gpus_that_report_the_zero_cluster_uuid_give_no_clique() -> None:
+    """An HGX H200's GPUs report a registered fabric with CliqueId 0 and the zero ClusterUUID (the capture;
+    its profile's smi.fabric), a node entry with that fabric too: both mean no clique, an empty clique ID."""
+    for fabric in ({}, {"fabric": {"clique": 0, "clusterUUID": "00000000-0000-0000-0000-000000000000"}}):
+        node = {"name": "hgx-h200", "gpus": [{"profile": "h200", "count": 2}], **fabric}
+        inv = parse_inventory({"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [node]})
+        values = [smi.gpu_values(d) for d in devices_for_node(inv, inv.nodes[0], "hgx-h200")]
+        assert {(v["fabric_state"], v["fabric_clique_id"], v["fabric_cluster_uuid"]) for v in values} == {
+            ("Completed", "0", "00000000-0000-0000-0000-000000000000")
+        }
+        assert inv.node_entry("hgx-h200").clique_id == ""
 
 
 def test_a_clique_of_19_nodes_names_the_file_and_the_entries(tmp_path: Path) -> None:

@@ -523,9 +523,60 @@ def test_every_gpu_of_a_fabric_node_reports_its_clique(smi_shell: SmiShell, tmp_
     assert "    Fabric" not in smi_lines(smi_shell, root, "-q", "-d", "MEMORY,COMPUTE,ECC")
 
 
-def test_a_gpu_without_a_fabric_prints_no_fabric(smi_shell: SmiShell, tmp_path: Path) -> None:
-    devices = gb200_tray(fabric=False)
-    assert all(d.board.fabric is None for d in devices)
+def fabric_section(lines: Sequence[str]) -> list[list[str]]:
+    """Each GPU's `-q` Fabric section: its header line and the 12 rows under it."""
+    return [list(lines[i : i + 13]) for i, line in enumerate(lines) if line == "    Fabric"]
+
+
+def test_a_gpu_outside_a_multi_node_domain_reports_the_captured_fabric(
+    smi_shell: SmiShell, h200_host: Path
+) -> None:
+    """The HGX H200 capture: registered, CliqueId 0, the zero ClusterUUID, every health row N/A."""
+    real = fabric_section((CAPTURES / "smi_q.txt").read_text().splitlines())
+    assert len(real) == 2
+    assert fabric_section(smi_lines(smi_shell, h200_host, "-q")) == real
+    query = "--query-gpu=fabric.state,fabric.status,fabric.cliqueId,fabric.clusterUuid,fabric.health.summary"
+    assert (
+        smi_lines(smi_shell, h200_host, query, "--format=csv,noheader")
+        == ["Completed, Success, 0, 00000000-0000-0000-0000-000000000000, [N/A]"] * 2
+    )
+
+
+def one_gpu_node(tmp_path: Path, profile: str) -> Path:
+    inv = parse_inventory(
+        {
+            "driverVersion": "580.126.20",
+            "cudaDriverVersion": "13.0",
+            "nodes": [{"name": "n", "gpus": [{"profile": profile}]}],
+        }
+    )
+    return tray_view(tmp_path, devices_for_node(inv, inv.nodes[0], "n"))
+
+
+def test_a_gpu_without_fabric_info_prints_every_fabric_row_n_a(smi_shell: SmiShell, tmp_path: Path) -> None:
+    """The T4 capture (NVIDIA/k8s-test-infra qx-t4.xml): state, status, clique, cluster and health N/A."""
+    lines = smi_lines(smi_shell, one_gpu_node(tmp_path, "t4"), "-q")
+    [section] = fabric_section(lines)
+    assert section[0] == "    Fabric" and section[5] == "        Health"
+    assert all(row.endswith(" : N/A") for row in section[1:5] + section[6:])
+    query = "--query-gpu=fabric.state,fabric.cliqueId,fabric.clusterUuid,fabric.health.bandwidth"
+    root = one_gpu_node(tmp_path / "again", "t4")
+    assert smi_lines(smi_shell, root, query, "--format=csv,noheader") == ["[N/A], [N/A], [N/A], [N/A]"]
+
+
+def test_a_b200_outside_a_domain_reports_its_captured_health(smi_shell: SmiShell, tmp_path: Path) -> None:
+    """NVIDIA/k8s-test-infra qx-b200.xml: registered with the zero ClusterUUID, Summary Healthy and Access
+    Timeout Recovery False, the other health rows N/A."""
+    health = "--query-gpu=fabric.clusterUuid,fabric.health.summary,fabric.health.bandwidth"
+    query = health + ",fabric.health.access_timeout_recovery"
+    root = one_gpu_node(tmp_path, "b200")
+    assert smi_lines(smi_shell, root, query, "--format=csv,noheader") == [
+        "00000000-0000-0000-0000-000000000000, Healthy, [N/A], False"
+    ]
+
+
+def test_a_model_whose_fabric_info_is_unknown_prints_no_fabric(smi_shell: SmiShell, tmp_path: Path) -> None:
+    devices = [replace(d, board=replace(d.board, fabric_report=None)) for d in gb200_tray(fabric=False)]
     assert all("fabric" not in line for d in devices for line in smi.render_data(d).splitlines())
     root = tray_view(tmp_path, devices)
     assert "    Fabric" not in smi_lines(smi_shell, root, "-q")

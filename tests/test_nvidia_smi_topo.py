@@ -153,6 +153,34 @@ def test_the_matrix_shows_only_the_containers_gpus_renumbered(smi_shell: SmiShel
     ]
 
 
+def gb200_tray(**fields: object) -> dict:
+    node = {"name": "tray", "gpus": [{"profile": "gb200", "count": 4}], **fields}
+    return {"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [node]}
+
+
+def test_a_gb200_tray_shows_its_gpus_memory_numa_nodes(smi_shell: SmiShell, tmp_path: Path) -> None:
+    """sgl-project/sglang#11208's `topo -m` of a GB200 tray (570.172.08), the GPU and NUMA columns: each
+    GPU's memory is 8 NUMA nodes after the 2 Grace CPUs' (GPU NUMA ID 2, 10, 18; the capture cuts GPU3's
+    row before its ID), NUMA Affinity the CPU's node plus its GPUs' other nodes."""
+    gpus = node_devices(gb200_tray(numaNodes=2, cpus=144), "tray")
+    rows = smi_lines(smi_shell, container(tmp_path, gpus), "topo", "-m")[1:5]
+    assert [row.split("\t")[5:] for row in rows] == [
+        ["0-71", "0,3-9,11-17", "", "2"],
+        ["0-71", "0,3-9,11-17", "", "10"],
+        ["72-143", "1,19-25,27-33", "", "18"],
+        ["72-143", "1,19-25,27-33", "", "26"],
+    ]
+    # A container with two of them: the same nodes (they are the host's), renumbered GPUs.
+    rows = smi_lines(smi_shell, container(tmp_path / "two", [gpus[1], gpus[2]]), "topo", "-m")[1:3]
+    assert [row.split("\t")[3:] for row in rows] == [
+        ["0-71", "0,3-9,11-17", "", "10"],
+        ["72-143", "1,19-25,27-33", "", "18"],
+    ]
+    # NUMA unknown (no numaNodes): nothing to number after, as without a NUMA layout.
+    rows = smi_lines(smi_shell, container(tmp_path / "vm", node_devices(gb200_tray(), "tray")), "topo", "-m")
+    assert {tuple(row.split("\t")[5:]) for row in rows[1:5]} == {("0-63", "0", "", "N/A")}
+
+
 @pytest.mark.parametrize("gates", ["", "DRAListTypeAttributes=true"])
 def test_topo_numa_affinity_is_the_published_numa_node(
     smi_shell: SmiShell, tmp_path: Path, gates: str

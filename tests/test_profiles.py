@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from fakeplugin.model import FabricReport
 from fakeplugin.profiles import (
     ProfileError,
     UnknownProfileError,
@@ -100,8 +101,8 @@ def test_h200_matches_the_real_capture() -> None:
         ("gb300", "ATS", 1400, 947, 524288, 0x21F1, 18),
         # nvidia-smi summaries and the open-gpu-kernel-modules README only: no -q, so less is known.
         ("b300", None, 1100, None, None, 0x20E6, 18),
-        # The DRA driver's slice (HMM) and summaries; a PCIe card without NVLink.
-        ("rtx-pro-6000-blackwell-server", "HMM", 600, None, None, None, 0),
+        # The DRA driver's slice (HMM), summaries and a vGPU host's -q (BAR1); a PCIe card without NVLink.
+        ("rtx-pro-6000-blackwell-server", "HMM", 600, None, 131072, None, 0),
     ],
 )
 def test_blackwell_boards_match_their_captures(
@@ -319,3 +320,54 @@ def test_nvlinks_are_at_most_18() -> None:
         "x.yaml: smi.nvlinks: must be at most 18 (NVLink 4 and 5, Hopper and Blackwell: 18 per GPU), got 19"
     ]
     assert parse_profile("x", {**GOOD, "smi": {"nvlinks": 18}}, "x.yaml").smi.nvlinks == 18
+
+
+# `nvidia-smi -q` Fabric section outside a multi-node NVLink domain: [C] where a real `-q`/`-q -x` of the
+# model shows it (the H200 capture; NVIDIA/k8s-test-infra testdata/hardware: qx-h100, qx-b200, qx-gb200,
+# qx-gb300, qx-a100, qx-t4, qx-l40s; an A10's -q in leptonai/gpud's test data), the rest marked [U] in
+# their files.
+REGISTERED = {"h100-80gb-hbm3", "h200", "b200", "gb200", "b300", "gb300"}
+
+
+@pytest.mark.parametrize("name", profile_names())
+def test_every_profile_says_what_its_fabric_info_reports(name: str) -> None:
+    report = load_profile(name).smi.fabric
+    assert report is not None
+    assert report.registered is (name in REGISTERED)
+
+
+def test_fabric_health_rows_are_the_captured_ones() -> None:
+    assert load_profile("h200").smi.fabric == FabricReport(registered=True)
+    b200 = load_profile("b200").smi.fabric
+    assert b200 is not None and dict(b200.health) == {
+        "summary": "Healthy",
+        "access_timeout_recovery": "False",
+    }
+    gb300 = load_profile("gb300").smi.fabric
+    assert gb300 is not None and dict(gb300.health)["incorrect_configuration"] == "None"
+
+
+def test_fabric_problems_are_reported() -> None:
+    bad = {"state": "N/A", "health": {"summary": "Healthy", "speed": "Full"}}
+    with pytest.raises(ProfileError) as exc:
+        parse_profile("x", {**GOOD, "smi": {"fabric": bad}}, "x.yaml")
+    assert exc.value.problems == [
+        "x.yaml: smi.fabric.health.speed: unknown row (known: summary, bandwidth, routeRecoveryInProgress, "
+        "routeUnhealthy, accessTimeoutRecovery, incorrectConfiguration, partitionAssigned)",
+        "x.yaml: smi.fabric.health: a GPU whose fabric state is N/A reports every health row N/A",
+    ]
+    with pytest.raises(ProfileError) as exc:
+        parse_profile("x", {**GOOD, "smi": {"fabric": {"state": "In Progress"}}}, "x.yaml")
+    assert exc.value.problems == [
+        'x.yaml: smi.fabric.state: must be one of Completed, N/A; got "In Progress"'
+    ]
+    assert parse_profile("x", GOOD, "x.yaml").smi.fabric is None  # unknown: no Fabric section
+
+
+def test_gpu_numa_nodes_are_at_most_16() -> None:
+    with pytest.raises(ProfileError) as exc:
+        parse_profile("x", {**GOOD, "smi": {"gpuNumaNodes": 17}}, "x.yaml")
+    assert exc.value.problems == [
+        "x.yaml: smi.gpuNumaNodes: must be at most 16 (Grace-Blackwell: 8 per GPU), got 17"
+    ]
+    assert (load_profile("gb200").smi.gpu_numa_nodes, load_profile("b200").smi.gpu_numa_nodes) == (8, 0)

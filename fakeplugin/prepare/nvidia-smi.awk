@@ -364,18 +364,14 @@ function readings(r) {
 
 function watts_q(v) { return v == "N/A" ? v : v " W" }
 
-# A GPU of a multi-node NVLink fabric (data files with fabric_* keys; none for other GPUs): what its fabric
-# info reports, field f of the fabric.* query fields (without "fabric."). The health of a registered
-# fabric is that of the real GB200 capture (NVIDIA/k8s-test-infra qx-gb200.xml, driver 580.173.02).
+# A GPU whose data file has fabric_* keys (its fabric info; none where the model's is unknown): field f of
+# the fabric.* query fields (without "fabric."). Health rows are fabric_health_<row>, N/A when absent.
 function fabric_value(r, f) {
 	if (f == "state") return g[r, "fabric_state"]
 	if (f == "status") return g[r, "fabric_status"]
 	if (f == "cliqueId") return g[r, "fabric_clique_id"]
 	if (f == "clusterUuid") return g[r, "fabric_cluster_uuid"]
-	if (f == "health.summary") return "Healthy"
-	if (f == "health.bandwidth") return "Full"
-	if (f ~ /^health\.(route_recovery_in_progress|route_unhealthy|access_timeout_recovery)$/) return "False"
-	return "N/A" # health.incorrect_configuration, health.partition_assigned
+	return val(r, "fabric_health_" substr(f, 8))
 }
 
 # `-q`: the Fabric section, as the real report prints it after the clocks, before Processes.
@@ -428,7 +424,7 @@ function topo_cell(a, b, root, node_a, node_b) {
 }
 
 # `topo -m`: a tab-separated matrix, its header underlined (ESC[4m ... ESC[0m), an empty column before the
-# GPU NUMA ID (N/A: no GPU memory NUMA node on these boards), then the legend; -mp has no NV# line.
+# GPU NUMA ID (N/A on boards whose memory is no NUMA node of its own), then the legend; -mp has no NV# line.
 function topo(i, j, line) {
 	line = "\t\033[4m"
 	for (i = 1; i <= ng; i++) line = line "GPU" (i - 1) "\t"
@@ -436,7 +432,7 @@ function topo(i, j, line) {
 	for (i = 1; i <= ng; i++) {
 		line = "GPU" (i - 1)
 		for (j = 1; j <= ng; j++) line = line "\t" topo_cell(order[i], order[j])
-		print line "\t" val(order[i], "cpu_affinity") "\t" val(order[i], "numa_affinity") "\t\tN/A"
+		print line "\t" val(order[i], "cpu_affinity") "\t" val(order[i], "numa_affinity") "\t\t" val(order[i], "gpu_numa_id")
 	}
 	print ""
 	print "Legend:"

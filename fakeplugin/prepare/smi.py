@@ -14,8 +14,9 @@ Layout (host → container, all mounts `[ro, nosuid, nodev, rbind, rprivate]` li
 A data file is `key=value` lines, values preformatted as nvidia-smi prints them (`gpu_values`). Values
 NVML would measure (temperature, power draw, utilisation) are simulated idle readings; `N/A` where our
 profiles know no value (VBIOS, clocks). The compute mode follows the device's opaque-config settings
-(`compute_mode`), as the real driver sets it when it prepares the claim. A GPU of a node with a multi-node
-NVLink fabric (the inventory's `nodes[].fabric`) carries its `fabric_*` keys; other GPUs none.
+(`compute_mode`), as the real driver sets it when it prepares the claim. The `fabric_*` keys are the GPU's
+fabric info (`fabric_values`): the node's multi-node NVLink fabric (the inventory's `nodes[].fabric`), else
+what its model reports outside one (the profile's `smi.fabric`); none where that is unknown.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import DeviceSettings, GpuDevice
+from fakeplugin.model import FABRIC_HEALTH_ROWS, ZERO_UUID, Board, DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
@@ -49,7 +50,8 @@ IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
 IDLE_POWER_FRACTION = 0.12  # idle draw as a share of the power limit (H200 capture: 83 W of 700 W)
 IDLE_BAR1_USED_MIB = 1  # both H200 captures, idle
 PERSISTENCE_MODE = "Enabled"  # GPU nodes run nvidia-persistenced (the H200 capture: On)
-# A GPU of a multi-node fabric (GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml): registered, no error.
+# A GPU registered with its fabric (GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml; the H200 capture
+# outside a multi-node domain): no error.
 FABRIC_STATE = "Completed"
 FABRIC_STATUS = "Success"
 
@@ -176,16 +178,10 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
         "numa_node": "N/A" if device.numa_node is None else str(device.numa_node),
         "cpu_affinity": board.cpu_affinity,
         "numa_affinity": board.numa_affinity,
+        "gpu_numa_id": board.gpu_numa_id,
         "nvlinks": str(board.nvlinks),
     }
-    if board.fabric is not None:
-        # NVML's GPU fabric info once the GPU registered with the fabric; no keys without a fabric.
-        values |= {
-            "fabric_state": FABRIC_STATE,
-            "fabric_status": FABRIC_STATUS,
-            "fabric_clique_id": str(board.fabric.clique),
-            "fabric_cluster_uuid": board.fabric.cluster_uuid,
-        }
+    values |= fabric_values(board)
     if device.mig is not None:
         values |= {
             "mig_uuid": device.uuid,
@@ -193,6 +189,27 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
             "mig_start": str(device.mig.start),
         }
     return values
+
+
+def fabric_values(board: Board) -> dict[str, str]:
+    """The `fabric_*` keys: NVML's GPU fabric info as `-q`'s Fabric section prints it. In a multi-node
+    domain (the node's fabric) registered with its clique; outside one as the model reports it (its
+    profile's `smi.fabric`: registered with CliqueId 0 and the zero ClusterUUID, or every row N/A); no
+    keys where the model's report is unknown."""
+    report = board.fabric_report
+    if board.fabric is not None:
+        rows = (FABRIC_STATE, FABRIC_STATUS, str(board.fabric.clique), board.fabric.cluster_uuid)
+    elif report is None:
+        return {}
+    elif report.registered:
+        rows = (FABRIC_STATE, FABRIC_STATUS, "0", ZERO_UUID)
+    else:
+        rows = ("N/A",) * 4
+    health = dict(report.health) if report is not None else {}
+    keys = ("fabric_state", "fabric_status", "fabric_clique_id", "fabric_cluster_uuid")
+    return dict(zip(keys, rows, strict=True)) | {
+        f"fabric_health_{row}": health.get(row, "N/A") for row in FABRIC_HEALTH_ROWS
+    }
 
 
 def render_data(device: GpuDevice, settings: DeviceSettings | None = None) -> str:

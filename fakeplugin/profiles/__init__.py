@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from fakeplugin.model import Board
+from fakeplugin.model import FABRIC_HEALTH_ROWS, Board, FabricReport
 from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
 
 # go-nvlib's brand and architecture strings (nvidia-driver-shape.md §4.1).
@@ -54,6 +54,7 @@ _CC = re.compile(r"^\d+\.\d+$")
 _HEX16 = re.compile(r"^0x[0-9a-f]{4}$")
 _MIB = 1024 * 1024
 _NVLINKS_WHY = "NVLink 4 and 5, Hopper and Blackwell: 18 per GPU"
+_GPU_NUMA_WHY = "Grace-Blackwell: 8 per GPU"
 
 
 class ProfileError(SchemaError):
@@ -103,6 +104,10 @@ class SmiValues:
     pci_subsystem_id: int | None = None  # 16-bit subsystem device id, e.g. 0x18bf
     cuda_cores: int | None = None
     nvlinks: int = 0  # NVLinks between two GPUs of this model on one node (SXM boards); 0: PCIe only
+    fabric: FabricReport | None = None  # `-q` Fabric section outside a multi-node NVLink domain
+    # NUMA nodes of the GPU's own memory (coherent Grace-Blackwell memory), numbered after the CPUs'
+    # and the earlier GPUs'; 0: none (`topo -m` GPU NUMA ID N/A).
+    gpu_numa_nodes: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class Profile:
             bar1_memory_mib=self.smi.bar1_memory_mib,
             mig_capable=self.mig is not None,
             nvlinks=self.smi.nvlinks,
+            fabric_report=self.smi.fabric,
         )
 
 
@@ -217,10 +223,10 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
     )
 
 
-def _choice(p: Problems, m: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str | None:
-    value = p.string(m, key, "")
+def _choice(p: Problems, m: dict[str, Any], key: str, allowed: tuple[str, ...], path: str = "") -> str | None:
+    value = p.string(m, key, path)
     if value is not None and value not in allowed:
-        p.add(key, f'must be one of {", ".join(allowed)}; got "{value}"')
+        p.add(join(path, key), f'must be one of {", ".join(allowed)}; got "{value}"')
         return None
     return value
 
@@ -283,9 +289,33 @@ def _mig(p: Problems, raw: Any) -> MigCapability | None:
     return MigCapability(memory_slices=slices, profiles=tuple(profiles))
 
 
+# `smi.fabric.state`: NVML's fabric state of a GPU outside a multi-node NVLink domain, as `-q` prints it.
+FABRIC_STATES = ("Completed", "N/A")
+# `smi.fabric.health` keys (camelCase of the fabric.health.* query fields) → FABRIC_HEALTH_ROWS.
+_HEALTH_KEYS = {
+    "".join(w.title() if i else w for i, w in enumerate(row.split("_"))): row for row in FABRIC_HEALTH_ROWS
+}
+
+
+def _fabric(p: Problems, raw: Any) -> FabricReport | None:
+    m = p.mapping(raw, "smi.fabric", required=("state",), optional=("health",))
+    if m is None:
+        return None
+    state = _choice(p, m, "state", FABRIC_STATES, "smi.fabric")
+    health = p.string_map(m, "health", "smi.fabric") if "health" in m else {}
+    if health is None or state is None:
+        return None
+    for key in health.keys() - _HEALTH_KEYS.keys():
+        p.add(join("smi.fabric.health", key), f"unknown row (known: {', '.join(_HEALTH_KEYS)})")
+    if health and state == "N/A":
+        p.add("smi.fabric.health", "a GPU whose fabric state is N/A reports every health row N/A")
+    rows = tuple((_HEALTH_KEYS[k], health[k]) for k in _HEALTH_KEYS if k in health)
+    return FabricReport(registered=state == "Completed", health=rows)
+
+
 def _smi(p: Problems, raw: Any) -> SmiValues:
-    ints = ("powerLimitWatts", "reservedMemoryMiB", "bar1MemoryMiB", "cudaCores", "nvlinks")
-    m = p.mapping(raw, "smi", optional=(*ints, "pciSubsystemId"))
+    ints = ("powerLimitWatts", "reservedMemoryMiB", "bar1MemoryMiB", "cudaCores", "nvlinks", "gpuNumaNodes")
+    m = p.mapping(raw, "smi", optional=(*ints, "pciSubsystemId", "fabric"))
     if m is None:
         return SmiValues()
     return SmiValues(
@@ -295,4 +325,6 @@ def _smi(p: Problems, raw: Any) -> SmiValues:
         pci_subsystem_id=_hex16(p, m, "pciSubsystemId", "smi") if "pciSubsystemId" in m else None,
         cuda_cores=p.integer(m, "cudaCores", "smi", minimum=1),
         nvlinks=p.integer(m, "nvlinks", "smi", minimum=1, maximum=18, why=_NVLINKS_WHY) or 0,
+        fabric=_fabric(p, m["fabric"]) if "fabric" in m else None,
+        gpu_numa_nodes=p.integer(m, "gpuNumaNodes", "smi", minimum=1, maximum=16, why=_GPU_NUMA_WHY) or 0,
     )

@@ -44,10 +44,48 @@ def devices_for_node(
         for _ in range(gpu.count):
             gpus.append((_device(inv, entry, gpu, node_name, minor=len(gpus)), gpu))
     _check_unique([d for d, _ in gpus], [g.path for _, g in gpus], node_name)
+    gpus = _with_gpu_memory_numa_nodes(entry, gpus)
     devices: list[GpuDevice] = []
     for full, gpu in gpus:
         devices += _published(full, gpu, node_name, dynamic_mig)
     return devices
+
+
+def _with_gpu_memory_numa_nodes(
+    entry: NodeEntry, gpus: list[tuple[GpuDevice, GpuEntry]]
+) -> list[tuple[GpuDevice, GpuEntry]]:
+    """GPUs whose memory is NUMA nodes of their own (a profile's `smi.gpuNumaNodes`, Grace-Blackwell), on a
+    node whose CPU NUMA nodes are known: each GPU's nodes follow the CPUs' and the earlier GPUs' in minor
+    order, `topo -m` shows the first as its GPU NUMA ID, and every GPU's NUMA Affinity is its CPU's node
+    plus the other nodes of each such GPU on that CPU node. As a GB200 tray's `topo -m` shows them
+    (sgl-project/sglang#11208: GPU NUMA ID 2, 10, 18; NUMA Affinity 0,3-9,11-17 and 1,19-25,27-33)."""
+    if entry.numa_nodes is None:
+        return gpus
+    first: dict[int, int] = {}  # minor → its first memory node
+    following = entry.numa_nodes
+    for full, gpu in gpus:
+        if gpu.profile.smi.gpu_numa_nodes:
+            first[full.minor] = following
+            following += gpu.profile.smi.gpu_numa_nodes
+    if not first:
+        return gpus
+    result = []
+    for full, gpu in gpus:
+        numa = full.board.numa_affinity
+        extra = [
+            _range(first[d.minor] + 1, first[d.minor] + g.profile.smi.gpu_numa_nodes - 1)
+            for d, g in gpus
+            if d.minor in first and d.board.numa_affinity == numa and g.profile.smi.gpu_numa_nodes > 1
+        ]
+        board = replace(full.board, numa_affinity=",".join([numa, *extra]))
+        if full.minor in first:
+            board = replace(board, gpu_numa_id=str(first[full.minor]))
+        result.append((replace(full, board=board), gpu))
+    return result
+
+
+def _range(low: int, high: int) -> str:
+    return f"{low}-{high}" if high > low else str(low)
 
 
 def gpu_uuid(node_name: str, minor: int) -> str:
