@@ -262,7 +262,12 @@ def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
         timeout=300,
     )
     assert counts.count("Pending") == 2
-    status = cd_status(racks, "wide")
+
+    def listed() -> dict[str, Any] | None:
+        s = cd_status(racks, "wide")
+        return s if len(s.get("nodes") or []) == TRAYS else None
+
+    status = wait_for(listed, what=f"{TRAYS} nodes in the status (the controller sums every 2 s)", timeout=30)
     assert status["status"] == api.STATUS_NOT_READY
     assert len(status["nodes"]) == TRAYS and {n["status"] for n in status["nodes"]} == {"Ready"}
     assert len({n["cliqueID"] for n in status["nodes"]}) == 1
