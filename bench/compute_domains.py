@@ -9,7 +9,8 @@ Brings up a local cluster (`fakeplugin cluster up`) whose inventory is --racks e
 `fakeplugin fleet --compute-domains` is both kubelet plugins of every node and plays each IMEX daemon, and
 `fakeplugin compute-domain-controller` runs as in NVIDIA's chart. Then per rack one job of 18 pods, each pod
 4 GPUs (a ResourceClaimTemplate) and the rack's ComputeDomain channel, placed on its rack by the clique
-label; all racks' jobs created at once. Measured, from one watch of pods and one of ComputeDomains:
+label; all racks' jobs at once (the ComputeDomains first, the pods once their channel templates exist).
+Measured, from one watch of pods and one of ComputeDomains:
 
   anchor     the same pods without ComputeDomain or channel, first: from the moment the last of a rack's
              pods is bound (spec.nodeName seen) to the moment all of them are Running
@@ -135,6 +136,8 @@ def job(name: str, rack: int, *, channel: bool) -> list[dict[str, Any]]:
 
 
 def create(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
+    if not objects:
+        return
     items = [{**o, "metadata": {**o["metadata"], "namespace": NAMESPACE}} for o in objects]
     cluster.kubectl(
         "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
@@ -150,11 +153,23 @@ def wait_until(what: str, done: Callable[[], bool], timeout: float) -> None:
 
 
 def run_wave(
-    cluster: Cluster, pods: Seen, domains: Seen, racks: int, *, channel: bool
+    cluster: Cluster, kube: Kube, pods: Seen, domains: Seen, racks: int, *, channel: bool
 ) -> list[dict[str, Any]]:
+    template_path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates"
     names = [f"{'cd' if channel else 'plain'}-{r}" for r in range(racks)]
-    for r, name in enumerate(names):
-        create(cluster, job(name, r, channel=channel))
+    jobs = [job(name, r, channel=channel) for r, name in enumerate(names)]
+    # The CDs first, their pods once the controller made the channel templates (tests/e2e/
+    # test_compute_domains_fleet.py start_job says why).
+    for objects in jobs:
+        create(cluster, [o for o in objects if o["kind"] == api.COMPUTE_DOMAIN_KIND])
+    templates = {f"{n}-channel" for n in names} if channel else set()
+    wait_until(
+        "the controller's channel templates",
+        lambda: templates <= {t["metadata"]["name"] for t in kube.list(template_path)[0]},
+        60,
+    )
+    for objects in jobs:
+        create(cluster, [o for o in objects if o["kind"] != api.COMPUTE_DOMAIN_KIND])
     members = {n: [f"{n}-{i}" for i in range(TRAYS)] for n in names}
     wait_until(
         "every pod Running",
@@ -230,9 +245,9 @@ def main() -> int:
         pods.start()
         domains.start()
         print("anchor: the same jobs without ComputeDomains", file=sys.stderr, flush=True)
-        anchor = run_wave(cluster, pods, domains, args.racks, channel=False)
+        anchor = run_wave(cluster, kube, pods, domains, args.racks, channel=False)
         print("ComputeDomains: one per rack, all at once", file=sys.stderr, flush=True)
-        cds = run_wave(cluster, pods, domains, args.racks, channel=True)
+        cds = run_wave(cluster, kube, pods, domains, args.racks, channel=True)
         pods.stop.set()
         domains.stop.set()
         results["anchor"] = {"jobs": anchor, "runningAfterBound": summary(anchor, "runningAfterBoundSeconds")}
