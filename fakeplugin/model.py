@@ -77,11 +77,18 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"  # the ClusterUUID of a GPU o
 
 @dataclass(frozen=True)
 class Fabric:
-    """A GPU's multi-node NVLink fabric as NVML's GPU fabric info reports it once the GPU has registered
-    (state Completed, status Success): the inventory's `nodes[].fabric`, the same for every GPU of a node."""
+    """A GPU's multi-node NVLink fabric as NVML's GPU fabric info reports it: the inventory's
+    `nodes[].fabric`, the same for every GPU of a node; registered (state Completed, status Success) unless
+    the node's fabric-state fault (fakeplugin.publish.fabricfaults) says otherwise."""
 
     clique: int  # NVML cliqueId
     cluster_uuid: str  # NVML clusterUuid, lower-case
+    state: str = "Completed"  # the registration state as nvidia-smi prints it
+    status: str = "Success"  # nvmlErrorString of the registration's status; "N/A" before it completed
+
+    @property
+    def registered(self) -> bool:
+        return self.state == "Completed" and self.status == "Success"
 
     @property
     def clique_id(self) -> str:

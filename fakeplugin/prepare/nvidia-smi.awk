@@ -366,12 +366,14 @@ function watts_q(v) { return v == "N/A" ? v : v " W" }
 
 # A GPU of a multi-node NVLink fabric (data files with fabric_* keys; none for other GPUs): what its fabric
 # info reports, field f of the fabric.* query fields (without "fabric."). The health of a registered
-# fabric is that of the real GB200 capture (NVIDIA/k8s-test-infra qx-gb200.xml, driver 580.173.02).
+# fabric is that of the real GB200 capture (NVIDIA/k8s-test-infra qx-gb200.xml, driver 580.173.02); an
+# unregistered one (the fakeplugin.dev/fabric-state fault) has fabric_health=N/A.
 function fabric_value(r, f) {
 	if (f == "state") return g[r, "fabric_state"]
 	if (f == "status") return g[r, "fabric_status"]
 	if (f == "cliqueId") return g[r, "fabric_clique_id"]
 	if (f == "clusterUuid") return g[r, "fabric_cluster_uuid"]
+	if ((r, "fabric_health") in g) return g[r, "fabric_health"] # not registered: no health rows
 	if (f == "health.summary") return "Healthy"
 	if (f == "health.bandwidth") return "Full"
 	if (f ~ /^health\.(route_recovery_in_progress|route_unhealthy|access_timeout_recovery)$/) return "False"

@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import DeviceSettings, GpuDevice
+from fakeplugin.model import DeviceSettings, Fabric, GpuDevice
 from fakeplugin.prepare import opaqueconfig
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
@@ -49,9 +49,6 @@ IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
 IDLE_POWER_FRACTION = 0.12  # idle draw as a share of the power limit (H200 capture: 83 W of 700 W)
 IDLE_BAR1_USED_MIB = 1  # both H200 captures, idle
 PERSISTENCE_MODE = "Enabled"  # GPU nodes run nvidia-persistenced (the H200 capture: On)
-# A GPU of a multi-node fabric (GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml): registered, no error.
-FABRIC_STATE = "Completed"
-FABRIC_STATUS = "Success"
 
 # go-nvlib brand (ResourceSlice attribute) → nvidia-smi's "Product Brand". `Nvidia` → `NVIDIA` is seen in
 # the H200 capture; the others follow NVML's brand names.
@@ -179,19 +176,30 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
         "nvlinks": str(board.nvlinks),
     }
     if board.fabric is not None:
-        # NVML's GPU fabric info once the GPU registered with the fabric; no keys without a fabric.
-        values |= {
-            "fabric_state": FABRIC_STATE,
-            "fabric_status": FABRIC_STATUS,
-            "fabric_clique_id": str(board.fabric.clique),
-            "fabric_cluster_uuid": board.fabric.cluster_uuid,
-        }
+        values |= fabric_values(board.fabric)
     if device.mig is not None:
         values |= {
             "mig_uuid": device.uuid,
             "mig_profile": device.mig.profile,
             "mig_start": str(device.mig.start),
         }
+    return values
+
+
+def fabric_values(fabric: Fabric) -> dict[str, str]:
+    """NVML's GPU fabric info of a GPU with a fabric (GPUs without one get no keys). Registered (the GB200
+    capture, NVIDIA/k8s-test-infra qx-gb200.xml): the clique and a healthy fabric. Before Completed the
+    clique and health are N/A (NVIDIA/gpu-operator#2511's "In Progress" report); `fabric_health=N/A` tells
+    the program that the health rows are N/A ([U] after a completed registration with an error too)."""
+    completed = fabric.state == "Completed"
+    values = {
+        "fabric_state": fabric.state,
+        "fabric_status": fabric.status,
+        "fabric_clique_id": str(fabric.clique) if completed else "N/A",
+        "fabric_cluster_uuid": fabric.cluster_uuid if completed else "N/A",
+    }
+    if not fabric.registered:
+        values["fabric_health"] = "N/A"
     return values
 
 
