@@ -11,7 +11,7 @@ import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from fakeplugin.computedomain.daemon import not_ready_fault
+from fakeplugin.computedomain.daemon import node_faults
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
@@ -113,9 +113,9 @@ class ComputeDomainNode:
     def set_node(self, node: Obj) -> bool:
         meta = node["metadata"]
         before = (self._uid, self._entry)
-        fault_before = not_ready_fault(self._node_obj)
+        faults_before = node_faults(self._node_obj)
         self._node_obj = node
-        if self._daemons and not_ready_fault(node) != fault_before:
+        if self._daemons and node_faults(node) != faults_before:
             self._daemons.node_changed()
         self._labels, self._uid = dict(meta.get("labels") or {}), meta["uid"]
         self._entry = self._lookup()
