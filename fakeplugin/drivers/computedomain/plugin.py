@@ -2,26 +2,33 @@
 `ComputeDomainNode` (NodePlugin) over the slices, the domain manager and the Preparer.
 
 The node's inventory entry says whether the plugin runs there (GPUs) and its clique ID; both are read
-afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`).
+afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`): the
+plugin's start, where it reads the node's NVLink fabric as upstream does (fabric.py: the fabric-state fault
+refuses the start, or without CrashOnNVLinkFabricErrors leaves the node without a clique until a restart).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from fakeplugin.computedomain.daemon import node_faults
+from fakeplugin.drivers.computedomain import fabric
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
+from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.inventory import NodeEntry
-from fakeplugin.publish.node import InventoryFile
+from fakeplugin.publish.node import InventoryFile, node_devices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
 
@@ -94,6 +101,8 @@ class ComputeDomainNode:
             else None
         )
         self._entry = self._lookup()
+        # Set at start when no GPU's fabric was attached (the fabric-state fault, gate off): no clique.
+        self._detached = False
         self._opening = threading.Lock()
         self._preparer: Preparer | None = None
 
@@ -106,9 +115,10 @@ class ComputeDomainNode:
         return (device_name(CHANNEL), device_name(DAEMON)) if self._publishes() else ()
 
     def clique_id(self) -> str:
-        """`<clusterUUID>.<clique>` of the node's entry; "" without a fabric (or an entry)."""
+        """`<clusterUUID>.<clique>` of the node's entry; "" without a fabric (or an entry), or when its
+        fabric was not attached at start."""
         entry = self._entry
-        return entry.clique_id if entry else ""
+        return entry.clique_id if entry and not self._detached else ""
 
     def set_node(self, node: Obj) -> bool:
         meta = node["metadata"]
@@ -157,9 +167,40 @@ class ComputeDomainNode:
     def _publishes(self) -> bool:
         return bool(self._entry and self._entry.gpu_count)
 
+    def _read_fabric(self) -> None:
+        """The start's read of the node's fabric (fabric.py); FabricError: the plugin refuses to start."""
+        node = self._node_obj or self._fetch_node()
+        meta = node.get("metadata") or {}
+        try:
+            faults = fabricfaults.parse_fabric_faults(
+                (meta.get("annotations") or {}).get(fabricfaults.ANNOTATION)
+            )
+        except fabricfaults.FabricFaultError as e:
+            log.error("node %s: %s; starting without fabric faults", self._node, e)
+            faults = {}
+        inventory, labels = self._inventory.inventory, dict(meta.get("labels") or {})
+        entry = inventory.node_entry(self._node, labels)
+        gpus = fabric.node_gpus(node_devices(inventory, self._node, labels), faults)
+        e = self._driver.emulation
+        try:
+            found = fabric.clique_id(gpus, strict=e.feature_gates.get(fabric.GATE, True))
+        except fabric.FabricError as err:
+            raise fabric.start_error(err, e.release.name) from None
+        self._detached = not found and bool(entry and entry.clique_id)
+
+    def _fetch_node(self) -> Obj:
+        try:
+            return self._driver.api.get_node(self._node)
+        except Exception as e:  # the real plugin needs no Node to read NVML: start without the faults
+            log.warning(
+                "node %s: cannot read the Node (%s): starting without its fabric faults", self._node, e
+            )
+            return {}
+
     def _open(self) -> Preparer:
         with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
             if self._preparer is None:
+                self._read_fabric()
                 d, e = self._driver, self._driver.emulation
                 domains = DomainManager(
                     d.api,
