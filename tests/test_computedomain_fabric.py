@@ -1,5 +1,6 @@
 """The compute-domain plugin's start: its read of the node's NVLink fabric under the fabric-state fault
-(NVIDIA's getCliqueID, strict and legacy)."""
+(NVIDIA's getCliqueID, strict and legacy), and --gpu-clique-label-enabled (its nvidia.com/gpu.clique
+label)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
 from fakeplugin.drivers.computedomain import fabric
+from fakeplugin.drivers.computedomain.cliquelabel import LabelError
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
 from fakeplugin.model import ZERO_UUID, Fabric
 from fakeplugin.publish.devices import gpu_uuid
@@ -51,6 +54,7 @@ def plugin_for(
         api,
         namespace=NAMESPACE,
         boot_id_file=boot,
+        gpu_clique_label=label,
     )
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
     return driver.node(node, InventoryFile(inv), dirs=dirs, get_claim=api.get_claim)
@@ -182,3 +186,55 @@ def test_a_bad_annotation_is_logged_and_the_plugin_starts(
     plugin.open()
     assert plugin.clique_id() == CLIQUE_ID
     assert any(f"annotation {ANNOTATION}: 'gpu-0=Stuck'" in m for m in caplog.messages)
+
+
+# -- --gpu-clique-label-enabled -----------------------------------------------------------------------------
+
+
+def test_the_clique_label_is_set_at_start_and_removed_at_stop(tmp_path: Path) -> None:
+    api = Api()
+    plugin = plugin_for(tmp_path, api, label=True)
+    plugin.set_node(copy.deepcopy(api.node))
+    assert GPU_CLIQUE_LABEL not in api.node["metadata"]["labels"]  # not before the start
+    plugin.open()
+    assert api.node["metadata"]["labels"][GPU_CLIQUE_LABEL] == CLIQUE_ID
+    plugin.stop()
+    assert GPU_CLIQUE_LABEL not in api.node["metadata"]["labels"]
+
+
+def test_the_clique_label_follows_a_new_clique_id(tmp_path: Path) -> None:
+    api = Api()
+    plugin = plugin_for(tmp_path, api, label=True)
+    plugin.open()
+    inv = tmp_path / "inv.yaml"
+    other = f"{CLUSTER}.5"
+    inv.write_text(yaml.safe_dump(inventory(clique=5, clusterUUID=CLUSTER)))
+    plugin._inventory.reload_if_changed()
+    assert plugin.refresh() is True
+    assert api.node["metadata"]["labels"][GPU_CLIQUE_LABEL] == other
+
+
+def test_no_clique_no_label_and_off_by_default(tmp_path: Path) -> None:
+    api = Api()
+    api.node["metadata"]["name"] = "hgx-h200"
+    plugin_for(tmp_path, api, label=True, node="hgx-h200").open()
+    assert GPU_CLIQUE_LABEL not in api.node["metadata"]["labels"]
+    detached = faulted("InProgress")
+    plugin_for(tmp_path, detached, label=True, gates="CrashOnNVLinkFabricErrors=false").open()
+    assert GPU_CLIQUE_LABEL not in detached.node["metadata"]["labels"]  # not attached at start: no clique
+    quiet = Api()
+    plugin_for(tmp_path, quiet).open()
+    assert GPU_CLIQUE_LABEL not in quiet.node["metadata"]["labels"]
+
+
+def test_a_label_that_cannot_be_set_stops_the_start(tmp_path: Path) -> None:
+    class Refusing(Api):
+        def patch_node_labels(self, name: str, labels: Any, *, resource_version: str) -> dict[str, Any]:
+            raise RuntimeError("forbidden")
+
+    with pytest.raises(LabelError) as e:
+        plugin_for(tmp_path, Refusing(), label=True).open()
+    assert str(e.value) == (
+        f"error setting {GPU_CLIQUE_LABEL} node label: error patching node with label {GPU_CLIQUE_LABEL}: "
+        "forbidden"
+    )

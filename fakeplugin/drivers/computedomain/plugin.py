@@ -4,7 +4,8 @@
 The node's inventory entry says whether the plugin runs there (GPUs) and its clique ID; both are read
 afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`): the
 plugin's start, where it reads the node's NVLink fabric as upstream does (fabric.py: the fabric-state fault
-refuses the start, or without CrashOnNVLinkFabricErrors leaves the node without a clique until a restart).
+refuses the start, or without CrashOnNVLinkFabricErrors leaves the node without a clique until a restart)
+and, with `gpu_clique_label`, labels its node `nvidia.com/gpu.clique=<cliqueID>`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from fakeplugin.computedomain.daemon import node_faults
 from fakeplugin.drivers.computedomain import fabric
+from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
@@ -36,7 +38,8 @@ DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
 class ComputeDomainDriver:
     """`api`: the driver's own API client (ComputeDomains, cliques, node labels: fakeplugin.kube.Kube);
     `namespace`: the driver's, where the controller keeps the ComputeDomainCliques; `emulate_daemon`: the
-    plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon)."""
+    plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon); `gpu_clique_label`:
+    --gpu-clique-label-enabled (cliquelabel.py)."""
 
     def __init__(
         self,
@@ -46,12 +49,14 @@ class ComputeDomainDriver:
         namespace: str = DEFAULT_NAMESPACE,
         boot_id_file: Path = BOOT_ID_FILE,
         emulate_daemon: bool = False,
+        gpu_clique_label: bool = False,
     ) -> None:
         self.emulation = emulation
         self.api = api
         self.namespace = namespace
         self.boot_id_file = boot_id_file
         self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
+        self.gpu_clique_label = gpu_clique_label
 
     @property
     def name(self) -> str:
@@ -103,6 +108,7 @@ class ComputeDomainNode:
         self._entry = self._lookup()
         # Set at start when no GPU's fabric was attached (the fabric-state fault, gate off): no clique.
         self._detached = False
+        self._label = CliqueLabel(driver.api, node_name) if driver.gpu_clique_label else None
         self._opening = threading.Lock()
         self._preparer: Preparer | None = None
 
@@ -129,12 +135,19 @@ class ComputeDomainNode:
             self._daemons.node_changed()
         self._labels, self._uid = dict(meta.get("labels") or {}), meta["uid"]
         self._entry = self._lookup()
+        self._relabel(before[1])
         return before != (self._uid, self._entry)
 
     def refresh(self) -> bool:
         before = self._entry
         self._entry = self._lookup()
+        self._relabel(before)
         return before != self._entry
+
+    def stop(self) -> None:
+        """The plugin stops: its nvidia.com/gpu.clique label goes (gpu_clique_label)."""
+        if self._label and self._preparer is not None:
+            self._label.remove()
 
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
         e = self._driver.emulation
@@ -166,6 +179,12 @@ class ComputeDomainNode:
 
     def _publishes(self) -> bool:
         return bool(self._entry and self._entry.gpu_count)
+
+    def _relabel(self, entry_before: NodeEntry | None) -> None:
+        """A new clique ID of a started plugin goes onto the node's label."""
+        before = entry_before.clique_id if entry_before and not self._detached else ""
+        if self._label and self._preparer is not None and self.clique_id() != before:
+            self._label.refresh(self.clique_id())
 
     def _read_fabric(self) -> None:
         """The start's read of the node's fabric (fabric.py); FabricError: the plugin refuses to start."""
@@ -201,6 +220,8 @@ class ComputeDomainNode:
         with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
             if self._preparer is None:
                 self._read_fabric()
+                if self._label:
+                    self._label.set(self.clique_id())  # at start, fatal there as upstream's
                 d, e = self._driver, self._driver.emulation
                 domains = DomainManager(
                     d.api,
