@@ -344,3 +344,61 @@ def test_node_devices_show_the_fabric_fault_and_keep_the_last_good_one(tmp_path:
     assert states() == [("Completed", "Unknown Error", "3")] * 2
     devices.set_node({}, "uid-1", {})
     assert states() == [("Completed", "Success", "3")] * 2
+
+
+def cd_args(**kw: Any) -> argparse.Namespace:
+    defaults = dict.fromkeys(("fabric_state", "daemon_not_ready", "left_clique"))
+    return argparse.Namespace(**({"clear": False} | defaults | kw))
+
+
+def test_fault_compute_domain_annotations() -> None:
+    assert fault.compute_domain_annotations(cd_args(fabric_state="gpu-1=InProgress")) == {
+        "fakeplugin.dev/fabric-state": "gpu-1=InProgress"
+    }
+    assert fault.compute_domain_annotations(cd_args(daemon_not_ready="down", left_clique="tray")) == {
+        "fakeplugin.dev/compute-domain-daemon-not-ready": "down",
+        "fakeplugin.dev/compute-domain-daemon-left-clique": "tray",
+    }
+    assert fault.compute_domain_annotations(cd_args(clear=True)) == {
+        "fakeplugin.dev/fabric-state": None,
+        "fakeplugin.dev/compute-domain-daemon-not-ready": None,
+        "fakeplugin.dev/compute-domain-daemon-left-clique": None,
+    }
+    with pytest.raises(ValueError, match="fabric-state: 'Completed': entry 'Completed': Completed needs"):
+        fault.compute_domain_annotations(cd_args(fabric_state="Completed"))
+    with pytest.raises(ValueError, match=r"fabric-state: give a state, e\.g\. InProgress"):
+        fault.compute_domain_annotations(cd_args(fabric_state=" "))
+    with pytest.raises(ValueError, match="compute-domain-daemon-left-clique: give a reason"):
+        fault.compute_domain_annotations(cd_args(left_clique=""))
+    with pytest.raises(ValueError, match="--clear or at least one"):
+        fault.compute_domain_annotations(cd_args())
+    with pytest.raises(ValueError, match="--clear or at least one"):
+        fault.compute_domain_annotations(cd_args(clear=True, left_clique="x"))
+
+
+def test_fault_compute_domain_parses_and_the_testing_api_annotates() -> None:
+    from fakeplugin.cli import build_parser
+    from fakeplugin.testing import Faults
+
+    args = build_parser().parse_args(["fault", "compute-domain", "gb200-0", "--fabric-state", "InProgress"])
+    assert (args.node, args.func) == ("gb200-0", fault.run_compute_domain)
+    calls: list[tuple[str, ...]] = []
+    faults = Faults(lambda *a: calls.append(a))  # type: ignore[arg-type,func-returns-value]
+    faults.set_fabric_state("n1", "gpu-0=NotStarted")
+    faults.daemon_not_ready("n1", "imex down")
+    faults.leave_clique("n1")
+    faults.clear_compute_domain("n1")
+    assert calls == [
+        ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/fabric-state=gpu-0=NotStarted"),
+        ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/compute-domain-daemon-not-ready=imex down"),
+        ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/compute-domain-daemon-left-clique=test"),
+        (
+            "annotate",
+            "--overwrite",
+            "node",
+            "n1",
+            "fakeplugin.dev/fabric-state-",
+            "fakeplugin.dev/compute-domain-daemon-not-ready-",
+            "fakeplugin.dev/compute-domain-daemon-left-clique-",
+        ),
+    ]
