@@ -17,7 +17,7 @@ a failed registration (NVML nvmlGpuFabricInfo_t, nvml.h `NVML_GPU_FABRIC_STATE_*
 
 Who reads it: the GPU plugin (the fake nvidia-smi of containers prepared afterwards) and the compute-domain
 plugin at its start (fakeplugin.drivers.computedomain.fabric: NVIDIA's startup check of the fabric).
-The annotation only changes GPUs that have a fabric; on others it is logged and ignored.
+The annotation only changes GPUs that have a fabric; an entry naming another GPU is logged and ignored.
 """
 
 from __future__ import annotations
