@@ -118,9 +118,11 @@ def test_the_plugin_refuses_to_start_with_upstreams_error(tmp_path: Path) -> Non
     with pytest.raises(fabric.FabricError) as e:
         plugin.open()
     assert str(e.value) == f"error creating driver: error getting cliqueID: {NOT_ATTACHED}"
-    # Every Prepare meets the same refusal (a host that cannot crash a node: the fleet).
-    with pytest.raises(fabric.FabricError):
-        plugin.prepare([])
+    # A host that cannot crash one node (the fleet): every call meets the same refusal.
+    ref = add_claim(plugin._driver.api, "c1", "channel-0")
+    assert plugin.prepare([ref])["c1"].error == str(e.value)
+    assert plugin.unprepare([ref]) == {"c1": str(e.value)}
+    assert plugin.prepared_claims() == []
 
 
 def test_main_wraps_the_error_in_the_manager(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fakeplugin.computedomain.daemon import node_faults
 from fakeplugin.drivers.computedomain import fabric
-from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel
+from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel, LabelError
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
@@ -33,6 +33,7 @@ from fakeplugin.runtime.emulation import Emulation
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
+START_ERRORS = (fabric.FabricError, LabelError)  # the plugin refuses to start (open)
 
 
 class ComputeDomainDriver:
@@ -165,14 +166,26 @@ class ComputeDomainNode:
     def open(self) -> None:
         self._open()
 
+    # A host that opens on first use (the fleet) cannot crash one node: a refused start fails each call.
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        return self._open().prepare(claims)
+        try:
+            preparer = self._open()
+        except START_ERRORS as e:
+            return {c.uid: PrepareResult(error=str(e)) for c in claims}
+        return preparer.prepare(claims)
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        return self._open().unprepare(claims)
+        try:
+            preparer = self._open()
+        except START_ERRORS as e:
+            return {c.uid: str(e) for c in claims}
+        return preparer.unprepare(claims)
 
     def prepared_claims(self) -> list[ClaimRef]:
-        return self._open().prepared_claims()
+        try:
+            return self._open().prepared_claims()
+        except START_ERRORS:
+            return []  # never started: nothing prepared
 
     def _lookup(self) -> NodeEntry | None:
         return self._inventory.inventory.node_entry(self._node, self._labels)
