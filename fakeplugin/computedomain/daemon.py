@@ -302,8 +302,11 @@ class DaemonRun:
             ):
                 if now != before:
                     log.info("node %s: %s=%r", self._member.who.node_name, key, now)
+            left_changed = left != self._left
             self._fault, self._left = fault, left
-            if self._pod is None:  # not yet in the clique: the first pod event enters it
+            # Before the first pod event nothing has entered (that event does); node updates without a
+            # change of the left-clique fault (heartbeats) cost no clique read.
+            if self._pod is None or not left_changed:
                 self._write_state()
             else:
                 self._sync()
