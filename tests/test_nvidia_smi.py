@@ -21,6 +21,7 @@ import pytest
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import parse_inventory
 from tests.harness import DRIVER
@@ -593,3 +594,32 @@ def test_query_report_of_one_gb200_gpu_with_a_fabric_is_golden(smi_shell: SmiShe
     assert lines[3].startswith("Timestamp ") and TIMESTAMP.fullmatch(lines[3].split(" : ", 1)[1])
     lines[3] = lines[3].split(" : ", 1)[0] + " : <timestamp>"
     check_golden_text("nvidia-smi-q-gb200-fabric.txt", "\n".join(lines) + "\n")
+
+
+def test_the_fabric_state_fault_is_what_an_unregistered_gpu_reports(
+    smi_shell: SmiShell, tmp_path: Path
+) -> None:
+    faults = fabricfaults.parse_fabric_faults(
+        "gpu-1=InProgress,gpu-2=Completed:ERROR_TIMEOUT,gpu-3=NotStarted"
+    )
+    root = tray_view(tmp_path, fabricfaults.with_fabric_faults(gb200_tray(), faults))
+    lines = smi_lines(smi_shell, root, "-q")
+    starts = [i for i, line in enumerate(lines) if line == "    Fabric"]
+    sections = [
+        [line.split(":", 1)[1].strip() for line in lines[i + 1 : i + 13] if ":" in line] for i in starts
+    ]
+    healthy = ["Healthy", "Full", "False", "False", "False", "N/A", "N/A"]
+    assert sections == [
+        ["Completed", "Success", "2", CLUSTER_UUID, *healthy],
+        # NVIDIA/gpu-operator#2511: a GB200 GPU whose registration is In Progress.
+        ["In Progress", "N/A", "N/A", "N/A", *["N/A"] * 7],
+        ["Completed", "Timeout", "2", CLUSTER_UUID, *["N/A"] * 7],
+        ["Not Started", "N/A", "N/A", "N/A", *["N/A"] * 7],
+    ]
+    query = "--query-gpu=index,fabric.state,fabric.status,fabric.cliqueId,fabric.health.summary"
+    assert smi_lines(smi_shell, root, query, "--format=csv,noheader") == [
+        "0, Completed, Success, 2, Healthy",
+        "1, In Progress, [N/A], [N/A], [N/A]",
+        "2, Completed, Timeout, 2, [N/A]",
+        "3, Not Started, [N/A], [N/A], [N/A]",
+    ]
