@@ -17,8 +17,10 @@ from fakeplugin.drivers.computedomain import fabric
 from fakeplugin.drivers.computedomain.cliquelabel import LabelError
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
 from fakeplugin.model import ZERO_UUID, Fabric
-from fakeplugin.publish.devices import gpu_uuid
+from fakeplugin.publish import fabricfaults
+from fakeplugin.publish.devices import devices_for_node, gpu_uuid
 from fakeplugin.publish.fabricfaults import ANNOTATION
+from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation
@@ -93,7 +95,7 @@ def test_strict_refuses_the_first_gpu_not_completed_or_in_error(caplog: pytest.L
     assert str(e.value).endswith(
         "NVLink fabric registration error (device 0/GPU-0): status=Timeout, refusing to start"
     )
-    # A zero ClusterUUID (and our GPUs without a modelled fabric: HGX ones) is no fabric, not an error.
+    # A zero ClusterUUID (an HGX GPU's) is no fabric, not an error; nor is a GPU with no fabric info (None).
     caplog.clear()
     assert fabric.clique_id(gpus(Fabric(0, ZERO_UUID), None), strict=True) == ""
     assert caplog.messages == [
@@ -108,6 +110,32 @@ def test_legacy_falls_back_per_gpu(caplog: pytest.LogCaptureFixture) -> None:
     assert fabric.clique_id(gpus(OK, stuck), strict=False) == CLIQUE_ID  # the attached GPU gives it
     assert "no-clique fallback: fabric not attached (device 1/GPU-1)" in caplog.messages
     assert fabric.clique_id(gpus(stuck, Fabric(2, CLUSTER, "Completed", "Unknown Error")), strict=False) == ""
+
+
+def hgx_h200(*, with_n_a: bool = False) -> list[Any]:
+    gpus = [{"profile": "h200", "count": 2}] + ([{"profile": "t4"}] if with_n_a else [])
+    inv = parse_inventory(
+        {"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [{"name": "hgx", "gpus": gpus}]}
+    )
+    return devices_for_node(inv, inv.nodes[0], "hgx")
+
+
+def test_a_gpu_outside_a_domain_is_read_as_its_model_registers_under_the_fault() -> None:
+    """An HGX H200 registers outside a multi-node domain (profile smi.fabric: CliqueId 0, the zero
+    ClusterUUID): no clique, and the fault's state comes first as in upstream's getCliqueIDStrict; a model
+    whose fabric info is N/A (T4) is not changed by it."""
+    devices = hgx_h200(with_n_a=True)
+    assert [g.fabric for g in fabric.node_gpus(devices, {})] == [Fabric(0, ZERO_UUID)] * 2 + [None]
+    assert fabric.clique_id(fabric.node_gpus(devices, {}), strict=True) == ""
+    faults = fabricfaults.parse_fabric_faults("InProgress")
+    read = fabric.node_gpus(devices, faults)
+    assert [g.fabric for g in read] == [Fabric(0, ZERO_UUID, "In Progress", "N/A")] * 2 + [None]
+    with pytest.raises(fabric.FabricError, match=r"NVLink fabric not attached \(device 0/.*\): state=2"):
+        fabric.clique_id(read, strict=True)
+    assert fabric.clique_id(read, strict=False) == ""
+    assert fabricfaults.unknown_devices(fabricfaults.parse_fabric_faults("gpu-2=NotStarted"), devices) == [
+        "gpu-2"
+    ]
 
 
 # -- the plugin's start -------------------------------------------------------------------------------------
