@@ -78,11 +78,19 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"  # the ClusterUUID of a GPU o
 
 @dataclass(frozen=True)
 class Fabric:
-    """A GPU's multi-node NVLink fabric as NVML's GPU fabric info reports it once the GPU has registered
-    (state Completed, status Success): the inventory's `nodes[].fabric`, the same for every GPU of a node."""
+    """A GPU's NVLink fabric as NVML's GPU fabric info reports it: the inventory's `nodes[].fabric`, the
+    same for every GPU of a node (or, outside a multi-node domain, CliqueId 0 and the zero ClusterUUID:
+    Board.reported_fabric); registered (state Completed, status Success) unless the node's fabric-state
+    fault (fakeplugin.publish.fabricfaults) says otherwise."""
 
     clique: int  # NVML cliqueId
     cluster_uuid: str  # NVML clusterUuid, lower-case
+    state: str = "Completed"  # the registration state as nvidia-smi prints it
+    status: str = "Success"  # nvmlErrorString of the registration's status; "N/A" before it completed
+
+    @property
+    def registered(self) -> bool:
+        return self.state == "Completed" and self.status == "Success"
 
     @property
     def clique_id(self) -> str:
@@ -133,12 +141,24 @@ class Board:
     cpu_affinity: str = "N/A"
     numa_affinity: str = "N/A"
     gpu_numa_id: str = "N/A"  # `topo -m` GPU NUMA ID: the first NUMA node of the GPU's own memory
-    # The node's multi-node NVLink fabric (`nvidia-smi -q` Fabric section, fabric.* query fields); None:
-    # the node is in none, and the GPU reports its model's fabric_report.
+    # The node's multi-node NVLink fabric (`nvidia-smi -q` Fabric section, fabric.* query fields), with the
+    # node's fabric-state fault applied (fakeplugin.publish.fabricfaults); None: the node is in none, and
+    # the GPU reports its model's fabric_report (reported_fabric).
     fabric: Fabric | None = None
     # The model's fabric info outside a multi-node domain, and its health rows in one; None: unknown, the
     # fake nvidia-smi prints no Fabric section (unless the node has a fabric).
     fabric_report: FabricReport | None = None
+
+    @property
+    def reported_fabric(self) -> Fabric | None:
+        """The fabric NVML's GPU fabric info reports: the node's (`fabric`), else, for a model that
+        registers outside a multi-node domain (fabric_report.registered), CliqueId 0 and the zero
+        ClusterUUID; None where the model's fabric info is not supported or unknown."""
+        if self.fabric is not None:
+            return self.fabric
+        if self.fabric_report is not None and self.fabric_report.registered:
+            return Fabric(0, ZERO_UUID)
+        return None
 
 
 @dataclass(frozen=True)

@@ -517,14 +517,15 @@ def test_compute_domains_container_runs_the_plugin(helm: Path, monkeypatch: pyte
     # The same host directories, so both plugins register with the same kubelet and write one CDI root.
     assert cd["volumeMounts"] == gpus["volumeMounts"]
     assert {m["name"] for m in cd["volumeMounts"]} <= {v["name"] for v in pod["volumes"]}
-    # The real chart's value is accepted and changes nothing (no env: our plugin has no such flag).
-    assert (
-        cd
-        == containers(
-            cd_render(helm, "--set", "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled=true"),
-            "DaemonSet",
-        )["compute-domains"]
-    )
+    # The real chart's value reaches the plugin as NVIDIA's env, off by default.
+    assert args.gpu_clique_label_enabled is False
+    labelled = containers(
+        cd_render(helm, "--set", "kubeletPlugin.containers.computeDomains.gpuCliqueLabelEnabled=true"),
+        "DaemonSet",
+    )["compute-domains"]
+    assert env_of(labelled)["GPU_CLIQUE_LABEL_ENABLED"] == "true"
+    fields = {"spec.nodeName": "gb200-0", "metadata.uid": "pod-uid", "metadata.namespace": NAMESPACE}
+    assert parse_with_env(monkeypatch, labelled, fields).gpu_clique_label_enabled is True
 
 
 def test_controller_runs_with_nvidias_flag_values(helm: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import (
+    LEFT_CLIQUE_ANNOTATION,
     NOT_READY_ANNOTATION,
     READY,
     STATE_FILE,
@@ -248,3 +249,87 @@ def test_emulated_daemon_of_a_faulted_node_stays_not_ready(emulating: Any) -> No
     assert kube.daemons()[0]["status"] == "NotReady"
     channel = add_claim(kube, "c2", "channel-0")
     assert plugin.prepare([channel])["c2"].error.endswith("current node not ready in ComputeDomain")
+
+
+def test_run_leaves_the_clique_while_the_node_has_the_fault_and_enters_again(tmp_path: Path) -> None:
+    kube = StoreApi()
+    node_path = f"/api/v1/nodes/{NODE}"
+    kube.store[node_path] = copy.deepcopy(kube.node)
+    kube.store[POD]["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    other = {"nodeName": "gb200-a-1", "ipAddress": "10.9.9.9", "cliqueID": CLIQUE_ID, "status": "Ready"}
+    kube.store[CLIQUE] = {"metadata": {"name": CLIQUE.rsplit("/", 1)[1], "resourceVersion": "1"}}
+    kube.store[CLIQUE]["daemons"] = [{**other, "index": 1}]
+    state = tmp_path / STATE_FILE
+    member = CliqueMember(kube, who(pod_name="daemon-pod", pod_uid="p-1"))  # type: ignore[arg-type]
+    stop = threading.Event()
+    runner = threading.Thread(target=DaemonRun(kube, member, state).run, args=(stop,))  # type: ignore[arg-type]
+    runner.start()
+    try:
+        wait_for(lambda: mine(kube).get("status") == "Ready", what="Ready", timeout=10)
+        assert mine(kube)["index"] == 0
+        wait_for(lambda: state.read_text() == READY, what="check's READY", timeout=10)
+        kube.store[node_path]["metadata"]["annotations"] = {LEFT_CLIQUE_ANNOTATION: "tray lost NVLink"}
+        wait_for(lambda: [d["nodeName"] for d in kube.daemons()] == ["gb200-a-1"], what="left", timeout=10)
+        wait_for(lambda: state.read_text() != READY, what="check fails while out", timeout=10)
+        # Pod events while out of the clique enter nothing; meanwhile another node takes index 0.
+        time.sleep(0.3)
+        assert [d["nodeName"] for d in kube.daemons()] == ["gb200-a-1"]
+        third = {**other, "nodeName": "gb200-a-2", "ipAddress": "10.9.9.8", "index": 0}
+        kube.store[CLIQUE]["daemons"].append(third)
+        kube.store[node_path]["metadata"]["annotations"] = {}
+        wait_for(lambda: mine(kube).get("status") == "Ready", what="Ready again", timeout=10)
+        assert mine(kube)["index"] == 2  # entered as a new daemon does: the lowest free index
+        wait_for(lambda: state.read_text() == READY, what="check's READY again", timeout=10)
+    finally:
+        stop.set()
+        runner.join(10)
+    assert [d["nodeName"] for d in kube.daemons()] == ["gb200-a-1", "gb200-a-2"]
+
+
+def mine(kube: StoreApi) -> dict[str, Any]:
+    return next((d for d in kube.daemons() if d["nodeName"] == NODE), {}) if CLIQUE in kube.store else {}
+
+
+def test_emulated_daemon_leaves_the_clique_with_the_fault_and_enters_again(emulating: Any) -> None:
+    plugin, kube = emulating
+    daemon = add_claim(kube, "d3", "daemon-0", namespace=NAMESPACE)
+    channel = add_claim(kube, "c3", "channel-0")
+    assert plugin.prepare([daemon])["d3"].error == ""
+    assert plugin.prepare([channel])["c3"].error == ""
+
+    left = copy.deepcopy(kube.node)
+    left["metadata"]["annotations"] = {LEFT_CLIQUE_ANNOTATION: "test"}
+    plugin.set_node(left)
+    assert kube.daemons() == []
+    # The node is no longer Ready in its ComputeDomain: a new channel claim there waits.
+    assert plugin.unprepare([channel]) == {"c3": ""}
+    assert plugin.prepare([channel])["c3"].error.endswith("current node not ready in ComputeDomain")
+
+    both = copy.deepcopy(left)
+    both["metadata"]["annotations"][NOT_READY_ANNOTATION] = "test"
+    plugin.set_node(both)
+    assert kube.daemons() == []  # still out: not ready too, but no entry to show it
+    back = copy.deepcopy(kube.node)
+    back["metadata"]["annotations"] = {NOT_READY_ANNOTATION: "test"}
+    plugin.set_node(back)
+    assert kube.daemons() == [
+        {"nodeName": NODE, "ipAddress": NODE_IP, "cliqueID": CLIQUE_ID, "index": 0, "status": "NotReady"}
+    ]
+    plugin.set_node(kube.node)
+    assert kube.daemons()[0]["status"] == "Ready"
+    assert plugin.prepare([channel])["c3"].error == ""
+
+
+def test_emulated_daemon_prepared_on_a_node_out_of_its_clique_enters_when_the_fault_goes(
+    emulating: Any,
+) -> None:
+    plugin, kube = emulating
+    kube.node["metadata"]["annotations"] = {LEFT_CLIQUE_ANNOTATION: "test"}
+    plugin.set_node(copy.deepcopy(kube.node))
+    daemon = add_claim(kube, "d4", "daemon-0", namespace=NAMESPACE)
+    assert plugin.prepare([daemon])["d4"].error == ""
+    assert kube.store[POD]["metadata"]["labels"] == {}  # no reservedFor: no pod to label
+    assert CLIQUE not in kube.store  # not entered, so not made either
+    kube.node["metadata"]["annotations"] = {}
+    plugin.set_node(copy.deepcopy(kube.node))
+    assert [d["status"] for d in kube.daemons()] == ["Ready"]

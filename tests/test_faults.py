@@ -19,6 +19,13 @@ from fakeplugin.prepare.claimfaults import (
     parse_duration,
 )
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
+from fakeplugin.publish.fabricfaults import (
+    EVERY_GPU,
+    FabricFault,
+    FabricFaultError,
+    fault_of,
+    parse_fabric_faults,
+)
 from fakeplugin.server.device_health import api_pb2, report
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, Node, claim_object, result
@@ -273,3 +280,125 @@ def test_fault_node_annotation() -> None:
     assert fault.node_annotation(argparse.Namespace(clear=True, xid=[], gpu_lost=[])) is None
     with pytest.raises(ValueError, match="--xid 'gpu-1': expected DEVICE=N"):
         fault.node_annotation(argparse.Namespace(clear=False, xid=["gpu-1"], gpu_lost=[]))
+
+
+# ---- the NVLink fabric (fakeplugin.dev/fabric-state) -------------------------------------------------------
+
+
+def test_fabric_faults_parse() -> None:
+    assert parse_fabric_faults(None) == parse_fabric_faults(" ") == {}
+    assert parse_fabric_faults("InProgress") == {EVERY_GPU: FabricFault("InProgress")}
+    faults = parse_fabric_faults("NotStarted, gpu-2=Completed:ERROR_TIMEOUT")
+    assert faults == {
+        EVERY_GPU: FabricFault("NotStarted"),
+        "gpu-2": FabricFault("Completed", "ERROR_TIMEOUT"),
+    }
+    assert fault_of(faults, "gpu-2") == FabricFault("Completed", "ERROR_TIMEOUT")
+    assert fault_of(faults, "gpu-0") == FabricFault("NotStarted")  # the node-wide entry
+    assert fault_of({"gpu-1": FabricFault("InProgress")}, "gpu-0") is None
+    assert faults["gpu-2"].status_text == "Timeout"  # nvmlErrorString
+    assert FabricFault("InProgress").status_text == "N/A"
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("Broken", "state 'Broken': expected one of NotStarted, InProgress, Completed"),
+        ("Completed", "Completed needs an error status, Completed:<one of ERROR_TIMEOUT,"),
+        ("Completed:SUCCESS", "Completed needs an error status"),
+        ("InProgress:ERROR_TIMEOUT", "InProgress has no status (only Completed:<error> does)"),
+        ("=InProgress", "expected STATE or DEVICE=STATE, e.g. gpu-0=InProgress"),
+        ("gpu-0=InProgress,gpu-0=NotStarted", "gpu-0 named twice"),
+        ("InProgress,NotStarted", "every GPU named twice"),
+        ("gpu-0=InProgress,", "state '': expected one of"),
+    ],
+)
+def test_bad_fabric_faults_name_annotation_and_entry(value: str, why: str) -> None:
+    with pytest.raises(FabricFaultError) as e:
+        parse_fabric_faults(value)
+    assert str(e.value).startswith(f"annotation fakeplugin.dev/fabric-state: {value!r}: entry ")
+    assert why in str(e.value)
+
+
+def test_node_devices_show_the_fabric_fault_and_keep_the_last_good_one(tmp_path: Path) -> None:
+    from fakeplugin.publish.node import NodeDevices
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(
+        'driverVersion: "580.126.20"\ncudaDriverVersion: "13.0"\nnodes:\n'
+        "- name: n1\n  gpus: [{profile: gb200, count: 2}]\n  fabric: {clique: 3}\n"
+    )
+    devices = NodeDevices(inventory, "n1", driver="gpu.nvidia.com")
+
+    def states() -> list[tuple[str, str, str]]:
+        snapshot = devices.snapshot()
+        fabrics = [snapshot[name].board.fabric for name in sorted(snapshot)]
+        return [(f.state, f.status, str(f.clique)) for f in fabrics if f is not None]
+
+    assert states() == [("Completed", "Success", "3")] * 2
+    devices.set_node({}, "uid-1", {"fakeplugin.dev/fabric-state": "gpu-1=InProgress"})
+    assert states() == [("Completed", "Success", "3"), ("In Progress", "N/A", "3")]
+    devices.set_node({}, "uid-1", {"fakeplugin.dev/fabric-state": "gpu-1=Stuck"})  # logged, ignored
+    assert states() == [("Completed", "Success", "3"), ("In Progress", "N/A", "3")]
+    devices.set_node({}, "uid-1", {"fakeplugin.dev/fabric-state": "Completed:ERROR_UNKNOWN"})
+    assert states() == [("Completed", "Unknown Error", "3")] * 2
+    devices.set_node({}, "uid-1", {})
+    assert states() == [("Completed", "Success", "3")] * 2
+
+
+def cd_args(**kw: Any) -> argparse.Namespace:
+    defaults = dict.fromkeys(("fabric_state", "daemon_not_ready", "left_clique"))
+    return argparse.Namespace(**({"clear": False} | defaults | kw))
+
+
+def test_fault_compute_domain_annotations() -> None:
+    assert fault.compute_domain_annotations(cd_args(fabric_state="gpu-1=InProgress")) == {
+        "fakeplugin.dev/fabric-state": "gpu-1=InProgress"
+    }
+    assert fault.compute_domain_annotations(cd_args(daemon_not_ready="down", left_clique="tray")) == {
+        "fakeplugin.dev/compute-domain-daemon-not-ready": "down",
+        "fakeplugin.dev/compute-domain-daemon-left-clique": "tray",
+    }
+    assert fault.compute_domain_annotations(cd_args(clear=True)) == {
+        "fakeplugin.dev/fabric-state": None,
+        "fakeplugin.dev/compute-domain-daemon-not-ready": None,
+        "fakeplugin.dev/compute-domain-daemon-left-clique": None,
+    }
+    with pytest.raises(ValueError, match="fabric-state: 'Completed': entry 'Completed': Completed needs"):
+        fault.compute_domain_annotations(cd_args(fabric_state="Completed"))
+    with pytest.raises(ValueError, match=r"fabric-state: give a state, e\.g\. InProgress"):
+        fault.compute_domain_annotations(cd_args(fabric_state=" "))
+    with pytest.raises(ValueError, match="compute-domain-daemon-left-clique: give a reason"):
+        fault.compute_domain_annotations(cd_args(left_clique=""))
+    with pytest.raises(ValueError, match="--clear or at least one"):
+        fault.compute_domain_annotations(cd_args())
+    with pytest.raises(ValueError, match="--clear or at least one"):
+        fault.compute_domain_annotations(cd_args(clear=True, left_clique="x"))
+
+
+def test_fault_compute_domain_parses_and_the_testing_api_annotates() -> None:
+    from fakeplugin.cli import build_parser
+    from fakeplugin.testing import Faults
+
+    args = build_parser().parse_args(["fault", "compute-domain", "gb200-0", "--fabric-state", "InProgress"])
+    assert (args.node, args.func) == ("gb200-0", fault.run_compute_domain)
+    calls: list[tuple[str, ...]] = []
+    faults = Faults(lambda *a: calls.append(a))  # type: ignore[arg-type,func-returns-value]
+    faults.set_fabric_state("n1", "gpu-0=NotStarted")
+    faults.daemon_not_ready("n1", "imex down")
+    faults.leave_clique("n1")
+    faults.clear_compute_domain("n1")
+    assert calls == [
+        ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/fabric-state=gpu-0=NotStarted"),
+        ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/compute-domain-daemon-not-ready=imex down"),
+        ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/compute-domain-daemon-left-clique=test"),
+        (
+            "annotate",
+            "--overwrite",
+            "node",
+            "n1",
+            "fakeplugin.dev/fabric-state-",
+            "fakeplugin.dev/compute-domain-daemon-not-ready-",
+            "fakeplugin.dev/compute-domain-daemon-left-clique-",
+        ),
+    ]

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
+from fakeplugin.model import ZERO_UUID, ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import parse_inventory
 from tests.harness import DRIVER
@@ -553,6 +554,38 @@ def one_gpu_node(tmp_path: Path, profile: str) -> Path:
     return tray_view(tmp_path, devices_for_node(inv, inv.nodes[0], "n"))
 
 
+def test_the_fabric_state_fault_changes_a_gpu_outside_a_domain(smi_shell: SmiShell, tmp_path: Path) -> None:
+    """Merged truth of the per-profile Fabric section and the fabric-state fault: a GPU whose model registers
+    outside a multi-node domain (B200: CliqueId 0, the zero ClusterUUID, its captured health) reports the
+    fault's state as a rack GPU does; a model whose fabric rows are all N/A (T4) is not changed by it."""
+    inv = parse_inventory(
+        {
+            "driverVersion": "580.126.20",
+            "cudaDriverVersion": "13.0",
+            "nodes": [{"name": "n", "gpus": [{"profile": "b200", "count": 3}, {"profile": "t4"}]}],
+        }
+    )
+    devices = devices_for_node(inv, inv.nodes[0], "n")
+    faults = fabricfaults.parse_fabric_faults(
+        "gpu-1=InProgress,gpu-2=Completed:ERROR_TIMEOUT,gpu-3=NotStarted"
+    )
+    assert fabricfaults.unknown_devices(faults, devices) == ["gpu-3"]
+    root = tray_view(tmp_path, fabricfaults.with_fabric_faults(devices, faults))
+    query = "--query-gpu=index,fabric.state,fabric.status,fabric.cliqueId,fabric.clusterUuid"
+    query += ",fabric.health.summary"
+    assert smi_lines(smi_shell, root, query, "--format=csv,noheader") == [
+        f"0, Completed, Success, 0, {ZERO_UUID}, Healthy",
+        "1, In Progress, [N/A], [N/A], [N/A], [N/A]",
+        f"2, Completed, Timeout, 0, {ZERO_UUID}, [N/A]",
+        "3, [N/A], [N/A], [N/A], [N/A], [N/A]",
+    ]
+    sections = fabric_section(smi_lines(smi_shell, root, "-q"))
+    assert [row.split(":", 1)[1].strip() for row in sections[1] if ":" in row] == [
+        "In Progress",
+        *["N/A"] * 10,
+    ]
+
+
 def test_a_gpu_without_fabric_info_prints_every_fabric_row_n_a(smi_shell: SmiShell, tmp_path: Path) -> None:
     """The T4 capture (NVIDIA/k8s-test-infra qx-t4.xml): state, status, clique, cluster and health N/A."""
     lines = smi_lines(smi_shell, one_gpu_node(tmp_path, "t4"), "-q")
@@ -593,3 +626,32 @@ def test_query_report_of_one_gb200_gpu_with_a_fabric_is_golden(smi_shell: SmiShe
     assert lines[3].startswith("Timestamp ") and TIMESTAMP.fullmatch(lines[3].split(" : ", 1)[1])
     lines[3] = lines[3].split(" : ", 1)[0] + " : <timestamp>"
     check_golden_text("nvidia-smi-q-gb200-fabric.txt", "\n".join(lines) + "\n")
+
+
+def test_the_fabric_state_fault_is_what_an_unregistered_gpu_reports(
+    smi_shell: SmiShell, tmp_path: Path
+) -> None:
+    faults = fabricfaults.parse_fabric_faults(
+        "gpu-1=InProgress,gpu-2=Completed:ERROR_TIMEOUT,gpu-3=NotStarted"
+    )
+    root = tray_view(tmp_path, fabricfaults.with_fabric_faults(gb200_tray(), faults))
+    lines = smi_lines(smi_shell, root, "-q")
+    starts = [i for i, line in enumerate(lines) if line == "    Fabric"]
+    sections = [
+        [line.split(":", 1)[1].strip() for line in lines[i + 1 : i + 13] if ":" in line] for i in starts
+    ]
+    healthy = ["Healthy", "Full", "False", "False", "False", "N/A", "N/A"]
+    assert sections == [
+        ["Completed", "Success", "2", CLUSTER_UUID, *healthy],
+        # NVIDIA/gpu-operator#2511: a GB200 GPU whose registration is In Progress.
+        ["In Progress", "N/A", "N/A", "N/A", *["N/A"] * 7],
+        ["Completed", "Timeout", "2", CLUSTER_UUID, *["N/A"] * 7],
+        ["Not Started", "N/A", "N/A", "N/A", *["N/A"] * 7],
+    ]
+    query = "--query-gpu=index,fabric.state,fabric.status,fabric.cliqueId,fabric.health.summary"
+    assert smi_lines(smi_shell, root, query, "--format=csv,noheader") == [
+        "0, Completed, Success, 2, Healthy",
+        "1, In Progress, [N/A], [N/A], [N/A]",
+        "2, Completed, Timeout, 2, [N/A]",
+        "3, Not Started, [N/A], [N/A], [N/A]",
+    ]

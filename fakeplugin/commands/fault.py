@@ -7,13 +7,15 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fakeplugin.commands import flag
+from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 from fakeplugin.prepare import claimfaults as claim_faults
-from fakeplugin.publish import devicefaults
+from fakeplugin.publish import devicefaults, fabricfaults
 
 DESCRIPTION = """\
-Make a claim's Prepare or Unprepare fail, wait or fail a few times, or make a node's devices fail as
-NVIDIA's driver sees XID errors and lost GPUs: by setting fakeplugin.dev annotations that every
-fakeplugin reads from the API server. Values are checked here first; the plugin checks them again.
+Make a claim's Prepare or Unprepare fail, wait or fail a few times, make a node's devices fail as
+NVIDIA's driver sees XID errors and lost GPUs, or break a node's NVLink fabric and ComputeDomain daemon:
+by setting fakeplugin.dev annotations that every fakeplugin reads from the API server. Values are checked
+here first; the plugin checks them again.
 """
 
 EPILOG = """\
@@ -32,6 +34,19 @@ node faults (the fakeplugin.dev/device-faults annotation; sets exactly the fault
       both Unhealthy for the kubelet (serve --device-health)
   fakeplugin fault node gpu-node-1 --xid gpu-0=13     an XID the driver ignores: effect None, Healthy
   fakeplugin fault node gpu-node-1 --clear            heal every device of the node
+
+ComputeDomain faults of a node (annotations on the Node; each option sets one, the others stay):
+  fakeplugin fault compute-domain gb200-0 --fabric-state InProgress
+      every GPU's NVLink fabric registration is In Progress (nvidia-smi -q, fabric.* queries); the
+      compute-domain plugin refuses to start there (gate CrashOnNVLinkFabricErrors, on by default; off:
+      the node has no clique); read when the plugin starts
+  fakeplugin fault compute-domain gb200-0 --fabric-state gpu-2=Completed:ERROR_TIMEOUT
+      only gpu-2: registered with an error status (NVML's ERROR_* names)
+  fakeplugin fault compute-domain gb200-0 --daemon-not-ready "IMEX down"    its daemon stays NotReady
+  fakeplugin fault compute-domain gb200-0 --left-clique "tray lost NVLink"
+      its daemon removes its entry from the ComputeDomainClique (the node leaves the ComputeDomain's
+      status.nodes) and enters again when the fault is cleared
+  fakeplugin fault compute-domain gb200-0 --clear                           remove all three
 
 the local cluster (`fakeplugin cluster up`):
   fakeplugin fault --state-dir ~/.cache/fakeplugin/cluster node big --xid gpu-3=48
@@ -62,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="a local cluster's state dir (`fakeplugin cluster up`): use its admin kubeconfig",
     )
-    targets = p.add_subparsers(dest="target", required=True, metavar="{claim,node}")
+    targets = p.add_subparsers(dest="target", required=True, metavar="{claim,node,compute-domain}")
 
     claim = targets.add_parser("claim", help="faults of one ResourceClaim's Prepare and Unprepare")
     claim.add_argument("claim", metavar="NS/NAME", help="the ResourceClaim, namespace/name")
@@ -85,6 +100,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     node.add_argument("--clear", action="store_true", help="remove the node's device faults")
     node.set_defaults(func=run_node)
+
+    cd = targets.add_parser(
+        "compute-domain", help="NVLink fabric and ComputeDomain daemon faults of one node"
+    )
+    cd.add_argument("node", metavar="NODE", help="the node's name")
+    cd.add_argument(
+        "--fabric-state",
+        metavar="STATE|DEVICE=STATE,...",
+        help="NotStarted, InProgress or Completed:<NVML error> for every GPU, or per GPU (gpu-N=STATE)",
+    )
+    cd.add_argument("--daemon-not-ready", metavar="REASON", help="the node's daemon stays NotReady")
+    cd.add_argument(
+        "--left-clique", metavar="REASON", help="the node's daemon leaves its ComputeDomainClique"
+    )
+    cd.add_argument(
+        "--clear", action="store_true", help="remove the node's fabric and ComputeDomain daemon faults"
+    )
+    cd.set_defaults(func=run_compute_domain)
 
 
 def claim_annotations(args: argparse.Namespace) -> dict[str, str | None]:
@@ -122,6 +155,32 @@ def node_annotation(args: argparse.Namespace) -> str | None:
     return value
 
 
+COMPUTE_DOMAIN_ANNOTATIONS = (fabricfaults.ANNOTATION, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION)
+
+
+def compute_domain_annotations(args: argparse.Namespace) -> dict[str, str | None]:
+    """The node annotation patch the compute-domain options ask for (None removes one); ValueError when
+    it is bad."""
+    values = {
+        fabricfaults.ANNOTATION: args.fabric_state,
+        NOT_READY_ANNOTATION: args.daemon_not_ready,
+        LEFT_CLIQUE_ANNOTATION: args.left_clique,
+    }
+    chosen = {key: value for key, value in values.items() if value is not None}
+    if args.clear == bool(chosen):
+        raise ValueError("fault compute-domain: give --clear or at least one fault option (see --help)")
+    if args.clear:
+        return dict.fromkeys(COMPUTE_DOMAIN_ANNOTATIONS)
+    for key in (NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION):
+        if key in chosen and not chosen[key].strip():
+            raise ValueError(f"annotation {key}: give a reason (an empty value counts as no fault)")
+    # FabricFaultError (a ValueError) names the annotation and the bad entry.
+    fabric = chosen.get(fabricfaults.ANNOTATION)
+    if fabric is not None and not fabricfaults.parse_fabric_faults(fabric):
+        raise ValueError(f"annotation {fabricfaults.ANNOTATION}: give a state, e.g. InProgress")
+    return dict(chosen)
+
+
 def run_claim(args: argparse.Namespace) -> int:
     namespace, sep, name = args.claim.partition("/")
     if not sep or not namespace or not name:
@@ -143,6 +202,12 @@ def run_node(args: argparse.Namespace) -> int:
         {devicefaults.ANNOTATION: value},
         f"node {args.node}",
     )
+    return 0
+
+
+def run_compute_domain(args: argparse.Namespace) -> int:
+    patch = compute_domain_annotations(args)
+    _annotate(args, f"/api/v1/nodes/{quote(args.node, safe='')}", patch, f"node {args.node}")
     return 0
 
 

@@ -166,11 +166,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compute-domains: do the ComputeDomain daemon's part when a daemon claim is prepared (clique "
         "entry, Ready) and unprepared (entry removed), for runtimes that run no container",
     )
+    flag(
+        p,
+        "--gpu-clique-label-enabled",
+        env="GPU_CLIQUE_LABEL_ENABLED",
+        action="store_true",
+        help="compute-domains: set the nvidia.com/gpu.clique node label (historically set by "
+        "gpu-feature-discovery) to the node's clique ID at start and when it changes; removed at stop",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from fakeplugin.drivers.computedomain import ComputeDomainDriver
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver, ComputeDomainNode
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.kube import Kube, new_api_client
     from fakeplugin.publish.node import InventoryFile
@@ -199,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             boot_id_file=boot_id_file,
             emulate_daemon=args.emulate_daemon,
+            gpu_clique_label=args.gpu_clique_label_enabled,
         )
         if args.plugin == COMPUTE_DOMAINS
         else GpuDriver(emulation, boot_id_file=boot_id_file)
@@ -233,5 +242,7 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(run_server(plugin, settings))
     finally:
         stop.set()
+        if isinstance(plugin, ComputeDomainNode):
+            plugin.stop()  # its node label (--gpu-clique-label-enabled)
     log.info("stopped; ResourceSlices are left to the kubelet (as upstream drivers do)")
     return 0

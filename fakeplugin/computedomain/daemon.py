@@ -17,7 +17,10 @@ As `cmd/compute-domain-daemon/` (main 95932046) does it with the ComputeDomainCl
 Updates are PUTs carrying the resourceVersion read (upstream: Update through a mutation cache); a conflict
 reads again and retries (CONFLICT_ATTEMPTS), as upstream's work queue retries a failed update.
 
-The fault for test authors: the node annotation NOT_READY_ANNOTATION keeps this node's daemon NotReady.
+The faults for test authors, node annotations: NOT_READY_ANNOTATION keeps this node's daemon NotReady;
+LEFT_CLIQUE_ANNOTATION makes it remove its entry from the clique (the node leaves it: the controller drops it
+from status.nodes) until the annotation goes, when it enters again as a new daemon does (lowest free index,
+its status from the pod). Neither is NVIDIA's: its daemon leaves only when it stops (docs/compute-domains.md).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 NOT_READY_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-not-ready"
+LEFT_CLIQUE_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-left-clique"
 STATE_FILE = "fakeplugin-imex-state"  # in the IMEX directory: what `check` reads instead of nvidia-imex-ctl
 READY = "READY\n"  # as `nvidia-imex-ctl -q` prints it
 DEFAULT_MAX_NODES = 18  # --max-nodes-per-imex-domain (the controller passes it as MAX_NODES_PER_IMEX_DOMAIN)
@@ -74,6 +78,16 @@ class Identity:
 def not_ready_fault(node: Mapping[str, Any]) -> str:
     """The node's NOT_READY_ANNOTATION ("" when absent): while set, the daemon stays NotReady."""
     return ((node.get("metadata") or {}).get("annotations") or {}).get(NOT_READY_ANNOTATION, "")
+
+
+def left_clique_fault(node: Mapping[str, Any]) -> str:
+    """The node's LEFT_CLIQUE_ANNOTATION ("" when absent): while set, the daemon has no clique entry."""
+    return ((node.get("metadata") or {}).get("annotations") or {}).get(LEFT_CLIQUE_ANNOTATION, "")
+
+
+def node_faults(node: Mapping[str, Any]) -> tuple[str, str]:
+    """Both daemon faults of the node: (not ready, left the clique)."""
+    return not_ready_fault(node), left_clique_fault(node)
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -245,12 +259,14 @@ class CliqueMember:
 class DaemonRun:
     """`compute-domain-daemon run` with a clique, until `stop`: its pod watched (the first event enters the
     node into the clique, each one mirrors the pod's readiness into the entry), its node watched (the
-    not-ready fault), the state file `check` reads (READY once in the clique and without the fault); at
-    stop the state file and the entry go."""
+    faults: not ready; left the clique, when the entry goes until the fault does), the state file `check`
+    reads (READY while in the clique and without the not-ready fault); at stop the state file and the
+    entry go."""
 
     def __init__(self, kube: Kube, member: CliqueMember, state: Path) -> None:
         self._kube, self._member, self._state = kube, member, state
-        self._joined, self._fault = False, ""
+        self._joined, self._fault, self._left = False, "", ""
+        self._pod: Obj | None = None  # the last pod event's object
         self._stopped = False  # under _lock: a watch event after stop writes no state file again
         self._lock = threading.Lock()
 
@@ -272,21 +288,41 @@ class DaemonRun:
         with self._lock:
             if self._stopped:
                 return
-            if not self._joined:
-                self._member.join()
-                self._joined = True
-                self._write_state()
-        self._member.set_ready(pod_ready(pod))
+            self._pod = pod
+            self._sync()
 
     def _on_node(self, node: Obj) -> None:
         with self._lock:
             if self._stopped:
                 return
-            fault = not_ready_fault(node)
-            if fault != self._fault:
-                log.info("node %s: %s=%r", self._member.who.node_name, NOT_READY_ANNOTATION, fault)
-            self._fault = fault
-            self._write_state()
+            fault, left = node_faults(node)
+            for key, before, now in (
+                (NOT_READY_ANNOTATION, self._fault, fault),
+                (LEFT_CLIQUE_ANNOTATION, self._left, left),
+            ):
+                if now != before:
+                    log.info("node %s: %s=%r", self._member.who.node_name, key, now)
+            left_changed = left != self._left
+            self._fault, self._left = fault, left
+            # Before the first pod event nothing has entered (that event does); node updates without a
+            # change of the left-clique fault (heartbeats) cost no clique read.
+            if self._pod is None or not left_changed:
+                self._write_state()
+            else:
+                self._sync()
+
+    def _sync(self) -> None:
+        """Under _lock: the entry as the faults and the pod say (absent while left, else the pod's
+        readiness), then the state file."""
+        if self._left and self._joined:
+            self._member.leave()
+            self._joined = False
+        elif not self._left:
+            if not self._joined:
+                self._member.join()
+                self._joined = True
+            self._member.set_ready(pod_ready(self._pod or {}))
+        self._write_state()
 
     def _write_state(self) -> None:
         text = READY if self._joined and not self._fault else "NOT READY\n"

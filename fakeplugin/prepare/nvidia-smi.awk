@@ -364,8 +364,9 @@ function readings(r) {
 
 function watts_q(v) { return v == "N/A" ? v : v " W" }
 
-# A GPU whose data file has fabric_* keys (its fabric info; none where the model's is unknown): field f of
-# the fabric.* query fields (without "fabric."). Health rows are fabric_health_<row>, N/A when absent.
+# A GPU whose data file has fabric_* keys (its fabric info, the fakeplugin.dev/fabric-state fault applied;
+# none where the model's is unknown): field f of the fabric.* query fields (without "fabric."). Health rows
+# are fabric_health_<row>, N/A when absent.
 function fabric_value(r, f) {
 	if (f == "state") return g[r, "fabric_state"]
 	if (f == "status") return g[r, "fabric_status"]

@@ -16,7 +16,8 @@ NVML would measure (temperature, power draw, utilisation) are simulated idle rea
 profiles know no value (VBIOS, clocks). The compute mode follows the device's opaque-config settings
 (`compute_mode`), as the real driver sets it when it prepares the claim. The `fabric_*` keys are the GPU's
 fabric info (`fabric_values`): the node's multi-node NVLink fabric (the inventory's `nodes[].fabric`), else
-what its model reports outside one (the profile's `smi.fabric`); none where that is unknown.
+what its model reports outside one (the profile's `smi.fabric`), the node's `fakeplugin.dev/fabric-state`
+fault applied; none where that is unknown.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import FABRIC_HEALTH_ROWS, ZERO_UUID, Board, DeviceSettings, GpuDevice
+from fakeplugin.model import FABRIC_HEALTH_ROWS, Board, DeviceSettings, GpuDevice
 from fakeplugin.prepare import opaqueconfig
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
@@ -50,10 +51,6 @@ IDLE_TEMPERATURE_C = 33  # the H200 capture's idle GPU 0
 IDLE_POWER_FRACTION = 0.12  # idle draw as a share of the power limit (H200 capture: 83 W of 700 W)
 IDLE_BAR1_USED_MIB = 1  # both H200 captures, idle
 PERSISTENCE_MODE = "Enabled"  # GPU nodes run nvidia-persistenced (the H200 capture: On)
-# A GPU registered with its fabric (GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml; the H200 capture
-# outside a multi-node domain): no error.
-FABRIC_STATE = "Completed"
-FABRIC_STATUS = "Success"
 
 # go-nvlib brand (ResourceSlice attribute) → nvidia-smi's "Product Brand". `Nvidia` → `NVIDIA` is seen in
 # the H200 capture; the others follow NVML's brand names.
@@ -192,20 +189,30 @@ def gpu_values(device: GpuDevice, settings: DeviceSettings | None = None) -> dic
 
 
 def fabric_values(board: Board) -> dict[str, str]:
-    """The `fabric_*` keys: NVML's GPU fabric info as `-q`'s Fabric section prints it. In a multi-node
-    domain (the node's fabric) registered with its clique; outside one as the model reports it (its
-    profile's `smi.fabric`: registered with CliqueId 0 and the zero ClusterUUID, or every row N/A); no
-    keys where the model's report is unknown."""
+    """The `fabric_*` keys: NVML's GPU fabric info as `-q`'s Fabric section prints it (every Health row a
+    `fabric_health_<row>` key). The GPU's fabric (`Board.reported_fabric`) is the node's multi-node NVLink
+    fabric, else its model's registration outside one (the profile's `smi.fabric`: CliqueId 0, the zero
+    ClusterUUID), with the node's fabric-state fault applied (fakeplugin.publish.fabricfaults). Registered
+    (the GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml; the H200 capture): the clique and the profile's
+    Health rows. Before Completed the clique and health are N/A (NVIDIA/gpu-operator#2511's "In Progress"
+    report); [U] a completed registration with an error keeps its clique, its health N/A. A model whose
+    fabric info is not supported reports every row N/A; no keys where the model's report is unknown (and
+    the node has no fabric)."""
     report = board.fabric_report
-    if board.fabric is not None:
-        rows = (FABRIC_STATE, FABRIC_STATUS, str(board.fabric.clique), board.fabric.cluster_uuid)
-    elif report is None:
+    fabric = board.reported_fabric
+    if fabric is None and report is None:
         return {}
-    elif report.registered:
-        rows = (FABRIC_STATE, FABRIC_STATUS, "0", ZERO_UUID)
-    else:
+    if fabric is None:
         rows = ("N/A",) * 4
-    health = dict(report.health) if report is not None else {}
+    else:
+        completed = fabric.state == "Completed"
+        rows = (
+            fabric.state,
+            fabric.status,
+            str(fabric.clique) if completed else "N/A",
+            fabric.cluster_uuid if completed else "N/A",
+        )
+    health = dict(report.health) if report is not None and fabric is not None and fabric.registered else {}
     keys = ("fabric_state", "fabric_status", "fabric_clique_id", "fabric_cluster_uuid")
     return dict(zip(keys, rows, strict=True)) | {
         f"fabric_health_{row}": health.get(row, "N/A") for row in FABRIC_HEALTH_ROWS

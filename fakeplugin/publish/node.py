@@ -5,14 +5,15 @@
 `node_devices` and `node_slices` are the pure steps; `render`, `validate` and the cluster use them directly.
 `NodeDevices` is the live form `serve` runs: it follows the inventory file (usually a ConfigMap mounted into
 the plugin's pod, so it changes under a running plugin) and the node's labels, UID and device-faults
-annotation (publish.devicefaults: taints in the slices, health for the kubelet) from the API server.
+annotation (publish.devicefaults: taints in the slices, health for the kubelet) and fabric-state annotation
+(publish.fabricfaults: the NVLink fabric the fake nvidia-smi shows) from the API server.
 
 Invariants:
 - devices are recomputed as soon as the file changes, so Prepare sees an edit before the publisher has
   reached the API server (labels and UID are the last ones the API server gave; a node named in the
   inventory needs neither to know its devices);
 - a broken edit is logged and the last good inventory stays in force: a typo must never make a node's
-  GPUs vanish; likewise a broken device-faults annotation keeps the last good faults.
+  GPUs vanish; likewise a broken device-faults or fabric-state annotation keeps the last good faults.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from fakeplugin import consumableshares, releases
 from fakeplugin.model import GpuDevice
-from fakeplugin.publish import devicefaults
+from fakeplugin.publish import devicefaults, fabricfaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
@@ -144,6 +145,8 @@ class NodeDevices(Mapping[str, GpuDevice]):
         self._devices: dict[str, GpuDevice] = {}
         self._faults_text: str | None = None  # the annotation as last seen
         self._faults: dict[str, DeviceFault] = {}
+        self._fabric_text: str | None = None  # the fabric-state annotation as last seen
+        self._fabric_faults: dict[str, fabricfaults.FabricFault] = {}
         self._inventory = self._source.inventory
         self._install(self._compute(self._inventory, None))  # ValueError names the entry
 
@@ -192,12 +195,13 @@ class NodeDevices(Mapping[str, GpuDevice]):
         device-faults annotation taints devices. True when the desired slices or health may have changed.
         ValueError names the inventory entry whose devices cannot be made."""
         faults_changed = self._set_faults(annotations.get(devicefaults.ANNOTATION))
+        fabric_changed = self._set_fabric(annotations.get(fabricfaults.ANNOTATION))
         with self._lock:
             changed = self._labels != dict(labels)
             uid_changed = self._uid != uid
             self._labels, self._uid = dict(labels), uid
             inventory = self._inventory
-        if changed:
+        if changed or fabric_changed:
             self._install(self._compute(inventory, dict(labels)))
         return changed or uid_changed or faults_changed
 
@@ -258,11 +262,41 @@ class NodeDevices(Mapping[str, GpuDevice]):
         log.info("node %s: device faults %s", self._node, shown or "cleared")
         return True
 
+    def _set_fabric(self, text: str | None) -> bool:
+        """Take the node's fabric-state annotation; a bad one is logged and the last good one stays. True
+        when the faults changed (the devices are to be made again)."""
+        with self._lock:
+            if text == self._fabric_text:
+                return False
+            self._fabric_text = text
+            devices = list(self._devices.values())
+        try:
+            faults = fabricfaults.parse_fabric_faults(text)
+        except fabricfaults.FabricFaultError as exc:
+            log.error("node %s: %s; keeping the fabric faults in force before", self._node, exc)
+            return False
+        unknown = fabricfaults.unknown_devices(faults, devices)
+        if unknown:
+            log.error(
+                "node %s: annotation %s=%r names no GPU of this node that reports a fabric: %s",
+                self._node,
+                fabricfaults.ANNOTATION,
+                text,
+                ", ".join(unknown),
+            )
+        with self._lock:
+            self._fabric_faults = faults
+        log.info("node %s: fabric faults %s", self._node, text or "cleared")
+        return True
+
     def _compute(self, inventory: Inventory, labels: dict[str, str] | None) -> list[GpuDevice] | None:
         """None: selected by labels we do not know yet (nothing to publish or prepare until we do)."""
         if labels is None and inventory.node_entry(self._node, {}) is None:
             return None
-        return node_devices(inventory, self._node, labels or {}, dynamic_mig=self._dynamic_mig)
+        devices = node_devices(inventory, self._node, labels or {}, dynamic_mig=self._dynamic_mig)
+        with self._lock:
+            faults = self._fabric_faults
+        return fabricfaults.with_fabric_faults(devices, faults)
 
     def _install(self, devices: list[GpuDevice] | None) -> None:
         if devices is None:

@@ -1,8 +1,8 @@
 """Fault injection for tests: set and clear the annotations the plugin reads on claims and nodes.
 
 This module only annotates objects (kubectl annotate); what the plugin does with each annotation is in
-README.md's fault table (fakeplugin.prepare.claimfaults, fakeplugin.publish.devicefaults). Values are passed
-through as strings.
+README.md's fault table (fakeplugin.prepare.claimfaults, fakeplugin.publish.devicefaults,
+fakeplugin.publish.fabricfaults, fakeplugin.computedomain.daemon). Values are passed through as strings.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import subprocess
 from collections.abc import Callable, Mapping
 
+from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 from fakeplugin.prepare.claimfaults import (
     CLAIM_ANNOTATIONS,
     PREFIX,
@@ -20,13 +21,17 @@ from fakeplugin.prepare.claimfaults import (
     UNPREPARE_ERROR,
 )
 from fakeplugin.publish.devicefaults import ANNOTATION as DEVICE_FAULTS
+from fakeplugin.publish.fabricfaults import ANNOTATION as FABRIC_STATE
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+COMPUTE_DOMAIN_FAULTS = (FABRIC_STATE, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION)
 
 
 class Faults:
     """Claim faults (`fakeplugin.dev/prepare-error`, `-fail-count`, `-delay`, `unprepare-error`) and node
-    faults (`fakeplugin.dev/device-faults`), as annotations on the objects."""
+    faults (`fakeplugin.dev/device-faults`; ComputeDomain ones: `fakeplugin.dev/fabric-state`,
+    `compute-domain-daemon-not-ready`, `compute-domain-daemon-left-clique`), as annotations on the
+    objects."""
 
     def __init__(self, kubectl: Kubectl) -> None:
         self._kubectl = kubectl
@@ -55,6 +60,23 @@ class Faults:
     def clear_node(self, node: str) -> None:
         """Remove the node's device faults annotation."""
         self.annotate("node", node, None, {DEVICE_FAULTS: None})
+
+    def set_fabric_state(self, node: str, state: str) -> None:
+        """The node's GPUs report this NVLink fabric registration (`fakeplugin.dev/fabric-state`: e.g.
+        "InProgress", "gpu-1=Completed:ERROR_TIMEOUT"); the compute-domain plugin reads it at its start."""
+        self.annotate("node", node, None, {FABRIC_STATE: state})
+
+    def daemon_not_ready(self, node: str, reason: str = "test") -> None:
+        """The node's ComputeDomain daemons stay NotReady in their cliques."""
+        self.annotate("node", node, None, {NOT_READY_ANNOTATION: reason})
+
+    def leave_clique(self, node: str, reason: str = "test") -> None:
+        """The node's ComputeDomain daemons remove their clique entries (until `clear_compute_domain`)."""
+        self.annotate("node", node, None, {LEFT_CLIQUE_ANNOTATION: reason})
+
+    def clear_compute_domain(self, node: str) -> None:
+        """Remove the node's fabric and ComputeDomain daemon faults."""
+        self.annotate("node", node, None, dict.fromkeys(COMPUTE_DOMAIN_FAULTS))
 
     def claim_faults(self, namespace: str, claim: str) -> dict[str, str]:
         """The claim's fault annotations now set."""

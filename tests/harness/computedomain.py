@@ -68,14 +68,15 @@ class Api:
     def patch_node_labels(
         self, name: str, labels: dict[str, str | None], *, resource_version: str
     ) -> dict[str, Any]:
-        assert resource_version == self.node["metadata"]["resourceVersion"]
+        rv = self.node["metadata"]["resourceVersion"]
+        assert resource_version in ("", rv)  # "": unconditional
         current = self.node["metadata"]["labels"]
         for key, value in labels.items():
             if value is None:
                 current.pop(key, None)
             else:
                 current[key] = value
-        self.node["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
+        self.node["metadata"]["resourceVersion"] = str(int(rv) + 1)
         return self.node
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:

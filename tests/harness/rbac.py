@@ -45,13 +45,15 @@ CONTROLLER_CALLS = {
 # `fakeplugin serve`, both containers (one ServiceAccount): the GPU plugin's calls (rbac.yaml) plus those of
 # --plugin compute-domains (kube.py Kube.compute_domain, compute_domain_clique, patch_node_labels).
 KUBELET_PLUGIN_CALLS = {
+    # The Node informer's GET by name; compute-domains: plugin.py _fetch_node at start (the fabric fault).
     ("cluster", "", "nodes", "get"),
     ("cluster", "", "nodes", "watch"),
     *{("cluster", "resource.k8s.io", "resourceslices", v) for v in RESOURCE_SLICE_VERBS},
     ("cluster", "resource.k8s.io", "resourceclaims", "get"),
     # domains.py DomainManager.domain → Kube.compute_domain: a list of every namespace (no UID lookup).
     ("cluster", "resource.nvidia.com", "computedomains", "list"),
-    # domains.py add_node_label / remove_node_label → Kube.patch_node_labels (its own node).
+    # domains.py add_node_label / remove_node_label, cliquelabel.py CliqueLabel (--gpu-clique-label-enabled)
+    # → Kube.patch_node_labels (its own node).
     ("cluster", "", "nodes", "patch"),
     # domains.py DomainManager._clique → Kube.compute_domain_clique (driver namespace).
     ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),

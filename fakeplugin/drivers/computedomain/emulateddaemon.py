@@ -4,10 +4,11 @@ for clusters whose container runtime runs no container (the local cluster's fake
 NVIDIA's daemon pod, once its daemon claim is prepared, labels itself with its clique ID, enters its node
 into the clique `<cdUID>.<cliqueID>` and mirrors its readiness there; when it stops, it removes its entry
 (fakeplugin.computedomain.daemon). Here a daemon claim's Prepare does the same for the pod the claim is
-reserved for: label, entry, Ready (NotReady while the node has the not-ready fault); its Unprepare removes
-the node's entry. The entry's IP is the node's InternalIP [U: a daemon pod's IP is its own; the emulated
-daemon has no pod IP at Prepare time, before the pod's sandbox exists]; as a local cluster's nodes share one
-address, the entry is removed by node name, not by IP as upstream.
+reserved for: label, entry, Ready (NotReady while the node has the not-ready fault; no entry while it has
+the left-clique fault, until that goes); its Unprepare removes the node's entry. The entry's IP is the
+node's InternalIP [U: a daemon pod's IP is its own; the emulated daemon has no pod IP at Prepare time,
+before the pod's sandbox exists]; as a local cluster's nodes share one address, the entry is removed by
+node name, not by IP as upstream.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fakeplugin.computedomain.daemon import (
     CliqueMember,
     DaemonError,
     Identity,
+    left_clique_fault,
     not_ready_fault,
 )
 from fakeplugin.drivers.computedomain.domains import DomainError
@@ -72,8 +74,7 @@ class EmulatedDaemons:
             if not member.who.clique_id:
                 log.info("%s %s: no cliqueID: no clique entry", WHERE, cd_uid)
                 return
-            member.join()
-            member.set_ready(not not_ready_fault(self._node()))
+            self._sync(member)
         except DaemonError as e:
             raise DomainError(f"{WHERE}: {e}") from e
         with self._lock:
@@ -92,16 +93,25 @@ class EmulatedDaemons:
             raise DomainError(f"{WHERE}: {e}") from e
 
     def node_changed(self) -> None:
-        """The node changed: every daemon's status follows the fault (errors logged; the next change or
+        """The node's faults changed: every daemon's entry follows them (errors logged; the next change or
         Prepare tries again)."""
-        ready = not not_ready_fault(self._node())
         with self._lock:
             members = list(self._members.values())
         for member in members:
             try:
-                member.set_ready(ready)
+                self._sync(member)
             except DaemonError as e:
                 log.error("%s %s: %s", WHERE, member.who.cd_uid, e)
+
+    def _sync(self, member: CliqueMember) -> None:
+        """The entry as the node's faults say: absent while it left the clique, else in it, Ready unless
+        not ready."""
+        node = self._node()
+        if left_clique_fault(node):
+            member.leave(by_node=True)
+            return
+        member.join()
+        member.set_ready(not not_ready_fault(node))
 
     def _identity(self, cd_uid: str, pod_name: str = "", pod_uid: str = "") -> Identity:
         return Identity(

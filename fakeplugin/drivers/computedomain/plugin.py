@@ -2,29 +2,38 @@
 `ComputeDomainNode` (NodePlugin) over the slices, the domain manager and the Preparer.
 
 The node's inventory entry says whether the plugin runs there (GPUs) and its clique ID; both are read
-afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`).
+afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`): the
+plugin's start, where it reads the node's NVLink fabric as upstream does (fabric.py: the fabric-state fault
+refuses the start, or without CrashOnNVLinkFabricErrors leaves the node without a clique until a restart)
+and, with `gpu_clique_label`, labels its node `nvidia.com/gpu.clique=<cliqueID>`.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from fakeplugin.computedomain.daemon import not_ready_fault
-from fakeplugin.drivers.computedomain import retry
+from fakeplugin.computedomain.daemon import node_faults
+from fakeplugin.drivers.computedomain import fabric, retry
+from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel, LabelError
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
+from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.inventory import NodeEntry
-from fakeplugin.publish.node import InventoryFile
+from fakeplugin.publish.node import InventoryFile, node_devices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
 
+log = logging.getLogger(__name__)
+
 DEFAULT_NAMESPACE = "default"  # the real plugin's --namespace default
+START_ERRORS = (fabric.FabricError, LabelError)  # the plugin refuses to start (open)
 
 
 class ComputeDomainDriver:
@@ -32,7 +41,8 @@ class ComputeDomainDriver:
     `namespace`: the driver's, where the controller keeps the ComputeDomainCliques; `emulate_daemon`: the
     plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon); `retry_seconds`: how
     long a Prepare call retries a retryable failure (fakeplugin.drivers.computedomain.retry; 0: once, for
-    a fleet, whose worker threads serve every node and whose pods are retried with backoff)."""
+    a fleet, whose worker threads serve every node and whose pods are retried with backoff);
+    `gpu_clique_label`: --gpu-clique-label-enabled (cliquelabel.py)."""
 
     def __init__(
         self,
@@ -43,6 +53,7 @@ class ComputeDomainDriver:
         boot_id_file: Path = BOOT_ID_FILE,
         emulate_daemon: bool = False,
         retry_seconds: float = retry.TIMEOUT_SECONDS,
+        gpu_clique_label: bool = False,
     ) -> None:
         self.emulation = emulation
         self.api = api
@@ -50,6 +61,7 @@ class ComputeDomainDriver:
         self.boot_id_file = boot_id_file
         self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
         self.retry_seconds = retry_seconds
+        self.gpu_clique_label = gpu_clique_label
 
     @property
     def name(self) -> str:
@@ -99,6 +111,9 @@ class ComputeDomainNode:
             else None
         )
         self._entry = self._lookup()
+        # Set at start when no GPU's fabric was attached (the fabric-state fault, gate off): no clique.
+        self._detached = False
+        self._label = CliqueLabel(driver.api, node_name) if driver.gpu_clique_label else None
         self._opening = threading.Lock()
         self._preparer: Preparer | None = None
 
@@ -111,25 +126,33 @@ class ComputeDomainNode:
         return (device_name(CHANNEL), device_name(DAEMON)) if self._publishes() else ()
 
     def clique_id(self) -> str:
-        """`<clusterUUID>.<clique>` of the node's entry; "" without a fabric (or an entry)."""
+        """`<clusterUUID>.<clique>` of the node's entry; "" without a fabric (or an entry), or when its
+        fabric was not attached at start."""
         entry = self._entry
-        return entry.clique_id if entry else ""
+        return entry.clique_id if entry and not self._detached else ""
 
     def set_node(self, node: Obj) -> bool:
         meta = node["metadata"]
         before = (self._uid, self._entry)
-        fault_before = not_ready_fault(self._node_obj)
+        faults_before = node_faults(self._node_obj)
         self._node_obj = node
-        if self._daemons and not_ready_fault(node) != fault_before:
+        if self._daemons and node_faults(node) != faults_before:
             self._daemons.node_changed()
         self._labels, self._uid = dict(meta.get("labels") or {}), meta["uid"]
         self._entry = self._lookup()
+        self._relabel(before[1])
         return before != (self._uid, self._entry)
 
     def refresh(self) -> bool:
         before = self._entry
         self._entry = self._lookup()
+        self._relabel(before)
         return before != self._entry
+
+    def stop(self) -> None:
+        """The plugin stops: its nvidia.com/gpu.clique label goes (gpu_clique_label)."""
+        if self._label and self._preparer is not None:
+            self._label.remove()
 
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
         e = self._driver.emulation
@@ -147,14 +170,26 @@ class ComputeDomainNode:
     def open(self) -> None:
         self._open()
 
+    # A host that opens on first use (the fleet) cannot crash one node: a refused start fails each call.
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        return retry.prepare_retrying(self._open().prepare, claims, timeout=self._driver.retry_seconds)
+        try:
+            preparer = self._open()
+        except START_ERRORS as e:
+            return {c.uid: PrepareResult(error=str(e)) for c in claims}  # not retryable: the start is over
+        return retry.prepare_retrying(preparer.prepare, claims, timeout=self._driver.retry_seconds)
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        return self._open().unprepare(claims)
+        try:
+            preparer = self._open()
+        except START_ERRORS as e:
+            return {c.uid: str(e) for c in claims}
+        return preparer.unprepare(claims)
 
     def prepared_claims(self) -> list[ClaimRef]:
-        return self._open().prepared_claims()
+        try:
+            return self._open().prepared_claims()
+        except START_ERRORS:
+            return []  # never started: nothing prepared
 
     def _lookup(self) -> NodeEntry | None:
         return self._inventory.inventory.node_entry(self._node, self._labels)
@@ -162,9 +197,48 @@ class ComputeDomainNode:
     def _publishes(self) -> bool:
         return bool(self._entry and self._entry.gpu_count)
 
+    def _relabel(self, entry_before: NodeEntry | None) -> None:
+        """A new clique ID of a started plugin goes onto the node's label."""
+        before = entry_before.clique_id if entry_before and not self._detached else ""
+        if self._label and self._preparer is not None and self.clique_id() != before:
+            self._label.refresh(self.clique_id())
+
+    def _read_fabric(self) -> None:
+        """The start's read of the node's fabric (fabric.py); FabricError: the plugin refuses to start."""
+        node = self._node_obj or self._fetch_node()
+        meta = node.get("metadata") or {}
+        try:
+            faults = fabricfaults.parse_fabric_faults(
+                (meta.get("annotations") or {}).get(fabricfaults.ANNOTATION)
+            )
+        except fabricfaults.FabricFaultError as e:
+            log.error("node %s: %s; starting without fabric faults", self._node, e)
+            faults = {}
+        inventory, labels = self._inventory.inventory, dict(meta.get("labels") or {})
+        entry = inventory.node_entry(self._node, labels)
+        gpus = fabric.node_gpus(node_devices(inventory, self._node, labels), faults)
+        e = self._driver.emulation
+        try:
+            found = fabric.clique_id(gpus, strict=e.feature_gates.get(fabric.GATE, True))
+        except fabric.FabricError as err:
+            raise fabric.start_error(err, e.release.name) from None
+        self._detached = not found and bool(entry and entry.clique_id)
+
+    def _fetch_node(self) -> Obj:
+        try:
+            return self._driver.api.get_node(self._node)
+        except Exception as e:  # the real plugin needs no Node to read NVML: start without the faults
+            log.warning(
+                "node %s: cannot read the Node (%s): starting without its fabric faults", self._node, e
+            )
+            return {}
+
     def _open(self) -> Preparer:
         with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
             if self._preparer is None:
+                self._read_fabric()
+                if self._label:
+                    self._label.set(self.clique_id())  # at start, fatal there as upstream's
                 d, e = self._driver, self._driver.emulation
                 domains = DomainManager(
                     d.api,
