@@ -22,6 +22,7 @@ from fakeplugin.cluster import Cluster
 from fakeplugin.commands.render import render_documents
 from fakeplugin.publish.inventory import load_inventory
 from fakeplugin.testing import claim_pod, device_request, resource_claim_template
+from tests.harness import DRIVER
 from tests.harness.host import require_cluster_host
 from tests.harness.kube import apply, get, items, pod_phase, wait_for
 from tests.harness.paths import EXAMPLES
@@ -139,7 +140,9 @@ def test_cel_claim_runs_on_a_simulated_h100_only_after_prepare(mixed: Cluster) -
 
     delete_pod(mixed, "p")
     assert not cdi_spec(mixed, node, claim["metadata"]["uid"]).exists()
-    checkpoint = json.loads((mixed.layout.root / "nodes" / node / "plugin" / "checkpoint.json").read_text())
+    checkpoint = json.loads(
+        (mixed.layout.root / "nodes" / node / "plugins" / DRIVER / "checkpoint.json").read_text()
+    )
     assert claim["metadata"]["uid"] not in json.dumps(checkpoint)
     mixed.kubectl("delete", "resourceclaimtemplate", "h100", "-n", NAMESPACE)
 
