@@ -171,6 +171,8 @@ def test_daemon_set():
     assert container["image"] == "fakeplugin:test"
     assert container["command"] == ["fakeplugin", "-v", "$(LOG_VERBOSITY)", "compute-domain-daemon", "run"]
     assert container["resources"] == {"claims": [{"name": "compute-domain-daemon"}]}
+    # Root, as NVIDIA's image runs it: /imexd is the plugin's root-owned directory (ours runs as 65532).
+    assert container["securityContext"] == {"runAsUser": 0}
     check = ["fakeplugin", "-v", "$(LOG_VERBOSITY)", "compute-domain-daemon", "check"]
     assert container["startupProbe"] == {
         "exec": {"command": check},

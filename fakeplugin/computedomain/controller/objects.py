@@ -147,6 +147,9 @@ def daemon_set(cd: Obj, settings: DaemonSettings) -> Obj:
                 "command": [*daemon, "run"],
                 "env": env,
                 "resources": {"claims": [{"name": DAEMON_CLAIM}]},
+                # NVIDIA's image runs as root (its Dockerfile's USER root:root); ours as 65532, and the daemon
+                # writes its state into /imexd, the plugin's root-owned host directory of the domain.
+                "securityContext": {"runAsUser": 0},
                 "startupProbe": {"initialDelaySeconds": 0, **probe(1, 1200)},
                 "livenessProbe": probe(60, 20),
                 "readinessProbe": probe(10, 1),
