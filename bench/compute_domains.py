@@ -8,7 +8,7 @@ Brings up a local cluster (`fakeplugin cluster up`) whose inventory is --racks e
 `gb200` nodes x 4 GPUs (`kubelet: false`), each rack its own NVLink clique: kwok plays the nodes, one
 `fakeplugin fleet --compute-domains` is both kubelet plugins of every node and plays each IMEX daemon, and
 `fakeplugin compute-domain-controller` runs as in NVIDIA's chart. Then per rack one job of 18 pods, each pod
-4 GPUs (a ResourceClaimTemplate) and the rack's ComputeDomain channel, placed on its rack by the clique
+4 GPUs (a ResourceClaim of its own) and the rack's ComputeDomain channel, placed on its rack by the clique
 label; all racks' jobs at once (the ComputeDomains first, the pods once their channel templates exist).
 Measured, from one watch of pods and one of ComputeDomains:
 
@@ -43,7 +43,7 @@ from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
 from fakeplugin.kube import Kube, new_api_client
 from fakeplugin.runtime.informer import Source, list_and_watch
-from fakeplugin.testing import container, device_request, pod, resource_claim_template
+from fakeplugin.testing import container, device_request, pod, resource_claim
 
 NAMESPACE = "bench-cd"
 TRAYS = 18  # compute trays of an NVL72 rack, 4 GPUs each
@@ -106,11 +106,11 @@ def cluster_uuid(rack: int) -> str:
 
 
 def job(name: str, rack: int, *, channel: bool) -> list[dict[str, Any]]:
-    """18 pods of 4 GPUs on `rack`; with `channel`, its ComputeDomain and a channel claim each."""
-    claims = {"gpus": {"resourceClaimTemplateName": f"{name}-gpus"}}
-    objects: list[dict[str, Any]] = [resource_claim_template(f"{name}-gpus", device_request(count=4))]
+    """18 pods of 4 GPUs (a claim of its own each, by name) on `rack`; with `channel`, its ComputeDomain and
+    the CD's channel template in each pod (one template per pod: see tests/e2e/test_compute_domains_fleet.py
+    `job` for why not two)."""
+    objects: list[dict[str, Any]] = []
     if channel:
-        claims["channel"] = {"resourceClaimTemplateName": f"{name}-channel"}
         objects.append(
             {
                 "apiVersion": api.API_VERSION,
@@ -122,16 +122,20 @@ def job(name: str, rack: int, *, channel: bool) -> list[dict[str, Any]]:
                 },
             }
         )
-    objects += [
-        pod(
-            f"{name}-{i}",
-            [container("worker", claims=list(claims))],
-            claims=claims,
-            grace_period_s=0,
-            nodeSelector={api.GPU_CLIQUE_LABEL: f"{cluster_uuid(rack)}.1"},
+    for i in range(TRAYS):
+        claims = {"gpus": {"resourceClaimName": f"{name}-{i}-gpus"}}
+        if channel:
+            claims["channel"] = {"resourceClaimTemplateName": f"{name}-channel"}
+        objects.append(resource_claim(f"{name}-{i}-gpus", device_request(count=4)))
+        objects.append(
+            pod(
+                f"{name}-{i}",
+                [container("worker", claims=list(claims))],
+                claims=claims,
+                grace_period_s=0,
+                nodeSelector={api.GPU_CLIQUE_LABEL: f"{cluster_uuid(rack)}.1"},
+            )
         )
-        for i in range(TRAYS)
-    ]
     return objects
 
 
@@ -193,7 +197,8 @@ def run_wave(
     cluster.kubectl("delete", "pod", *pod_names, "-n", NAMESPACE, "--wait=true", "--timeout=600s")
     if channel:
         cluster.kubectl("delete", "computedomain", *names, "-n", NAMESPACE, "--wait=true", "--timeout=300s")
-    cluster.kubectl("delete", "resourceclaimtemplate", *(f"{n}-gpus" for n in names), "-n", NAMESPACE)
+    gpu_claims = [f"{n}-{i}-gpus" for n in names for i in range(TRAYS)]
+    cluster.kubectl("delete", "resourceclaim", *gpu_claims, "-n", NAMESPACE, "--wait=true", "--timeout=300s")
     return out
 
 

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import container, device_request, opaque_config, pod, resource_claim
 from fakeplugin.testing.containers import local_view
-from tests.harness.host import require_cluster_host
+from tests.harness.host import own_cluster
 from tests.harness.kube import apply, apply_file, get, items, pod_phase, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -49,16 +48,8 @@ INVENTORY = {
 
 @pytest.fixture(scope="module")
 def cd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    require_cluster_host()
-    root = tmp_path_factory.mktemp("cd")
-    inventory = root / "gb200.yaml"
-    inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
-    cluster = Cluster.up(inventory, root / "state")
-    try:
-        cluster.kubectl("create", "namespace", NAMESPACE)
+    with own_cluster(tmp_path_factory, "cd", INVENTORY, NAMESPACE) as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 def cd_status(cluster: Cluster, name: str) -> dict[str, Any]:

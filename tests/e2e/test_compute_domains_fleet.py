@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import container, device_request, pod, resource_claim
 from fakeplugin.testing.containers import local_view
-from tests.harness.host import require_cluster_host
+from tests.harness.host import own_cluster
 from tests.harness.kube import apply, apply_file, get, items, pod_phase, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -74,16 +73,8 @@ INVENTORY = {
 
 @pytest.fixture(scope="module")
 def racks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    require_cluster_host()
-    root = tmp_path_factory.mktemp("cd-fleet")
-    inventory = root / "nvl72.yaml"
-    inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
-    cluster = Cluster.up(inventory, root / "state")
-    try:
-        cluster.kubectl("create", "namespace", NAMESPACE)
+    with own_cluster(tmp_path_factory, "cd-fleet", INVENTORY, NAMESPACE) as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 def compute_domain(name: str, nodes: int) -> dict[str, Any]:

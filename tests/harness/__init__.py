@@ -22,7 +22,8 @@ Unit and contract tests (tests/*.py):
 End-to-end tests (tests/e2e, tests/kind):
 - kube: kubectl on any cluster (`apply`, `get`, `items`, `wait_for`, ...), claims the kubelet health-watches.
 - seedlab: the e2e session's cluster, the seed lab: its nodes (`T10`, `A5000`), inventory, slices, claims.
-- host: what a local cluster needs of this host (`require_cluster_host`) and must leave alone (`HostBefore`).
+- host: what a local cluster needs of this host (`require_cluster_host`) and must leave alone (`HostBefore`);
+  a module's cluster of its own (`own_cluster`).
 - kind: the kind e2e's cluster (`KindCluster`) and the names run.sh gives it.
 
 The objects tests apply (claims, templates, pods) come from fakeplugin.testing, as in users' tests.

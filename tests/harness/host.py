@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fakeplugin.cluster import BinaryNotFound, binaries, components
+import pytest
+import yaml
+
+from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components
 from tests.harness.tooling import unavailable
 
 # Paths a kubelet (or kube-controller-manager) creates on a host unless kept away from them.
@@ -38,3 +44,20 @@ class HostBefore:
 
     sysctls: dict[str, str]
     absent_paths: tuple[Path, ...]
+
+
+@contextlib.contextmanager
+def own_cluster(
+    tmp_path_factory: pytest.TempPathFactory, name: str, inventory: Mapping[str, Any], namespace: str
+) -> Iterator[Cluster]:
+    """A module's local cluster of its own: `inventory` written to a file, `namespace` created; down after."""
+    require_cluster_host()
+    root = tmp_path_factory.mktemp(name)
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(dict(inventory), sort_keys=False))
+    cluster = Cluster.up(path, root / "state")
+    try:
+        cluster.kubectl("create", "namespace", namespace)
+        yield cluster
+    finally:
+        cluster.down()
