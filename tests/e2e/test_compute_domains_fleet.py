@@ -10,6 +10,8 @@ Checked, as NVIDIA's tests/bats/test_cd_misc.bats checks it on real racks, plus 
   they are Ready every pod runs, each CD is Ready with its nodes in its own clique, and after the pods go
   the nodes leave and the CDs are NotReady;
 - a 2-node CD across the two kubelet nodes: both pods run with channel0 in their container records;
+- a node that leaves its clique (the fault, on a rack node and on a kubelet node): gone from the CD, which
+  turns NotReady, while its pod runs on; back at index 0 and the CD Ready once the fault is cleared;
 - a 20-node job whose pods must share a clique (required pod affinity on `nvidia.com/gpu.clique`, the
   placement of the gang job in KAI-Scheduler #1217): 18 pods fit a rack, 2 stay unschedulable, the CD
   stays NotReady with 18 Ready nodes: a rack has 18 compute trays, on real hardware as here.
@@ -26,7 +28,7 @@ import pytest
 from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
-from fakeplugin.testing import container, device_request, pod, resource_claim
+from fakeplugin.testing import Faults, container, device_request, pod, resource_claim
 from fakeplugin.testing.containers import local_view
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, apply_file, get, items, pod_phase, wait_for
@@ -290,6 +292,32 @@ def test_a_two_node_domain_across_kubelet_nodes(racks: Cluster) -> None:
     )
     assert {(n["name"], n["cliqueID"]) for n in status["nodes"]} == {(n, f"{LOCAL}.3") for n in KUBELET_NODES}
     delete_job(racks, "pair")
+
+
+@pytest.mark.parametrize("node", ["rack-b-3", "gb200-tray-1"])
+def test_a_node_that_leaves_its_clique_leaves_the_domain_until_it_comes_back(
+    racks: Cluster, node: str
+) -> None:
+    """The left-clique fault through the testing API (fakeplugin.testing.Faults), on a simulated rack node
+    (the fleet's daemon) and on a kubelet node (the plugin's --emulate-daemon)."""
+    faults = Faults(racks.kubectl)
+    start_job(racks, job("solo", 1, nodeSelector={"kubernetes.io/hostname": node}))
+    wait_for(lambda: ready_status(racks, "solo"), what="the 1-node domain Ready", timeout=120)
+    faults.leave_clique(node, "tray lost its NVLink")
+    try:
+
+        def without_nodes() -> dict[str, Any] | None:
+            status = cd_status(racks, "solo")
+            return None if status.get("nodes") else status
+
+        status = wait_for(without_nodes, what=f"{node} gone from the domain", timeout=60)
+        assert status["status"] == api.STATUS_NOT_READY
+        assert phases(racks, "solo") == {"solo-0": "Running"}  # the workload keeps running
+    finally:
+        faults.clear_compute_domain(node)
+    status = wait_for(lambda: ready_status(racks, "solo"), what=f"{node} back, the domain Ready", timeout=60)
+    assert [(n["name"], n["index"], n["status"]) for n in status["nodes"]] == [(node, 0, "Ready")]
+    delete_job(racks, "solo")
 
 
 def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
