@@ -14,7 +14,6 @@ GB200 in NVLink clique 1.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import container, device_request, opaque_config, pod, resource_claim
-from fakeplugin.testing.containers import local_view
+from tests.harness.domains import CHANNEL_INJECTION, SPECS, cd_status, channel_injection_ran
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, apply_file, get, items, pod_phase, wait_for
 
@@ -32,7 +31,6 @@ pytestmark = pytest.mark.cluster
 NODE = "gb200-tray-0"
 CLUSTER_UUID = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
 NAMESPACE = "cd-e2e"
-SPECS = Path(__file__).resolve().parents[1] / "data" / "nvidia-demo-specs"
 INVENTORY = {
     "driverVersion": "580.126.20",
     "cudaDriverVersion": "13.0",
@@ -52,10 +50,6 @@ def cd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield cluster
 
 
-def cd_status(cluster: Cluster, name: str) -> dict[str, Any]:
-    return get(cluster, "computedomain", name, "-n", NAMESPACE).get("status") or {}
-
-
 def test_the_cluster_deploys_the_compute_domain_side(cd_cluster: Cluster) -> None:
     node = get(cd_cluster, "node", NODE)
     assert node["metadata"]["labels"][api.GPU_CLIQUE_LABEL] == f"{CLUSTER_UUID}.1"
@@ -65,36 +59,13 @@ def test_the_cluster_deploys_the_compute_domain_side(cd_cluster: Cluster) -> Non
     assert {("gpu.nvidia.com", NODE), (api.DRIVER_NAME, NODE)} <= drivers
 
 
-@pytest.mark.parametrize(
-    ("spec", "channel"),
-    [("channel-injection.yaml", "channel0"), ("channel-injection-all.yaml", "channel2047")],
-)
+@pytest.mark.parametrize(("spec", "channel"), CHANNEL_INJECTION)
 def test_nvidias_channel_injection_demo(cd_cluster: Cluster, spec: str, channel: str) -> None:
     cd, workload = apply_file(cd_cluster, NAMESPACE, SPECS / spec)
-    name, pod_name = cd["metadata"]["name"], workload["metadata"]["name"]
-    wait_for(
-        lambda: pod_phase(cd_cluster, NAMESPACE, pod_name) == "Running",
-        what=f"pod {pod_name} Running (its channel claim waits until the daemon is Ready)",
-        timeout=240,
+    entry = channel_injection_ran(
+        cd_cluster, NAMESPACE, cd["metadata"]["name"], workload["metadata"]["name"], channel
     )
-    view = local_view(cd_cluster, NAMESPACE, pod_name, "ctr")
-    assert f"/dev/nvidia-caps-imex-channels/{channel}" in view.device_nodes
-    assert ("/dev/nvidia-caps-imex-channels/channel1" in view.device_nodes) == (channel == "channel2047")
-    status = wait_for(
-        lambda: (s := cd_status(cd_cluster, name)).get("status") == api.STATUS_READY and s,
-        what=f"ComputeDomain {name} Ready",
-        timeout=60,
-    )
-    ((entry),) = status["nodes"]
-    assert entry["name"] == NODE and entry["cliqueID"] == f"{CLUSTER_UUID}.1" and entry["status"] == "Ready"
-
-    cd_cluster.kubectl("delete", "pod", pod_name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
-    wait_for(
-        lambda: "nodes" not in (s := cd_status(cd_cluster, name)) and s.get("status") == api.STATUS_NOT_READY,
-        what=f"node {NODE} gone from ComputeDomain {name}'s status, NotReady",
-        timeout=90,
-    )
-    cd_cluster.kubectl("delete", "computedomain", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    assert (entry["name"], entry["cliqueID"]) == (NODE, f"{CLUSTER_UUID}.1")
 
 
 def test_the_not_ready_fault_keeps_the_nodes_daemon_not_ready(cd_cluster: Cluster) -> None:
@@ -103,7 +74,7 @@ def test_the_not_ready_fault_keeps_the_nodes_daemon_not_ready(cd_cluster: Cluste
     name, pod_name = cd["metadata"]["name"], workload["metadata"]["name"]
 
     def node_status(want: str) -> dict[str, Any] | None:
-        s = cd_status(cd_cluster, name)
+        s = cd_status(cd_cluster, NAMESPACE, name)
         return s if [n.get("status") for n in s.get("nodes") or []] == [want] else None
 
     try:

@@ -20,7 +20,6 @@ Checked, as NVIDIA's tests/bats/test_cd_misc.bats checks it on real racks, plus 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +29,9 @@ from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import Faults, container, device_request, pod, resource_claim
 from fakeplugin.testing.containers import local_view
+from tests.harness.domains import CHANNEL_INJECTION, SPECS, cd_status, channel_injection_ran, ready_status
 from tests.harness.host import own_cluster
-from tests.harness.kube import apply, apply_file, get, items, pod_phase, wait_for
+from tests.harness.kube import apply, apply_file, get, items, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -39,7 +39,6 @@ NAMESPACE = "cd-fleet"
 RACK_A, RACK_B, TRAYS = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91", "9d0c1b2a-3e4f-4a5b-8c6d-7e8f9a0b1c2d", 18
 LOCAL = "6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d"
 KUBELET_NODES = ("gb200-tray-0", "gb200-tray-1")
-SPECS = Path(__file__).resolve().parents[1] / "data" / "nvidia-demo-specs"
 
 
 GB200_TRAY = [{"profile": "gb200", "count": 4}]
@@ -140,15 +139,6 @@ def phases(cluster: Cluster, name: str) -> dict[str, str]:
     }
 
 
-def cd_status(cluster: Cluster, name: str) -> dict[str, Any]:
-    return get(cluster, "computedomain", name, "-n", NAMESPACE).get("status") or {}
-
-
-def ready_status(cluster: Cluster, name: str) -> dict[str, Any] | None:
-    status = cd_status(cluster, name)
-    return status if status.get("status") == api.STATUS_READY else None
-
-
 def pod_nodes(cluster: Cluster, name: str) -> set[str]:
     return {
         p["spec"].get("nodeName", "")
@@ -183,10 +173,7 @@ def test_the_fleet_publishes_channels_and_daemons_on_every_rack_node(racks: Clus
     assert get(racks, "node", "rack-b-7")["metadata"]["labels"][api.GPU_CLIQUE_LABEL] == f"{RACK_B}.1"
 
 
-@pytest.mark.parametrize(
-    ("spec", "channel"),
-    [("channel-injection.yaml", "channel0"), ("channel-injection-all.yaml", "channel2047")],
-)
+@pytest.mark.parametrize(("spec", "channel"), CHANNEL_INJECTION)
 def test_nvidias_channel_injection_demo_on_a_simulated_rack(racks: Cluster, spec: str, channel: str) -> None:
     racks.kubectl("cordon", *KUBELET_NODES)  # NVIDIA's pod names no node: keep it on the racks
     try:
@@ -199,24 +186,8 @@ def test_nvidias_channel_injection_demo_on_a_simulated_rack(racks: Cluster, spec
         )
     finally:
         racks.kubectl("uncordon", *KUBELET_NODES)
-    wait_for(
-        lambda: pod_phase(racks, NAMESPACE, pod_name) == "Running",
-        what=f"pod {pod_name} Running",
-        timeout=120,
-    )
     assert node.startswith(("rack-a-", "rack-b-"))
-    view = local_view(racks, NAMESPACE, pod_name, "ctr")
-    assert f"/dev/nvidia-caps-imex-channels/{channel}" in view.device_nodes
-    status = wait_for(lambda: ready_status(racks, name), what=f"ComputeDomain {name} Ready", timeout=60)
-    ((entry),) = status["nodes"]
-    assert entry["name"] == node and entry["status"] == "Ready"
-    racks.kubectl("delete", "pod", pod_name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
-    wait_for(
-        lambda: "nodes" not in (s := cd_status(racks, name)) and s.get("status") == api.STATUS_NOT_READY,
-        what=f"node {node} gone from ComputeDomain {name}'s status, NotReady",
-        timeout=90,
-    )
-    racks.kubectl("delete", "computedomain", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    assert channel_injection_ran(racks, NAMESPACE, name, pod_name, channel)["name"] == node
 
 
 def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Cluster) -> None:
@@ -226,7 +197,7 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
         start_job(racks, job("job-b", 18, **on_clique(f"{RACK_B}.1")))
 
         def all_listed(name: str, count: int) -> dict[str, Any] | None:
-            s = cd_status(racks, name)
+            s = cd_status(racks, NAMESPACE, name)
             return s if len(s.get("nodes") or []) == count else None
 
         for name, count in (("job-a", 16), ("job-b", 18)):
@@ -248,7 +219,7 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
             what=f"every pod of {name} Running",
             timeout=300,
         )
-        status = cd_status(racks, name)
+        status = cd_status(racks, NAMESPACE, name)
         assert status["status"] == api.STATUS_READY
         assert len(status["nodes"]) == count
         assert {n["status"] for n in status["nodes"]} == {"Ready"}
@@ -259,7 +230,7 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
 
     delete_job(racks, "job-b")
     status = wait_for(
-        lambda: ready_status(racks, "job-a"),
+        lambda: ready_status(racks, NAMESPACE, "job-a"),
         what="job-a still Ready once job-b is gone",
         timeout=10,
     )
@@ -267,7 +238,10 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
     pods = list(phases(racks, "job-a"))
     racks.kubectl("delete", "pod", *pods, "-n", NAMESPACE, "--wait=true", "--timeout=300s")
     wait_for(
-        lambda: "nodes" not in (s := cd_status(racks, "job-a")) and s.get("status") == api.STATUS_NOT_READY,
+        lambda: (
+            "nodes" not in (s := cd_status(racks, NAMESPACE, "job-a"))
+            and s.get("status") == api.STATUS_NOT_READY
+        ),
         what="job-a's nodes gone from its status once its pods are",
         timeout=180,
     )
@@ -286,7 +260,7 @@ def test_a_two_node_domain_across_kubelet_nodes(racks: Cluster) -> None:
         view = local_view(racks, NAMESPACE, f"pair-{i}", "worker")
         assert "/dev/nvidia-caps-imex-channels/channel0" in view.device_nodes
     status = wait_for(
-        lambda: ready_status(racks, "pair"),
+        lambda: ready_status(racks, NAMESPACE, "pair"),
         what="the 2-node domain Ready",
         timeout=60,
     )
@@ -302,12 +276,12 @@ def test_a_node_that_leaves_its_clique_leaves_the_domain_until_it_comes_back(
     (the fleet's daemon) and on a kubelet node (the plugin's --emulate-daemon)."""
     faults = Faults(racks.kubectl)
     start_job(racks, job("solo", 1, nodeSelector={"kubernetes.io/hostname": node}))
-    wait_for(lambda: ready_status(racks, "solo"), what="the 1-node domain Ready", timeout=120)
+    wait_for(lambda: ready_status(racks, NAMESPACE, "solo"), what="the 1-node domain Ready", timeout=120)
     faults.leave_clique(node, "tray lost its NVLink")
     try:
 
         def without_nodes() -> dict[str, Any] | None:
-            status = cd_status(racks, "solo")
+            status = cd_status(racks, NAMESPACE, "solo")
             return None if status.get("nodes") else status
 
         status = wait_for(without_nodes, what=f"{node} gone from the domain", timeout=60)
@@ -315,7 +289,9 @@ def test_a_node_that_leaves_its_clique_leaves_the_domain_until_it_comes_back(
         assert phases(racks, "solo") == {"solo-0": "Running"}  # the workload keeps running
     finally:
         faults.clear_compute_domain(node)
-    status = wait_for(lambda: ready_status(racks, "solo"), what=f"{node} back, the domain Ready", timeout=60)
+    status = wait_for(
+        lambda: ready_status(racks, NAMESPACE, "solo"), what=f"{node} back, the domain Ready", timeout=60
+    )
     assert [(n["name"], n["index"], n["status"]) for n in status["nodes"]] == [(node, 0, "Ready")]
     delete_job(racks, "solo")
 
@@ -346,7 +322,7 @@ def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
     assert counts.count("Pending") == 2
 
     def listed() -> dict[str, Any] | None:
-        s = cd_status(racks, "wide")
+        s = cd_status(racks, NAMESPACE, "wide")
         return s if len(s.get("nodes") or []) == TRAYS else None
 
     status = wait_for(listed, what=f"{TRAYS} nodes in the status (the controller sums every 2 s)", timeout=30)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ import yaml
 
 from fakeplugin.computedomain import api
 from fakeplugin.drivers.computedomain.cdi import IMEX_CHANNELS_MAJOR
+from tests.harness.domains import SPECS
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
 from tests.harness.kind import DAEMONSET, NAMESPACE, KindCluster
 from tests.harness.kind import KIND as KIND_BIN
@@ -35,7 +35,6 @@ from tests.harness.kube import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
-SPECS = Path(__file__).resolve().parents[1] / "data" / "nvidia-demo-specs"
 WORKLOAD_NAMESPACE = "cd-kind"
 CLUSTER_UUID = "4b1e8f2a-57c3-4c1d-9a5e-2f0d6b7c8e91"
 CLIQUE_ID = f"{CLUSTER_UUID}.1"
