@@ -11,6 +11,8 @@
 #   dra-test-driver  Kubernetes' own Go DRA test driver (upstream kubeletplugin helper), the
 #                    anchor bench/prepare_vs_anchor.py measures us against
 #   kubeadm kube-proxy  for the kind node image (hack/kind/build-binaries.sh)
+#   kueue            Kueue's manager (sigs.k8s.io/kueue), for `cluster up --with kueue`; with the
+#                    module's CRDs, webhook manifests and chart beside it (docs/kueue.md)
 # Prints progress on stderr and the binary directory on stdout.
 #
 # Environment:
@@ -20,6 +22,7 @@
 #   ETCD_VERSION            etcd version (default: the table's for that minor)
 #   HELM_VERSION            helm version (default: the table's for that minor)
 #   KWOK_VERSION            kwok version, the simulated nodes' engine, the same for every minor (default v0.8.0)
+#   KUEUE_VERSION           Kueue version (default: the table's), the same for every minor
 #   CDI_VERSION             tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 # The etcd, helm and oldest Go of each Kubernetes minor come from one table, fakeplugin/cluster/versions.py
 # (run here as `python3 versions.py pins VERSION`), which also holds each minor's gates and flags.
@@ -39,6 +42,7 @@ K8S_VERSION="$(pin K8S_VERSION)"
 ETCD_VERSION="${ETCD_VERSION:-$(pin ETCD_VERSION)}"
 HELM_VERSION="${HELM_VERSION:-$(pin HELM_VERSION)}"
 GO_MIN="$(pin GO_MIN)"
+KUEUE_VERSION="${KUEUE_VERSION:-${FAKEPLUGIN_KUEUE_VERSION:-$(pin KUEUE_VERSION)}}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
@@ -46,7 +50,7 @@ BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
-OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy)
+OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy kueue)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -232,6 +236,32 @@ build_kwok() {
   say "kwok $KWOK_VERSION: in $BIN"
 }
 
+# Kueue (sigs.k8s.io/kueue): independent of the Kubernetes version, built once per Kueue version into
+# $CACHE/kueue/$KUEUE_VERSION/ with what a deployment needs from its module (config/components: CRDs,
+# webhook manifests; charts/kueue), copied out of the Go module cache.
+build_kueue() {
+  named kueue || return 0
+  local dir="$CACHE/kueue/$KUEUE_VERSION" mod="$CACHE/kueue/$KUEUE_VERSION/src" src
+  [[ -x "$dir/kueue" && -d "$dir/module/config" ]] && { say "kueue $KUEUE_VERSION: cached in $dir"; return; }
+  mkdir -p "$mod" && cd "$mod"
+  # Kueue 0.19's own go.mod says go 1.26.0: the Go this needs, whatever the Kubernetes minor.
+  [[ -f go.mod ]] || printf 'module local/kueuebin\n\ngo 1.26.0\n' > go.mod
+  say "kueue $KUEUE_VERSION: resolving sigs.k8s.io/kueue (module proxy)"
+  quiet_go get "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+  say "building kueue (a few minutes cold)"
+  local t0=$SECONDS
+  go build -trimpath -ldflags "-s -w" -o "$dir/.kueue.tmp" sigs.k8s.io/kueue/cmd/kueue
+  mv "$dir/.kueue.tmp" "$dir/kueue"
+  say "built kueue in $((SECONDS - t0)) s"
+  src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
+  rm -rf "$dir/.module.tmp" && mkdir -p "$dir/.module.tmp/config" "$dir/.module.tmp/charts"
+  cp -r "$src/config/components" "$dir/.module.tmp/config/"
+  cp -r "$src/charts/kueue" "$dir/.module.tmp/charts/"
+  chmod -R u+w "$dir/.module.tmp"
+  rm -rf "$dir/module" && mv "$dir/.module.tmp" "$dir/module"
+  say "kueue $KUEUE_VERSION: in $dir"
+}
+
 T0=$SECONDS
 build_etcd
 build_kube
@@ -240,5 +270,6 @@ build_helm
 build_kwok
 build_dra_test_driver
 build_kube_node
+build_kueue
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

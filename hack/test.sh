@@ -17,6 +17,8 @@ say() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 if [[ "${FAKEPLUGIN_SKIP_BUILD:-}" != "1" ]]; then
   say "building or finding Kubernetes binaries (cold build: tens of minutes on 2 cores)"
   hack/build-k8s.sh >/dev/null
+  say "building or finding Kueue (tests/e2e/test_kueue.py; cold: about 6 minutes)"
+  hack/build-k8s.sh --only kueue >/dev/null
 fi
 
 say "ruff"

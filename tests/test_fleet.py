@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from fakeplugin.fleet import podclaims, stages
+from fakeplugin.fleet import kubelet, podclaims, stages
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.records import record_name, resolve
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
@@ -46,6 +46,21 @@ def test_pods_with_claims_run_only_once_prepared_and_go_only_once_unprepared() -
     assert "phase: Running" in stage("pod-ready-prepared")["spec"]["next"]["statusTemplate"]
 
 
+def test_an_annotated_running_pod_completes_after_its_delay_and_is_then_unprepared() -> None:
+    complete = stage("pod-complete")
+    assert keys(complete)['.metadata.annotations["fakeplugin.dev/complete-after"]'] == ("Exists", ())
+    assert keys(complete)[".status.phase"] == ("In", ("Running",))
+    assert complete["spec"]["delay"]["durationFrom"] == {
+        "expressionFrom": '.metadata.annotations["fakeplugin.dev/complete-after"]'
+    }
+    template = complete["spec"]["next"]["statusTemplate"]
+    assert "phase: Succeeded" in template and "reason: Completed" in template
+    ended = {"metadata": {"annotations": {}}, "status": {"phase": "Succeeded"}}
+    assert kubelet._wants_work(ended)  # its claims are unprepared, as a kubelet does for an ended pod
+    ended["metadata"]["annotations"][stages.UNPREPARED] = "true"
+    assert not kubelet._wants_work(ended)
+
+
 def test_kwok_config_file_is_the_configuration_then_the_stages() -> None:
     docs = list(yaml.safe_load_all(stages.kwok_config_yaml()))
     assert docs[0]["kind"] == "KwokConfiguration"
@@ -54,6 +69,7 @@ def test_kwok_config_file_is_the_configuration_then_the_stages() -> None:
         "node-ready",
         "pod-ready",
         "pod-ready-prepared",
+        "pod-complete",
         "pod-delete",
         "pod-delete-unprepared",
     ]

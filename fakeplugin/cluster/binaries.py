@@ -83,13 +83,34 @@ def find_all(
     return found
 
 
+def kueue_dir(version: str, env: Mapping[str, str] = os.environ) -> Path:
+    """What hack/build-k8s.sh builds for Kueue `version`: `kueue` (the manager) and `module/` (its
+    config/components and charts/kueue)."""
+    return cache_root(env) / "kueue" / version
+
+
+def find_kueue(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path, Path]:
+    """Kueue's manager (TEST_ASSET_KUEUE, else the cache) and its module files, or one error saying how
+    to build them."""
+    home = kueue_dir(version, env)
+    binary = Path(env[asset_env_var("kueue")]) if env.get(asset_env_var("kueue")) else home / "kueue"
+    module = home / "module"
+    if not (binary.is_file() and os.access(binary, os.X_OK)) or not (module / "config").is_dir():
+        raise BinaryNotFound(
+            f"Kueue {version} is not built (no executable at {binary}, or no module files in {module}); "
+            f"build it with `fakeplugin cluster build --only kueue` (FAKEPLUGIN_KUEUE_VERSION={version}; "
+            f"runs {BUILD_SCRIPT}; needs Go >= 1.26 and the Go module proxy), or pass --build"
+        )
+    return binary, module
+
+
 def _version_flag(version: str | None) -> str:
     return f" --kubernetes-version {version}" if version and version != K8S_VERSION else ""
 
 
-def build(only: list[str] | None = None, version: str | None = None) -> int:
+def build(only: list[str] | None = None, version: str | None = None, kueue_version: str | None = None) -> int:
     """Run hack/build-k8s.sh for `version` (default: as cache_dir picks it; idempotent; progress goes to
-    stderr); returns its exit status."""
+    stderr), Kueue at `kueue_version` (default: the table's); returns its exit status."""
     if not BUILD_SCRIPT.is_file():
         raise BinaryNotFound(
             f"build script {BUILD_SCRIPT} not found (it ships as package data: reinstall fakeplugin)"
@@ -100,4 +121,6 @@ def build(only: list[str] | None = None, version: str | None = None) -> int:
     env = dict(os.environ)
     if version:
         env["K8S_VERSION"] = version
+    if kueue_version:
+        env["KUEUE_VERSION"] = kueue_version
     return subprocess.run(argv, stdout=sys.stderr, check=False, env=env).returncode

@@ -54,6 +54,17 @@ exec "$@"
 """.format(sysctls=" ".join(KUBELET_SYSCTLS))
 
 
+# Runs as `sh -ec KUEUE_ISOLATE kueue-isolated <upper> <work> <kueue argv...>` inside `unshare --mount
+# --propagation private`: Kueue's manager reads its metrics certificate from the fixed path
+# /etc/kueue/metrics/certs (cmd/kueue/main.go); an overlay of <upper> on /etc, seen by this process only,
+# holds it there. The host's /etc is not written.
+KUEUE_ISOLATE = """\
+upper=$1 work=$2; shift 2
+mount -t overlay fakeplugin-kueue-etc -o "lowerdir=/etc,upperdir=$upper,workdir=$work" /etc
+exec "$@"
+"""
+
+
 # Client rate limits of the scheduler and the controller-manager. Their defaults (50/100 and 20/30 requests
 # per second) cap a simulated fleet's pod starts: per pod the scheduler writes the claim's allocation and
 # the binding, the controllers the pod, its claim and the pod's claim status. A test cluster on loopback
@@ -266,7 +277,22 @@ def isolated_argvs(unshare: str, sh: str, node: NodeDirs, argv: list[str]) -> li
         str(node.var_lib),
         str(node.var_log),
     ]
+    return _in_mount_namespace(unshare, inner, argv)
+
+
+def _in_mount_namespace(unshare: str, inner: list[str], argv: list[str]) -> list[list[str]]:
+    """`inner` (a shell script's argv that mounts, then execs `argv`) in a private mount namespace."""
     return [[unshare, "--mount", "--propagation", "private", "--", *inner, *argv], [*inner, *argv], argv]
+
+
+def kueue_argvs(
+    unshare: str, sh: str, upper: Path, work: Path, binary: Path, config: Path, layout: StateLayout
+) -> list[list[str]]:
+    """Kueue's manager with its /etc layer, every stage of the same pid (as isolated_argvs)."""
+    argv = [str(binary), f"--config={config}", f"--kubeconfig={layout.kubeconfig}"]
+    return _in_mount_namespace(
+        unshare, [sh, "-ec", KUEUE_ISOLATE, "kueue-isolated", str(upper), str(work)], argv
+    )
 
 
 def plugin_argv(

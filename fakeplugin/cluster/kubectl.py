@@ -41,10 +41,18 @@ class Kubectl:
             )
         return result
 
-    def send(self, verb: str, objects: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
-        """`kubectl <verb> -f -` (create, apply) of objects, as one List."""
+    def send(
+        self,
+        verb: str,
+        objects: Sequence[dict[str, Any]],
+        *,
+        timeout: float = 60.0,
+        server_side: bool = False,
+    ) -> None:
+        """`kubectl <verb> -f -` (create, apply) of objects, as one List; `server_side`: apply them
+        server-side (objects too large for the last-applied annotation, such as big CRDs)."""
         body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
-        self(verb, "-f", "-", input=body, timeout=timeout)
+        self(verb, *(["--server-side"] if server_side else []), "-f", "-", input=body, timeout=timeout)
 
     def items(self, resource: str) -> list[dict[str, Any]] | None:
         """The objects of `resource`, or None while the API server does not answer."""

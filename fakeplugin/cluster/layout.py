@@ -9,6 +9,7 @@
                           sysctl stand-ins, the dirs bound over /var/lib and /var/log, boot ID
 <state>/kubelet/<i>/      kubelet root dirs, kept short: the plugin's sockets live below them and
                           unix socket paths must fit in 108 bytes
+<state>/kueue/            with `--with kueue`: its Configuration, webhook certificates, its /etc layer
 <state>/logs/             one log per process (`down` keeps them unless asked to purge)
 """
 
@@ -96,7 +97,13 @@ class StateLayout:
             self.root / "nodes",
             self.root / "kubelet",
             self.kubectl_cache,
+            self.kueue,
         ]
+
+    @property
+    def kueue(self) -> Path:
+        """Kueue's manager (`--with kueue`): its Configuration, certificates, the layer over /etc."""
+        return self.root / "kueue"
 
 
 @dataclass(frozen=True)

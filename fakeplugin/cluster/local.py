@@ -23,6 +23,7 @@ from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
 from fakeplugin.cluster.host import allocate_ports, check_host, find_binaries
 from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.kueue import Kueue, KueueRequest
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
 from fakeplugin.cluster.plugins import Plugins
@@ -60,6 +61,7 @@ class Cluster:
         self._plugins = Plugins(self._store, self._processes, self._kubectl)
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
         self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
+        self._kueue = Kueue(self._store, self._processes, self._kubectl)
 
     # ---- starting and stopping ------------------------------------------------------------------
 
@@ -75,12 +77,14 @@ class Cluster:
         build: bool = False,
         plugin_args: Sequence[str] = (),
         kubernetes_version: str | None = None,
+        kueue: KueueRequest | None = None,
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
 
         `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
-        $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's."""
+        $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
+        (fakeplugin.cluster.kueue.request): Kueue too, started last."""
         cluster = cls(state_dir)
         cluster.layout.root.mkdir(parents=True, exist_ok=True)
         with cluster._store.locked():
@@ -93,6 +97,8 @@ class Cluster:
                 cluster._start(
                     Path(inventory).absolute(), gates, plugin, simulated_nodes, build, plugin_args, version
                 )
+                if kueue is not None:
+                    cluster._kueue.start(kueue)
             except BaseException:
                 state = cluster._store.state
                 if state and state.processes:

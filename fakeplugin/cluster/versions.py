@@ -40,6 +40,13 @@ from types import MappingProxyType
 DEFAULT_VERSION = "v1.35.4"  # the seed lab's line (it ran v1.35.3)
 ENV = "FAKEPLUGIN_K8S_VERSION"  # selects the version for `cluster up/build`, `demo`, the pytest plugin
 
+# Kueue (`cluster up --with kueue`), the same for every minor: the newest release the Go module proxy
+# served when checked. Its DRA quota (KueueDRAIntegration, counters for partitionable devices) is beta and
+# on from v0.19; our manifests handling reads the layout of its module at v0.19 (docs/kueue.md).
+KUEUE_VERSION = "v0.19.2"
+KUEUE_MINOR = "0.19"
+KUEUE_ENV = "FAKEPLUGIN_KUEUE_VERSION"
+
 
 @dataclass(frozen=True)
 class KubernetesRelease:
@@ -200,7 +207,28 @@ def build_pins(version: str) -> dict[str, str]:
     """The environment hack/build-k8s.sh builds `version` (empty: the default) with."""
     version = version or DEFAULT_VERSION
     r = release(version)
-    return {"K8S_VERSION": version, "ETCD_VERSION": r.etcd, "HELM_VERSION": r.helm, "GO_MIN": r.go}
+    return {
+        "K8S_VERSION": version,
+        "ETCD_VERSION": r.etcd,
+        "HELM_VERSION": r.helm,
+        "GO_MIN": r.go,
+        "KUEUE_VERSION": KUEUE_VERSION,
+    }
+
+
+_KUEUE_VERSION = re.compile(r"^v0\.(\d+)\.(\d+)$")
+
+
+def kueue_version(version: str | None = None, env: Mapping[str, str] = os.environ) -> str:
+    """`version`, else $FAKEPLUGIN_KUEUE_VERSION, else KUEUE_VERSION; a clear error unless a v0.19.x."""
+    chosen = version or env.get(KUEUE_ENV) or KUEUE_VERSION
+    m = _KUEUE_VERSION.match(chosen)
+    if not m or f"0.{m.group(1)}" != KUEUE_MINOR:
+        raise UnsupportedVersion(
+            f"Kueue version {chosen!r}: supported are v{KUEUE_MINOR}.x releases (e.g. {KUEUE_VERSION}, the "
+            "default): DRA quota with counters needs v0.19, and the manifests are read as v0.19 lays them out"
+        )
+    return chosen
 
 
 _LISTS = {"default": lambda: [DEFAULT_VERSION], "matrix": matrix, "newest": lambda: matrix()[-1:]}

@@ -27,6 +27,7 @@ examples:
   fakeplugin cluster build                                   build the binaries (Go, module proxy)
   fakeplugin cluster up --inventory examples/seed-lab.yaml --simulated-nodes 3
   fakeplugin cluster up --inventory examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
+  fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue --build   real Kueue too
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -86,6 +87,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         env="FAKEPLUGIN_NO_PLUGIN",
         action="store_true",
         help="do not run `fakeplugin serve` on the kubelet nodes (nor create the DeviceClasses)",
+    )
+    flag(
+        up,
+        "--with",
+        env="FAKEPLUGIN_WITH",
+        dest="with_addon",
+        default="",
+        metavar="kueue[=CONFIG]",
+        help="also run Kueue (sigs.k8s.io/kueue, built from its Go module) against the cluster, its "
+        "webhooks reachable by the API server; CONFIG: a Kueue Configuration file (default: "
+        "examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and mig.nvidia.com; docs/kueue.md)",
+    )
+    flag(
+        up,
+        "--kueue-version",
+        env="FAKEPLUGIN_KUEUE_VERSION",
+        default="",
+        metavar="v0.19.Z",
+        help="the Kueue release --with kueue runs (default: fakeplugin/cluster/versions.py's)",
     )
     flag(
         up,
@@ -149,11 +169,18 @@ def kubernetes_version_flag(p: argparse.ArgumentParser) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from fakeplugin.cluster import Cluster, parse_feature_gates, versions
+    from fakeplugin.cluster import Cluster, kueue, parse_feature_gates, versions
 
     if not args.inventory:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     k8s = versions.release(args.kubernetes_version)
+    kueue_config = kueue.parse_with(args.with_addon)
+    # Checked (and built, with --build) before anything starts.
+    with_kueue = (
+        None
+        if kueue_config is None
+        else kueue.request(kueue_config, args.kueue_version or None, build=args.build)
+    )
     cluster = Cluster.up(
         Path(args.inventory),
         Path(args.state_dir),
@@ -163,6 +190,7 @@ def run_up(args: argparse.Namespace) -> int:
         simulated_nodes=args.simulated_nodes,
         build=args.build,
         plugin_args=shlex.split(args.plugin_args),
+        kueue=with_kueue,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0

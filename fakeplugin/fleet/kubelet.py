@@ -2,7 +2,8 @@
 
 A pod with claims bound to a simulated node is queued; a worker prepares it (fleet.poddra), on which kwok
 makes it Running (fleet.stages). A failure is retried with backoff (the kubelet retries on pod sync). A
-deleting pod is unprepared, claims other pods of its node still use excepted, on which kwok deletes it;
+pod that ended (Succeeded or Failed: its containers will not run again) or is deleting is unprepared,
+claims other pods of its node still use excepted, on which kwok deletes a deleting one;
 a pod deleted without waiting (forced) is unprepared all the same, as the kubelet's reconcile loop does.
 
 Invariant: a pod is handled by one worker at a time (the queue holds each pod once).
@@ -71,8 +72,8 @@ class FleetKubelet:
         status = obj.get("status") or {}
         if not node or not (obj["spec"].get("resourceClaims") or status.get("extendedResourceClaimStatus")):
             return
-        if not self._dra.plugins(node):
-            return
+        if not self._dra.plugins(node) or (_ended(obj) and not _wants_work(obj)):
+            return  # not ours, or ended and unprepared: nothing more to do for it
         uid = obj["metadata"]["uid"]
         obj = _slim(obj)
         with self._mutex:
@@ -114,7 +115,7 @@ class FleetKubelet:
             return
         obj = pod.obj
         try:
-            if obj.get("gone") or obj["metadata"].get("deletionTimestamp"):
+            if obj.get("gone") or obj["metadata"].get("deletionTimestamp") or _ended(obj):
                 done = self._dra.unprepare(obj, self._in_use_by_others(obj))
                 if done:
                     self._forget(obj)
@@ -138,7 +139,7 @@ class FleetKubelet:
         return {
             name
             for o in others
-            if not o.get("gone") and o["metadata"]["namespace"] == meta["namespace"]
+            if not o.get("gone") and not _ended(o) and o["metadata"]["namespace"] == meta["namespace"]
             for name in podclaims.pod_claims(o).names.values()
         }
 
@@ -149,9 +150,13 @@ class FleetKubelet:
             self._on_node[node].discard(uid)
 
 
+def _ended(obj: Obj) -> bool:
+    return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
 def _wants_work(obj: Obj) -> bool:
     annotations = obj["metadata"].get("annotations") or {}
-    if obj["metadata"].get("deletionTimestamp"):
+    if obj["metadata"].get("deletionTimestamp") or _ended(obj):
         return annotations.get(stages.UNPREPARED) != "true"
     return annotations.get(stages.PREPARED) != "true" and (obj.get("status") or {}).get("phase") in (
         None,

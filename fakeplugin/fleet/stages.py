@@ -17,6 +17,9 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_ANNOTATION_VALUE = "fake"
 PREPARED = "fakeplugin.dev/prepared"
 UNPREPARED = "fakeplugin.dev/unprepared"
+# A pod annotated with a Go duration ("30s") ends Succeeded that long after it runs, as a Job's pods end
+# (kwok's own pod-complete stage, opt-in here); its claims are then unprepared (fleet.kubelet).
+COMPLETE_AFTER = "fakeplugin.dev/complete-after"
 
 _NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 _DELETING = {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
@@ -85,17 +88,43 @@ startTime: {{ $now | Quote }}
 """
 
 
-def _stage(name: str, kind: str, expressions: list[dict[str, Any]], nxt: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": kind},
-            "selector": {"matchExpressions": expressions},
-            "next": nxt,
-        },
+_POD_SUCCEEDED = """\
+{{ $now := Now }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      reason: Completed
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+conditions:
+- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
+- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
+phase: Succeeded
+"""
+
+
+def _stage(
+    name: str,
+    kind: str,
+    expressions: list[dict[str, Any]],
+    nxt: dict[str, Any],
+    delay: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": kind},
+        "selector": {"matchExpressions": expressions},
+        "next": nxt,
     }
+    if delay:
+        spec["delay"] = delay
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
 
 
 def _annotated(key: str) -> dict[str, Any]:
@@ -122,6 +151,20 @@ def kwok_stages() -> list[dict[str, Any]]:
         _stage("pod-ready", "Pod", [_NOT_DELETING, *_NO_CLAIMS, *_PENDING_NOT_READY], running),
         _stage(
             "pod-ready-prepared", "Pod", [_NOT_DELETING, _annotated(PREPARED), *_PENDING_NOT_READY], running
+        ),
+        _stage(
+            "pod-complete",
+            "Pod",
+            [
+                _NOT_DELETING,
+                {"key": f'.metadata.annotations["{COMPLETE_AFTER}"]', "operator": "Exists"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+            ],
+            {"statusTemplate": _POD_SUCCEEDED},
+            delay={
+                "durationMilliseconds": 0,
+                "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_AFTER}"]'},
+            },
         ),
         _stage("pod-delete", "Pod", [_DELETING, *_NO_CLAIMS], gone),
         _stage("pod-delete-unprepared", "Pod", [_DELETING, _annotated(UNPREPARED)], gone),

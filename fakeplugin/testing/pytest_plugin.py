@@ -17,6 +17,8 @@ Options (command line, or the ini key without `--` and with `_`):
                                  defaults
   --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.37.x
                                  (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
+  --fakeplugin-with kueue[=CONFIG]  also run real Kueue against the started cluster (docs/kueue.md);
+                                 CONFIG: a Kueue Configuration (default: examples/kueue/config.yaml)
 Deprecated, still accepted: --fakeplugin-config, --fakeplugin-workers, --fakeplugin-feature-gates (and
 their ini keys).
 """
@@ -43,6 +45,8 @@ OPTIONS = {
     "kubernetes-feature-gates": "Kubernetes feature gates A=true,B=false over the local cluster's defaults",
     "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.37.x (default: "
     "$FAKEPLUGIN_K8S_VERSION, else v1.35.4)",
+    "with": "kueue[=CONFIG]: also run real Kueue against the started cluster, CONFIG its Configuration "
+    "(default: examples/kueue/config.yaml; docs/kueue.md)",
 }
 # Old name → new name: still read when the new one is not set.
 DEPRECATED = {
@@ -90,7 +94,7 @@ def fakeplugin_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FakepluginCluster]:
     """The session's cluster: attached to (--fakeplugin-kubeconfig), else started (and stopped after)."""
-    from fakeplugin.cluster import parse_feature_gates, versions
+    from fakeplugin.cluster import kueue, parse_feature_gates, versions
     from fakeplugin.testing.session import FakepluginCluster
 
     config = request.config
@@ -100,6 +104,7 @@ def fakeplugin_cluster(
         yield FakepluginCluster.attach(Path(kubeconfig), state_dir=Path(state_dir) if state_dir else None)
         return
     version = option(config, "kubernetes-version") or versions.selected()
+    kueue_config = kueue.parse_with(option(config, "with"))
     cluster = FakepluginCluster.start(
         request.getfixturevalue("fakeplugin_config"),
         Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
@@ -109,6 +114,7 @@ def fakeplugin_cluster(
             option(config, "kubernetes-feature-gates"), versions.release(version).feature_gates
         ),
         kubernetes_version=version,
+        kueue=None if kueue_config is None else kueue.request(kueue_config),
     )
     with cluster:
         yield cluster

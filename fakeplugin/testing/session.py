@@ -16,6 +16,7 @@ from typing import Any
 from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, NodeDirs, binaries
 from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.kueue import KueueRequest
 from fakeplugin.cluster.layout import StateLayout
 from fakeplugin.prepare.cdi import cdi_device_id
 from fakeplugin.server.calllog import read_calls
@@ -64,10 +65,12 @@ class FakepluginCluster:
         feature_gates: Mapping[str, bool] | None = None,
         build: bool = False,
         kubernetes_version: str | None = None,
+        kueue: KueueRequest | None = None,
     ) -> FakepluginCluster:
         """Start a local cluster (fakeplugin.cluster.Cluster.up) for `inventory` (default: the seed lab)
         in `state_dir` (default: the user's cache, ~/.cache/fakeplugin/cluster), of Kubernetes
-        `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)."""
+        `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4); `kueue`
+        (fakeplugin.cluster.kueue.request): real Kueue too."""
         local = Cluster.up(
             inventory or seed_lab_inventory(),
             state_dir or DEFAULT_STATE_DIR,
@@ -76,6 +79,7 @@ class FakepluginCluster:
             feature_gates=None if feature_gates is None else dict(feature_gates),
             build=build,
             kubernetes_version=kubernetes_version,
+            kueue=kueue,
         )
         return cls(local.kubeconfig, local=local, owned=True)
 

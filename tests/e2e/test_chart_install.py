@@ -111,6 +111,48 @@ def test_session_cluster_accepts_every_object(cluster: Any, namespace: str) -> N
         cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input=as_list(cluster_scoped(objs)))
 
 
+def test_an_upgrade_keeps_a_patched_extended_resource_name(cluster: Any, namespace: str) -> None:
+    """KAI-Scheduler's e2e patches the GPU DeviceClass's extendedResourceName and expects it to stay: a
+    `helm upgrade` of our chart must not put ours back (the template keeps the live value)."""
+    suffix = secrets.token_hex(3)
+    release, driver = f"fp-{suffix}", f"t{suffix}.fakeplugin.test"
+    common = [
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "-f",
+        "examples/seed-lab-values.yaml",
+        "--set-file",
+        "inventory=examples/seed-lab.yaml",
+        "--set",
+        f"driverName={driver}",
+        "--set-string",
+        "kubeletPlugin.nodeSelector.fakeplugin-test/no-such-node=true",
+    ]
+
+    def helm(*args: str) -> None:
+        result = subprocess.run(
+            [str(tool("helm")), *args], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert result.returncode == 0, result.stderr
+
+    def extended_resource_name() -> str | None:
+        out = cluster.kubectl("get", "deviceclass", driver, "-o", "json").stdout
+        return json.loads(out)["spec"].get("extendedResourceName")
+
+    helm("install", release, *common)
+    try:
+        assert extended_resource_name() == f"t{suffix}.fakeplugin.test/gpu"
+        patch = {"spec": {"extendedResourceName": "example.com/gpu"}}
+        cluster.kubectl("patch", "deviceclass", driver, "--type=merge", "-p", json.dumps(patch))
+        helm("upgrade", release, *common)
+        assert extended_resource_name() == "example.com/gpu"
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--kubeconfig", str(cluster.kubeconfig))
+
+
 @dataclass(frozen=True)
 class ApiServer:
     """A private RBAC-authorizing control plane; kubectl() runs as the system:masters admin."""

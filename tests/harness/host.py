@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components
+from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, kueue
+from fakeplugin.cluster.kueue import KueueRequest
 from tests.harness.tooling import unavailable
 
 # Paths a kubelet (or kube-controller-manager) creates on a host unless kept away from them.
@@ -46,16 +47,29 @@ class HostBefore:
     absent_paths: tuple[Path, ...]
 
 
+def require_kueue(config: str = "") -> KueueRequest:
+    """What `cluster up --with kueue[=config]` needs, checked; skip (fail in CI) when Kueue is not built."""
+    try:
+        return kueue.request(config)
+    except BinaryNotFound as exc:
+        unavailable(str(exc))
+
+
 @contextlib.contextmanager
 def own_cluster(
-    tmp_path_factory: pytest.TempPathFactory, name: str, inventory: Mapping[str, Any], namespace: str
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    inventory: Mapping[str, Any],
+    namespace: str,
+    **up: Any,
 ) -> Iterator[Cluster]:
-    """A module's local cluster of its own: `inventory` written to a file, `namespace` created; down after."""
+    """A module's local cluster of its own: `inventory` written to a file, `namespace` created; down after.
+    `up`: more of Cluster.up's arguments (plugin_args, kueue, ...)."""
     require_cluster_host()
     root = tmp_path_factory.mktemp(name)
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(dict(inventory), sort_keys=False))
-    cluster = Cluster.up(path, root / "state")
+    cluster = Cluster.up(path, root / "state", **up)
     try:
         cluster.kubectl("create", "namespace", namespace)
         yield cluster
