@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakeplugin.commands import flag, inventory_flag
+
+if TYPE_CHECKING:
+    from fakeplugin.cluster.kueue import KueueRequest
 
 EPILOG = """\
 what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in the state dir):
@@ -88,25 +92,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not run `fakeplugin serve` on the kubelet nodes (nor create the DeviceClasses)",
     )
-    flag(
-        up,
-        "--with",
-        env="FAKEPLUGIN_WITH",
-        dest="with_addon",
-        default="",
-        metavar="kueue[=CONFIG]",
-        help="also run Kueue (sigs.k8s.io/kueue, built from its Go module) against the cluster, its "
-        "webhooks reachable by the API server; CONFIG: a Kueue Configuration file (default: "
-        "examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and mig.nvidia.com; docs/kueue.md)",
-    )
-    flag(
-        up,
-        "--kueue-version",
-        env="FAKEPLUGIN_KUEUE_VERSION",
-        default="",
-        metavar="v0.19.Z",
-        help="the Kueue release --with kueue runs (default: fakeplugin/cluster/versions.py's)",
-    )
+    with_flags(up)
     flag(
         up,
         "--build",
@@ -140,6 +126,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     build.set_defaults(func=run_build)
 
 
+def with_flags(p: argparse.ArgumentParser) -> None:
+    """--with kueue[=CONFIG] and --kueue-version, for every command that starts a local cluster."""
+    flag(
+        p,
+        "--with",
+        env="FAKEPLUGIN_WITH",
+        dest="with_addon",
+        default="",
+        metavar="kueue[=CONFIG]",
+        help="also run Kueue (sigs.k8s.io/kueue, built from its Go module) against the cluster, its "
+        "webhooks reachable by the API server; CONFIG: a Kueue Configuration file (default: "
+        "examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and mig.nvidia.com; docs/kueue.md)",
+    )
+    flag(
+        p,
+        "--kueue-version",
+        env="FAKEPLUGIN_KUEUE_VERSION",
+        default="",
+        metavar="v0.19.Z",
+        help="the Kueue release --with kueue runs (default: fakeplugin/cluster/versions.py's)",
+    )
+
+
 def state_dir_flag(p: argparse.ArgumentParser) -> None:
     """--state-dir, for every command that works on a local cluster."""
     from fakeplugin.cluster import DEFAULT_STATE_DIR
@@ -169,18 +178,12 @@ def kubernetes_version_flag(p: argparse.ArgumentParser) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from fakeplugin.cluster import Cluster, kueue, parse_feature_gates, versions
+    from fakeplugin.cluster import Cluster, parse_feature_gates, versions
 
     if not args.inventory:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     k8s = versions.release(args.kubernetes_version)
-    kueue_config = kueue.parse_with(args.with_addon)
-    # Checked (and built, with --build) before anything starts.
-    with_kueue = (
-        None
-        if kueue_config is None
-        else kueue.request(kueue_config, args.kueue_version or None, build=args.build)
-    )
+    with_kueue = kueue_request(args, build=args.build)
     cluster = Cluster.up(
         Path(args.inventory),
         Path(args.state_dir),
@@ -194,6 +197,14 @@ def run_up(args: argparse.Namespace) -> int:
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0
+
+
+def kueue_request(args: argparse.Namespace, *, build: bool) -> KueueRequest | None:
+    """What --with kueue asks for, checked (and built, with `build`) before anything starts."""
+    from fakeplugin.cluster import kueue
+
+    config = kueue.parse_with(args.with_addon)
+    return None if config is None else kueue.request(config, args.kueue_version or None, build=build)
 
 
 def run_down(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.commands import flag
-from fakeplugin.commands.cluster import kubernetes_version_flag
+from fakeplugin.commands.cluster import kubernetes_version_flag, kueue_request, with_flags
 from fakeplugin.testing.objects import container_gpus
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
@@ -26,11 +26,15 @@ steps:
      with our plugin) plus three plain workers                       fakeplugin cluster up
   3. Scenario I: examples/scenario-i.yaml (two containers share claim must-nvidia-gpu)
   4. per-pod claims: examples/template-deployment.yaml (ResourceClaimTemplate + Deployment)
-  5. print what a user of the lab looks at, then tear everything down (unless --keep)
+  5. print what a user of the lab looks at
+  6. with --with kueue: real Kueue admits a Job asking nvidia.com/gpu: 1 (examples/kueue/queues.yaml,
+     job-extended-resource.yaml) once the template's pods are gone; docs/kueue.md
+  7. tear everything down (unless --keep)
 
 examples:
   fakeplugin demo
   fakeplugin demo --kubernetes-version v1.37.2     the same on Kubernetes 1.37 (built on first use)
+  fakeplugin demo --with kueue                      and Kueue's GPU quota (Kueue built on first use)
   fakeplugin demo --keep     then: export KUBECONFIG=~/.cache/fakeplugin/demo/admin.kubeconfig
 """
 
@@ -61,6 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the demo cluster's state dir",
     )
     kubernetes_version_flag(p)
+    with_flags(p)
     p.set_defaults(func=run)
 
 
@@ -72,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.cluster import Cluster
 
     state = Path(args.state_dir)
+    kueue = kueue_request(args, build=True)
     step(
         f"seed lab on Kubernetes {args.kubernetes_version}: 2 x NVIDIA T10 and 1 x RTX A5000 on real "
         "kubelets, plus 3 plain workers"
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     lab = state.parent / f"{state.name}-inventory.yaml"
     lab.write_text(yaml.safe_dump(inventory, sort_keys=False))
     cluster = Cluster.up(
-        lab, state, simulated_nodes=3, build=True, kubernetes_version=args.kubernetes_version
+        lab, state, simulated_nodes=3, build=True, kubernetes_version=args.kubernetes_version, kueue=kueue
     )
     try:
         show_lab(cluster)
@@ -96,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         wait_running(cluster, 2, "app=gpu-per-pod")
         show_claims(cluster)
         show_containers(cluster)
+        if kueue is not None:
+            show_kueue(cluster)
     finally:
         if args.keep:
             step(f"cluster kept: export KUBECONFIG={cluster.kubeconfig}")
@@ -170,3 +178,20 @@ def show_containers(cluster: Any) -> None:
             )
             for line in smi.stdout.splitlines():
                 print(f"  $ nvidia-smi -L         {line}")
+
+
+def show_kueue(cluster: Any) -> None:
+    step("Kueue: the template's pods go (their 2 GPUs are free), then a queued Job asks nvidia.com/gpu: 1")
+    cluster.kubectl("delete", "deployment", "gpu-per-pod", "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    cluster.kubectl(
+        "wait", "--for=delete", "pods", "-l", "app=gpu-per-pod", "-n", NAMESPACE, "--timeout=120s"
+    )
+    kueue = EXAMPLES / "kueue"
+    print(cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(kueue / "queues.yaml")).stdout, end="")
+    print(
+        cluster.kubectl("create", "-n", NAMESPACE, "-f", str(kueue / "job-extended-resource.yaml")).stdout,
+        end="",
+    )
+    wait_running(cluster, 1, "batch.kubernetes.io/job-name")
+    step("kubectl get clusterqueues,workloads")
+    print(cluster.kubectl("get", "clusterqueues,workloads", "-n", NAMESPACE).stdout, end="")

@@ -1,4 +1,4 @@
-"""`fakeplugin demo`, the README's main command, run as a user runs it."""
+"""`fakeplugin demo`, the README's main command, run as a user runs it, its Kueue step included."""
 
 from __future__ import annotations
 
@@ -10,20 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.host import require_cluster_host
+from tests.harness.host import require_cluster_host, require_kueue
 
 pytestmark = pytest.mark.cluster
 
 
 def test_demo_runs_the_seed_lab_and_cleans_up():
     require_cluster_host()
+    require_kueue()
     with tempfile.TemporaryDirectory(prefix="fpdemo-", dir="/tmp") as short:  # unix socket paths are short
         check_demo(Path(short) / "demo")
 
 
 def check_demo(state: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "fakeplugin", "demo", "--state-dir", str(state)],
+        [sys.executable, "-m", "fakeplugin", "demo", "--state-dir", str(state), "--with", "kueue"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -47,5 +48,10 @@ def check_demo(state: Path) -> None:
     assert len(blocks) == 2 and blocks[0] == blocks[1], text
     _, visible, _, smi_uuid = blocks[0]
     assert visible.startswith("GPU-") and smi_uuid == visible
+    # Kueue admitted the queued Job (charged to the DeviceClass mapped to nvidia.com/gpu) and its pod ran.
+    assert re.search(r"^1 pod\(s\) Running: legacy-gpu-", text, re.M), text
+    assert re.search(r"^workload\.kueue\.x-k8s\.io/job-legacy-gpu-\S+\s+gpus\s+gpus\s+True\s", text, re.M), (
+        text
+    )
     assert "is down" in out.stderr
     assert not (state / "cluster.json").exists()
