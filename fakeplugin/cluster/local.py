@@ -29,6 +29,7 @@ from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
 from fakeplugin.cluster.plugins import Plugins
 from fakeplugin.cluster.processes import is_running
 from fakeplugin.cluster.simulated import SimulatedNodes
+from fakeplugin.cluster.simulated import fleet_shards as simulated_fleet_shards
 from fakeplugin.cluster.state import (
     ClusterError,
     ClusterNode,
@@ -78,13 +79,15 @@ class Cluster:
         plugin_args: Sequence[str] = (),
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
+        fleet_shards: int | None = None,
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
 
         `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
-        (fakeplugin.cluster.kueue.request): Kueue too, started last."""
+        (fakeplugin.cluster.kueue.request): Kueue too, started last. `fleet_shards`: fleet processes for the
+        simulated nodes (default: one, two above 1000 simulated nodes; fakeplugin.fleet.shard)."""
         cluster = cls(state_dir)
         cluster.layout.root.mkdir(parents=True, exist_ok=True)
         with cluster._store.locked():
@@ -95,7 +98,14 @@ class Cluster:
                 k8s = versions.release(version)
                 gates = dict(k8s.feature_gates) if feature_gates is None else feature_gates
                 cluster._start(
-                    Path(inventory).absolute(), gates, plugin, simulated_nodes, build, plugin_args, version
+                    Path(inventory).absolute(),
+                    gates,
+                    plugin,
+                    simulated_nodes,
+                    build,
+                    plugin_args,
+                    version,
+                    fleet_shards,
                 )
                 if kueue is not None:
                     cluster._kueue.start(kueue)
@@ -134,6 +144,7 @@ class Cluster:
         build: bool,
         plugin_args: Sequence[str],
         version: str,
+        fleet_shards: int | None,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs."""
         inventory = load_inventory(inventory_path)
@@ -175,7 +186,10 @@ class Cluster:
         if plugin:
             self._plugins.install_device_classes()
             if simulated:
-                self._simulated.start_fleet(compute_domains=bool(fabric_nodes(inventory, simulated)))
+                shards = fleet_shards or simulated_fleet_shards(len(simulated))
+                self._simulated.start_fleet(
+                    compute_domains=bool(fabric_nodes(inventory, simulated)), shards=shards
+                )
             for node in kubelet_nodes:
                 self._plugins.start(node)
             self._plugins.wait_published(inventory, kubelet_nodes)

@@ -25,6 +25,18 @@ log = logging.getLogger("fakeplugin.cluster")
 KWOK = "kwok"
 FLEET = computedomains.FLEET
 PUBLISH_TIMEOUT = 300.0  # a thousand-node fleet on a busy 2-core machine
+# Above this many simulated nodes `up` runs two fleet processes, each a shard (fakeplugin.fleet.shard).
+NODES_PER_FLEET = 1000
+
+
+def fleet_shards(simulated_nodes: int) -> int:
+    """How many fleet processes `up` runs for this many simulated nodes by default."""
+    return 2 if simulated_nodes > NODES_PER_FLEET else 1
+
+
+def fleet_process(index: int, count: int) -> str:
+    """The process name of a fleet shard: `fleet` when it is the only one, else `fleet/<i>`."""
+    return FLEET if count == 1 else f"{FLEET}/{index}"
 
 
 class SimulatedNodes:
@@ -38,9 +50,10 @@ class SimulatedNodes:
         write_atomic(layout.kwok_config, kwok_config_yaml().encode(), mode=0o644)
         self._processes.launch(KWOK, [components.kwok_argv(binary, layout)])
 
-    def start_fleet(self, *, compute_domains: bool) -> None:
+    def start_fleet(self, *, compute_domains: bool, shards: int = 1) -> None:
         """`compute_domains`: the fleet is also the compute-domain.nvidia.com plugin of every simulated
-        node, in the driver namespace of fakeplugin.cluster.computedomains."""
+        node, in the driver namespace of fakeplugin.cluster.computedomains; `shards`: that many fleet
+        processes, each serving its shard of the nodes (`fleet/<i>`)."""
         state = self._store.require()
         argv = components.fleet_argv(
             sys.executable, Path(state.inventory), self._store.layout, state.plugin_args
@@ -48,7 +61,9 @@ class SimulatedNodes:
         if compute_domains:
             argv += ["--compute-domains", f"--namespace={computedomains.NAMESPACE}"]
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
-        self._processes.launch(FLEET, [argv], env=env)
+        for i in range(shards):
+            shard = [f"--shard={i}/{shards}"] if shards > 1 else []
+            self._processes.launch(fleet_process(i, shards), [argv + shard], env=env)
 
     def wait_published(self, inventory: Inventory, nodes: list[ClusterNode]) -> None:
         """Until every simulated node whose inventory entry has GPUs shows ResourceSlices."""
@@ -72,6 +87,6 @@ class SimulatedNodes:
         self._processes.wait(
             f"the fleet's ResourceSlices of {len(expected)} simulated nodes",
             published,
-            [self._processes.record(FLEET)],
+            self._processes.records(FLEET),
             timeout=PUBLISH_TIMEOUT,
         )

@@ -92,6 +92,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not run `fakeplugin serve` on the kubelet nodes (nor create the DeviceClasses)",
     )
+    flag(
+        up,
+        "--fleet-shards",
+        env="FAKEPLUGIN_FLEET_SHARDS",
+        default=0,
+        type=int,
+        metavar="N",
+        help="run N `fakeplugin fleet` processes for the simulated nodes, each its shard of them "
+        "(default: 1, or 2 above 1000 simulated nodes)",
+    )
     with_flags(up)
     flag(
         up,
@@ -194,6 +204,7 @@ def run_up(args: argparse.Namespace) -> int:
         build=args.build,
         plugin_args=shlex.split(args.plugin_args),
         kueue=with_kueue,
+        fleet_shards=args.fleet_shards or None,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0

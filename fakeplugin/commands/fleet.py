@@ -43,6 +43,8 @@ examples:
   kwok --kubeconfig ~/.kube/config --config kwok.yaml \\
       --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake &
   fakeplugin fleet --inventory fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
+  fakeplugin fleet --inventory fleet.yaml --state-dir /tmp/fleet --shard 0/2 &     # two processes
+  fakeplugin fleet --inventory fleet.yaml --state-dir /tmp/fleet --shard 1/2 &     # for one fleet
   fakeplugin fleet --inventory examples/gb200-nvl72.yaml --compute-domains \\
       --namespace nvidia-dra-driver-gpu --state-dir /tmp/fleet     # NVL72 racks with ComputeDomains
 
@@ -101,6 +103,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --compute-domains: the driver's namespace, where the controller keeps "
         "ComputeDomainCliques (NVIDIA's chart: the release namespace)",
     )
+    flag(
+        p,
+        "--shard",
+        env="FAKEPLUGIN_FLEET_SHARD",
+        default="0/1",
+        metavar="i/n",
+        help="serve only shard i of n of the simulated nodes, by a stable hash of the node name: run n "
+        "fleets, --shard 0/n .. n-1/n, to spread the nodes over n processes or machines",
+    )
+    flag(
+        p,
+        "--manage-nodes-with-label-selector",
+        env="FAKEPLUGIN_FLEET_NODE_SELECTOR",
+        dest="label_selector",
+        default="",
+        metavar="SELECTOR",
+        help="serve only the simulated Nodes this label selector matches (kwok's flag of the same name: one "
+        "fleet per kwok shard, by the same selector)",
+    )
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -119,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     if args.threads < 1:
         raise ValueError(f"--threads: {args.threads}: must be at least 1")
+    from fakeplugin.fleet.shard import parse_shard
+
+    shard = parse_shard(args.shard)
 
     from fakeplugin.computedomain.api import DRIVER_NAME
     from fakeplugin.drivers.computedomain import ComputeDomainDriver
@@ -144,12 +168,20 @@ def run(args: argparse.Namespace) -> int:
         drivers=drivers,
         state_dir=Path(args.state_dir),
         threads=args.threads,
+        shard=shard,
+        label_selector=args.label_selector,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     for driver in drivers:
         log.info("fleet for %s", driver.emulation.describe())
+    if shard.count > 1 or args.label_selector:
+        log.info(
+            "serving shard %s of the simulated nodes%s",
+            shard,
+            f" matching {args.label_selector}" if args.label_selector else "",
+        )
     log.info("state in %s", args.state_dir)
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")

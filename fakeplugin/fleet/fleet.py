@@ -17,6 +17,7 @@ from pathlib import Path
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
+from fakeplugin.fleet.shard import WHOLE, Shard
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime.driver import Driver, NodeDirs, NodePlugin
@@ -52,7 +53,8 @@ def is_simulated(node: Obj) -> bool:
 
 class Fleet:
     """`drivers`: the DRA drivers every simulated node runs, each published and prepared for on its own,
-    as a node's kubelet plugins are."""
+    as a node's kubelet plugins are. `shard`, `label_selector`: the nodes of this process when several
+    share the cluster (fleet.shard)."""
 
     def __init__(
         self,
@@ -62,14 +64,24 @@ class Fleet:
         drivers: Sequence[Driver],
         state_dir: Path,
         threads: int = 8,
+        shard: Shard = WHOLE,
+        label_selector: str = "",
     ) -> None:
         self.dirs = FleetDirs(state_dir)
+        self._shard = shard
         self._dra = PodDRA(
             kube, plugins=self.plugins, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
         )
         self.nodes = {d.name: self._nodes(d, inventory) for d in drivers}
         self.hosts = [
-            Host(kube, d.emulation, self.nodes[d.name], writers=threads, resync_seconds=RESYNC_SECONDS)
+            Host(
+                kube,
+                d.emulation,
+                self.nodes[d.name],
+                writers=threads,
+                resync_seconds=RESYNC_SECONDS,
+                label_selector=label_selector,
+            )
             for d in drivers
         ]
         self.kubelet = FleetKubelet(kube, self._dra, threads=threads)
@@ -79,7 +91,9 @@ class Fleet:
             dirs = NodeDirs(cdi_root=self.dirs.cdi(name), plugin_dir=self.dirs.plugin(name, driver.name))
             return driver.node(name, inventory, dirs=dirs, get_claim=self._dra.get_claim, quiet=True)
 
-        return Nodes(inventory, make, accept=is_simulated)
+        return Nodes(
+            inventory, make, accept=lambda n: is_simulated(n) and self._shard.owns(n["metadata"]["name"])
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop`: follow the nodes and the inventory, publish, prepare. Returns when stopped."""

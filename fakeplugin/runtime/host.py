@@ -14,8 +14,9 @@ from fakeplugin.runtime.publisher import SlicePublisher
 
 
 class Host:
-    """`node`: serve that one Node (GET + watch by name), else every Node `nodes` accepts (list + watch).
-    `writers`: threads writing slices; `resync_seconds`: as SlicePublisher's."""
+    """`node`: serve that one Node (GET + watch by name), else every Node `nodes` accepts (list + watch)
+    of those `label_selector` matches. `writers`: threads writing slices; `resync_seconds`: as
+    SlicePublisher's."""
 
     def __init__(
         self,
@@ -26,10 +27,11 @@ class Host:
         node: str = "",
         writers: int = 1,
         resync_seconds: float = 30.0,
+        label_selector: str = "",
     ) -> None:
         self.nodes = nodes
         self._kube = kube
-        self._source = Source(NODES, name=node)
+        self._source = Source(NODES, name=node, label_selector=label_selector)
         self.publisher = SlicePublisher(
             kube,
             driver=emulation.driver_name,
