@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,17 @@ def test_read_boot_id(tmp_path: Path) -> None:
         cp.read_boot_id(path)
     with pytest.raises(cp.CheckpointError, match="cannot read the boot ID from"):
         cp.read_boot_id(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_checkpoint_is_fsynced_unless_its_owner_is_a_fleet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: bool
+) -> None:
+    """`serve` syncs before the rename, as the kubelet's store does; the fleet does not (its nodes'
+    checkpoints are per boot, and the rename alone survives a kill -9): commands/fleet.py."""
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    path = tmp_path / cp.FILE_NAME
+    cp.CheckpointFile(path, boot_id=BOOT, sync=sync).save(sample())
+    assert len(synced) == (1 if sync else 0)
+    assert cp.load(path, boot_id=BOOT) == sample()

@@ -20,9 +20,15 @@ from fakeplugin.runtime.emulation import Emulation
 
 
 class GpuDriver:
-    def __init__(self, emulation: Emulation, *, boot_id_file: Path = BOOT_ID_FILE) -> None:
+    """`sync_checkpoints`: fsync each node's checkpoint before it replaces the old one (as the kubelet's
+    checkpoint store does); a fleet turns it off, see fakeplugin.commands.fleet."""
+
+    def __init__(
+        self, emulation: Emulation, *, boot_id_file: Path = BOOT_ID_FILE, sync_checkpoints: bool = True
+    ) -> None:
         self.emulation = emulation
         self._boot_id_file = boot_id_file
+        self._sync_checkpoints = sync_checkpoints
 
     @property
     def name(self) -> str:
@@ -53,6 +59,7 @@ class GpuDriver:
             consumable_shares=e.consumable_shares,
             device_nodes=e.device_nodes,
             boot_id_file=self._boot_id_file,
+            sync_checkpoint=self._sync_checkpoints,
         )
 
 

@@ -326,9 +326,10 @@ def _for_boot(checkpoint: Checkpoint, path: Path, boot_id: str) -> Checkpoint:
     return checkpoint
 
 
-def save(path: Path, checkpoint: Checkpoint) -> None:
-    # Durable: PrepareStarted is on disk before a claim's CDI spec is written.
-    write_atomic(path, encode(checkpoint), mode=FILE_MODE, sync=True)
+def save(path: Path, checkpoint: Checkpoint, *, sync: bool = True) -> None:
+    # Durable (`sync`): PrepareStarted is on disk before a claim's CDI spec is written. Either way the
+    # rename is atomic, so a writer killed at any point leaves the old checkpoint or the new one.
+    write_atomic(path, encode(checkpoint), mode=FILE_MODE, sync=sync)
 
 
 class CheckpointFile:
@@ -338,9 +339,10 @@ class CheckpointFile:
     other plugin): every write is a rename, so a new file is a new inode. Callers hold the node lock.
     """
 
-    def __init__(self, path: Path, *, boot_id: str) -> None:
+    def __init__(self, path: Path, *, boot_id: str, sync: bool = True) -> None:
         self.path = path
         self.boot_id = boot_id
+        self._sync = sync
         self._cached: tuple[tuple[int, int, int], Checkpoint] | None = None
 
     def load(self) -> Checkpoint:
@@ -362,6 +364,6 @@ class CheckpointFile:
 
     def save(self, checkpoint: Checkpoint) -> None:
         self._cached = None  # whatever happens next, the file decides
-        save(self.path, checkpoint)
+        save(self.path, checkpoint, sync=self._sync)
         st = os.stat(self.path)
         self._cached = ((st.st_ino, st.st_size, st.st_mtime_ns), checkpoint)

@@ -73,6 +73,7 @@ class Preparer:
         cdi_root: Path,
         plugin_dir: Path,
         boot_id_file: Path = cp.BOOT_ID_FILE,
+        sync_checkpoint: bool = True,
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
         feature_gates: Mapping[str, bool] = MappingProxyType(featuregates.KNOWN),
@@ -92,7 +93,9 @@ class Preparer:
             shared=consumable_shares != consumableshares.DISABLED,
         )
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
-        self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file))
+        self._checkpoint = cp.CheckpointFile(
+            plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file), sync=sync_checkpoint
+        )
         self._files = ClaimFiles(
             driver_name=driver_name, cdi_root=cdi_root, plugin_dir=plugin_dir, device_nodes=device_nodes
         )
