@@ -41,7 +41,7 @@ import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.fleet.api import FleetKube
-from fakeplugin.kube import new_api_client
+from fakeplugin.kube import SLICES, new_api_client
 
 NAMESPACE = "bench"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -269,7 +269,7 @@ def main() -> int:
     try:
         kube = FleetKube(new_api_client(str(cluster.kubeconfig)))
         fleet = next(p for p in cluster.status() if p.name == "fleet")
-        slices, _ = kube.driver_slices("gpu.nvidia.com")
+        slices, _ = kube.list(SLICES, field_selector="spec.driver=gpu.nvidia.com")
         newest = max(
             datetime.datetime.fromisoformat(
                 s["metadata"]["creationTimestamp"].replace("Z", "+00:00")

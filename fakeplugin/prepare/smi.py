@@ -275,7 +275,7 @@ def install_program(plugin_dir: Path) -> Path:
     (`install_script`): an installed script always finds its program."""
     path = program_path(plugin_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, program_text().encode(), mode=PROGRAM_MODE)
+    write_atomic(path, program_text().encode(), mode=PROGRAM_MODE, sync=False)  # rewritten at every start
     return path
 
 
@@ -285,7 +285,7 @@ def install_script(plugin_dir: Path) -> Path:
     script: one that was self-contained ignores it; a later one must pass the same variables to awk."""
     path = script_path(plugin_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, script_text().encode(), mode=SCRIPT_MODE)
+    write_atomic(path, script_text().encode(), mode=SCRIPT_MODE, sync=False)  # rewritten at every start
     return path
 
 
