@@ -268,7 +268,8 @@ def main() -> int:
     }
     try:
         kube = FleetKube(new_api_client(str(cluster.kubeconfig)))
-        fleet = next(p for p in cluster.status() if p.name == "fleet")
+        # One process, or two shards (fleet/0, fleet/1) above 1000 nodes: the first start counts.
+        fleets = [p for p in cluster.status() if p.name.split("/")[0] == "fleet"]
         slices, _ = kube.list(SLICES, field_selector="spec.driver=gpu.nvidia.com")
         newest = max(
             datetime.datetime.fromisoformat(
@@ -280,12 +281,12 @@ def main() -> int:
         results["publish"] = {
             "slices": len(slices),
             "devices": devices,
-            "secondsFromFleetStart": round(newest - start_epoch(fleet.pid), 1),
+            "secondsFromFleetStart": round(newest - min(start_epoch(f.pid) for f in fleets), 1),
             "clusterUpSeconds": round(up_seconds, 1),
         }
         print(f"  {len(slices)} slices, {devices} devices: {results['publish']}", file=sys.stderr, flush=True)
         time.sleep(5)
-        results["fleetIdleRssMiB"] = round(rss_bytes(fleet.pid) / 2**20, 1)
+        results["fleetIdleRssMiB"] = {f.name: round(rss_bytes(f.pid) / 2**20, 1) for f in fleets}
         sampler = Sampler(cluster)
         sampler.start()
         cluster.kubectl("create", "namespace", NAMESPACE)
@@ -295,7 +296,7 @@ def main() -> int:
         sampler.stop.set()
         watch.stop.set()
         results["peakRssMiB"] = {
-            "fleet": round(sampler.peak.get("fleet", 0) / 2**20, 1),
+            "fleet": round(sum(v for n, v in sampler.peak.items() if n.split("/")[0] == "fleet") / 2**20, 1),
             "cluster": round(sampler.peak_total / 2**20, 1),
             **{n: round(v / 2**20, 1) for n, v in sorted(sampler.peak.items())},
         }

@@ -455,7 +455,9 @@ def test_claims_queued_behind_the_lock_share_two_checkpoint_writes(
     preparer = node.preparer(devices=devices)
     writes: list[int] = []
     real_save = cp.save
-    monkeypatch.setattr(cp, "save", lambda path, c: (writes.append(len(c.claims)), real_save(path, c)))
+    monkeypatch.setattr(
+        cp, "save", lambda path, c, **kw: (writes.append(len(c.claims)), real_save(path, c, **kw))
+    )
     holder = hold_lock(node.plugin_dir / "pu.lock")
     results: dict[str, PrepareResult] = {}
     threads = [threading.Thread(target=lambda c=c: results.update(preparer.prepare([c]))) for c in claims]

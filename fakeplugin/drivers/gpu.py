@@ -6,13 +6,14 @@ fake nvidia-smi and loads the checkpoint, which a fleet of a thousand nodes need
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
+from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.node import InventoryFile, NodeDevices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
@@ -29,6 +30,11 @@ class GpuDriver:
         self.emulation = emulation
         self._boot_id_file = boot_id_file
         self._sync_checkpoints = sync_checkpoints
+
+    @functools.cached_property
+    def _boot_id(self) -> str:
+        """Read once: a boot outlives the process (a fleet makes a Preparer for each of its nodes)."""
+        return read_boot_id(self._boot_id_file)
 
     @property
     def name(self) -> str:
@@ -58,7 +64,7 @@ class GpuDriver:
             release=e.release,
             consumable_shares=e.consumable_shares,
             device_nodes=e.device_nodes,
-            boot_id_file=self._boot_id_file,
+            boot_id=self._boot_id,
             sync_checkpoint=self._sync_checkpoints,
         )
 

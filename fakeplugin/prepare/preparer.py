@@ -73,6 +73,7 @@ class Preparer:
         cdi_root: Path,
         plugin_dir: Path,
         boot_id_file: Path = cp.BOOT_ID_FILE,
+        boot_id: str | None = None,
         sync_checkpoint: bool = True,
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
@@ -94,7 +95,11 @@ class Preparer:
         )
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(
-            plugin_dir / cp.FILE_NAME, boot_id=cp.read_boot_id(boot_id_file), sync=sync_checkpoint
+            plugin_dir / cp.FILE_NAME,
+            boot_id=cp.read_boot_id(boot_id_file)
+            if boot_id is None
+            else boot_id,  # given: read by the caller
+            sync=sync_checkpoint,
         )
         self._files = ClaimFiles(
             driver_name=driver_name, cdi_root=cdi_root, plugin_dir=plugin_dir, device_nodes=device_nodes

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
@@ -77,11 +78,13 @@ _MIB = 1024 * 1024
 _NVIDIA_VENDOR = "10DE"
 
 
+@functools.cache  # package data: the same for the life of the process
 def script_text() -> str:
     """The script as shipped in this package."""
     return resources.files("fakeplugin.prepare").joinpath("nvidia-smi.sh").read_text(encoding="utf-8")
 
 
+@functools.cache
 def program_text() -> str:
     """The script's awk program as shipped in this package."""
     return resources.files("fakeplugin.prepare").joinpath(PROGRAM_NAME).read_text(encoding="utf-8")
