@@ -123,6 +123,21 @@ class PodWatch(threading.Thread):
                 self.stop.wait(1.0)
 
 
+def simulated_inventory(state_dir: Path, profile: str, nodes: int, gpus: int) -> Path:
+    """An inventory of `nodes` simulated nodes `<profile>-0..` with `gpus` GPUs each, beside `state_dir`."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir.parent / f"{state_dir.name}-inventory.yaml"
+    node = {
+        "namePrefix": f"{profile}-",
+        "replicas": nodes,
+        "kubelet": False,
+        "gpus": [{"profile": profile, "count": gpus}],
+    }
+    doc = {"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [node]}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 def cpu_by_process(cluster: Cluster) -> dict[str, float]:
     return {p.name: cpu_seconds(p.pid) for p in cluster.status() if p.running}
 
@@ -243,21 +258,7 @@ def main() -> int:
     # SIGTERM (e.g. `timeout`) ends the run through the `finally` below: the cluster goes down with it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    args.state_dir.mkdir(parents=True, exist_ok=True)
-    inventory = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
-    doc = {
-        "driverVersion": "580.126.20",
-        "cudaDriverVersion": "13.0",
-        "nodes": [
-            {
-                "namePrefix": "h200-",
-                "replicas": args.nodes,
-                "kubelet": False,
-                "gpus": [{"profile": "h200", "count": args.gpus}],
-            }
-        ],
-    }
-    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    inventory = simulated_inventory(args.state_dir, "h200", args.nodes, args.gpus)
     print(f"cluster up: {args.nodes} simulated nodes x {args.gpus} H200", file=sys.stderr, flush=True)
     up_started = time.time()
     cluster = Cluster.up(inventory, args.state_dir)

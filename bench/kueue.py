@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-from fleet import NAMESPACE, PodWatch, cpu_by_process, wait_until
+from fleet import NAMESPACE, PodWatch, cpu_by_process, simulated_inventory, wait_until
 
 from fakeplugin.cluster import Cluster, kueue
 from fakeplugin.fleet.api import FleetKube
@@ -211,21 +210,7 @@ def main() -> int:
         parser.error(f"--jobs {args.jobs} is more than the {args.nodes * args.gpus} GPUs of the nodes")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: the cluster goes down in `finally`
 
-    args.state_dir.mkdir(parents=True, exist_ok=True)
-    inventory = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
-    doc = {
-        "driverVersion": "580.126.20",
-        "cudaDriverVersion": "13.0",
-        "nodes": [
-            {
-                "namePrefix": "h100-",
-                "replicas": args.nodes,
-                "kubelet": False,
-                "gpus": [{"profile": "h100-80gb-hbm3", "count": args.gpus}],
-            }
-        ],
-    }
-    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    inventory = simulated_inventory(args.state_dir, "h100-80gb-hbm3", args.nodes, args.gpus)
     cluster = Cluster.up(inventory, args.state_dir, kueue=kueue.request(""))
     results: dict[str, Any] = {
         "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version()}

@@ -51,6 +51,23 @@ def tool(name: str) -> Path:
         unavailable(str(exc))
 
 
+def release_args(namespace: str, driver: str) -> list[str]:
+    """A test release of the chart: the seed lab, its own driver name (its DeviceClasses touch no one
+    else's), and a nodeSelector no node has (no plugin pod competes with the session's plugins)."""
+    return [
+        "--namespace",
+        namespace,
+        "-f",
+        "examples/seed-lab-values.yaml",
+        "--set-file",
+        "inventory=examples/seed-lab.yaml",
+        "--set",
+        f"driverName={driver}",
+        "--set-string",
+        "kubeletPlugin.nodeSelector.fakeplugin-test/no-such-node=true",
+    ]
+
+
 def render(namespace: str, release: str, driver: str, *extra: str) -> list[dict[str, Any]]:
     result = subprocess.run(
         [
@@ -58,18 +75,9 @@ def render(namespace: str, release: str, driver: str, *extra: str) -> list[dict[
             "template",
             release,
             str(CHART),
-            "--namespace",
-            namespace,
             "--kube-version",
             versions.selected(),
-            "-f",
-            "examples/seed-lab-values.yaml",
-            "--set-file",
-            "inventory=examples/seed-lab.yaml",
-            "--set",
-            f"driverName={driver}",
-            "--set-string",
-            "kubeletPlugin.nodeSelector.fakeplugin-test/no-such-node=true",
+            *release_args(namespace, driver),
             *extra,
         ],
         cwd=REPO,
@@ -116,21 +124,7 @@ def test_an_upgrade_keeps_a_patched_extended_resource_name(cluster: Any, namespa
     `helm upgrade` of our chart must not put ours back (the template keeps the live value)."""
     suffix = secrets.token_hex(3)
     release, driver = f"fp-{suffix}", f"t{suffix}.fakeplugin.test"
-    common = [
-        str(CHART),
-        "--namespace",
-        namespace,
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-        "-f",
-        "examples/seed-lab-values.yaml",
-        "--set-file",
-        "inventory=examples/seed-lab.yaml",
-        "--set",
-        f"driverName={driver}",
-        "--set-string",
-        "kubeletPlugin.nodeSelector.fakeplugin-test/no-such-node=true",
-    ]
+    common = [str(CHART), "--kubeconfig", str(cluster.kubeconfig), *release_args(namespace, driver)]
 
     def helm(*args: str) -> None:
         result = subprocess.run(

@@ -100,6 +100,13 @@ def admitted(cluster: Cluster, job: str, namespace: str = NAMESPACE) -> dict[str
     return w if condition(w, "Admitted").get("status") == "True" else None
 
 
+def refused(cluster: Cluster, job: str, reason: str) -> dict[str, Any] | None:
+    """The Job's Workload once Kueue refused it quota for `reason` (Pending, Inadmissible), else None."""
+    w = workload(cluster, job)
+    reserved = condition(w, "QuotaReserved")
+    return w if reserved.get("status") == "False" and reserved.get("reason") == reason else None
+
+
 def usage(w: dict[str, Any]) -> dict[str, str]:
     (assignment,) = w["status"]["admission"]["podSetAssignments"]
     return assignment["resourceUsage"]
@@ -164,15 +171,7 @@ def test_jobs_within_quota_run_after_prepare_and_the_next_is_admitted_when_one_e
     assert len(claims) == 2 and claims <= prepared  # the kubelet had our plugin prepare them
 
     waiting = create_job(cluster, "job-h100.yaml")
-    w = wait_for(
-        lambda: (
-            (w := workload(cluster, waiting))
-            and condition(w, "QuotaReserved").get("reason") == "Pending"
-            and w
-        ),
-        what=f"{waiting} pending",
-        timeout=TIMEOUT,
-    )
+    w = wait_for(lambda: refused(cluster, waiting, "Pending"), what=f"{waiting} pending", timeout=TIMEOUT)
     assert "insufficient unused quota" in condition(w, "QuotaReserved")["message"]
     assert suspended(cluster, waiting)
     assert not items(cluster, "pods", "-n", NAMESPACE, "-l", f"job-name={waiting}")
@@ -190,15 +189,8 @@ def test_jobs_within_quota_run_after_prepare_and_the_next_is_admitted_when_one_e
 
 def test_a_claim_no_device_matches_is_inadmissible(cluster: Cluster, queues: None) -> None:
     job = create_job(cluster, "job-h100.yaml", cel=ABSENT_CEL)
-    w = wait_for(
-        lambda: (
-            (w := workload(cluster, job)) and condition(w, "QuotaReserved").get("status") == "False" and w
-        ),
-        what=f"{job} refused",
-        timeout=TIMEOUT,
-    )
+    w = wait_for(lambda: refused(cluster, job, "Inadmissible"), what=f"{job} inadmissible", timeout=TIMEOUT)
     reserved = condition(w, "QuotaReserved")
-    assert reserved["reason"] == "Inadmissible", reserved
     assert (
         "insufficient matching devices for CEL selector in DeviceClass gpu.nvidia.com" in reserved["message"]
     )
@@ -222,15 +214,7 @@ def test_mig_quota_is_charged_by_the_counters_the_partitions_consume(cluster: Cl
     pods = wait_for(lambda: running_pods(cluster, first, 2), what=f"{first} running", timeout=TIMEOUT)
     assert {p["spec"]["nodeName"].rsplit("-", 1)[0] for p in pods} == {"h200"}
     second = create_job(cluster, "job-mig.yaml", pods=1)
-    w = wait_for(
-        lambda: (
-            (w := workload(cluster, second))
-            and condition(w, "QuotaReserved").get("reason") == "Pending"
-            and w
-        ),
-        what=f"{second} pending",
-        timeout=TIMEOUT,
-    )
+    w = wait_for(lambda: refused(cluster, second, "Pending"), what=f"{second} pending", timeout=TIMEOUT)
     assert "insufficient unused quota for nvidia.com/mig-memory" in condition(w, "QuotaReserved")["message"]
     delete_jobs(cluster, NAMESPACE, first)
     w = wait_for(lambda: admitted(cluster, second), what=f"{second} admitted", timeout=TIMEOUT)
