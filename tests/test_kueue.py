@@ -4,6 +4,8 @@ a bad CONFIG or version is refused before anything starts, naming the file and f
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,19 @@ def test_the_examples_are_kueue_v1beta2_objects() -> None:
     for name in ("queues.yaml", "cohort.yaml"):
         kinds = [d["kind"] for d in yaml.safe_load_all((EXAMPLES / "kueue" / name).read_text()) if d]
         assert set(kinds) <= {"ResourceFlavor", "ClusterQueue", "LocalQueue"}, name
+
+
+def test_cluster_up_refuses_a_bad_config_before_starting_anything(tmp_path: Path) -> None:
+    bad = tmp_path / "not-kueue.yaml"
+    bad.write_text("apiVersion: v1\nkind: ConfigMap\n")
+    state = tmp_path / "state"
+    for spec, said in ((f"kueue={bad}", f"{bad}: apiVersion/kind"), ("volcano", "unknown add-on 'volcano'")):
+        up = ["cluster", "up", "--inventory", str(EXAMPLES / "seed-lab.yaml"), "--state-dir", str(state)]
+        out = subprocess.run(
+            [sys.executable, "-m", "fakeplugin", *up, "--with", spec],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode != 0 and said in out.stderr, out.stderr
+        assert not state.exists()  # refused before anything started
