@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from fakeplugin.cluster import binaries, kueue, versions
+from fakeplugin.cluster.credentials import serving_certificate
 from fakeplugin.kueue import manifests
 from fakeplugin.kueue.config import DEFAULT_CONFIG, Endpoints, KueueConfigError, load_config, local_config
 from tests.harness.paths import EXAMPLES
@@ -161,3 +162,12 @@ def test_cluster_up_refuses_a_bad_config_before_starting_anything(tmp_path: Path
         )
         assert out.returncode != 0 and said in out.stderr, out.stderr
         assert not state.exists()  # refused before anything started
+
+
+def test_the_webhook_certificate_is_for_loopback_and_signed_by_the_ca_returned(tmp_path: Path) -> None:
+    ca = serving_certificate(tmp_path, "127.0.0.1")
+    assert ca == (tmp_path / "ca.crt").read_bytes() and ca.startswith(b"-----BEGIN CERTIFICATE-----")
+    verify = ["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "tls.crt")]
+    assert subprocess.run(verify, capture_output=True, text=True, check=True).stdout.strip().endswith(": OK")
+    text = ["openssl", "x509", "-in", str(tmp_path / "tls.crt"), "-noout", "-ext", "subjectAltName"]
+    assert "IP Address:127.0.0.1" in subprocess.run(text, capture_output=True, text=True, check=True).stdout

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import yaml
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.components import LOOPBACK
+from fakeplugin.cluster.credentials import serving_certificate
 from fakeplugin.cluster.host import free_ports
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterError, StateStore
@@ -83,55 +83,6 @@ def request(config: str, version: str | None = None, *, build: bool = False) -> 
     return KueueRequest(chosen, user, source, binary, module)
 
 
-def make_certificates(out: Path) -> bytes:
-    """A CA and a serving certificate for 127.0.0.1 signed by it (tls.crt, tls.key in `out`); the CA's
-    PEM."""
-    out.mkdir(parents=True, exist_ok=True)
-    ext = out / "server.ext"
-    ext.write_text(f"subjectAltName=IP:{LOOPBACK}\nextendedKeyUsage=serverAuth\n")
-    ca_key, ca_crt, key, csr, crt = (
-        str(out / n) for n in ("ca.key", "ca.crt", "tls.key", "tls.csr", "tls.crt")
-    )
-    new_key = ["openssl", "req", "-newkey", "rsa:2048", "-nodes"]
-    for argv in (
-        [
-            *new_key,
-            "-x509",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=fakeplugin-kueue-ca",
-            "-keyout",
-            ca_key,
-            "-out",
-            ca_crt,
-        ],
-        [*new_key, "-subj", "/CN=kueue-webhook", "-keyout", key, "-out", csr],
-        [
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            csr,
-            "-days",
-            "3650",
-            "-CA",
-            ca_crt,
-            "-CAkey",
-            ca_key,
-            "-CAcreateserial",
-            "-extfile",
-            str(ext),
-            "-out",
-            crt,
-        ],
-    ):
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise ClusterError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
-    return (out / "ca.crt").read_bytes()
-
-
 class Kueue:
     def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
         self._store, self._processes, self._kubectl = store, processes, kubectl
@@ -140,7 +91,7 @@ class Kueue:
         """Kueue's CRDs, manager and webhooks; returns once its Job webhook suspends Jobs."""
         home = self._store.layout.kueue
         certs = home / "certs"
-        ca = make_certificates(certs)
+        ca = serving_certificate(certs, LOOPBACK)
         webhook_port, health_port = free_ports(2)
         base = f"https://{LOOPBACK}:{webhook_port}"
         self._kubectl.send(
