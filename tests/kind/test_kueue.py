@@ -179,11 +179,10 @@ def gpus_listed(kind: KindCluster, namespace: str, job: str) -> dict[str, str]:
     return listed
 
 
-def job_events(kind: KindCluster, namespace: str, job: str) -> dict[str, str] | None:
-    """reason -> message of the Job's events, once the Job controller and Kueue reported its start."""
+def started_by(kind: KindCluster, namespace: str, job: str) -> str | None:
+    """What Kueue's `Started` event on the Job says, once there."""
     events = kind.get("events", "-n", namespace, "--field-selector", f"involvedObject.name={job}")["items"]
-    seen = {e["reason"]: e["message"] for e in events if e["involvedObject"]["kind"] == "Job"}
-    return seen if {"Suspended", "Started", "Resumed"} <= set(seen) else None
+    return next((e["message"] for e in events if e["reason"] == "Started"), None)
 
 
 def test_kueue_admits_gpu_jobs_by_quota_and_their_pods_see_their_gpus(
@@ -199,12 +198,13 @@ def test_kueue_admits_gpu_jobs_by_quota_and_their_pods_see_their_gpus(
     assert w["status"]["admission"]["clusterQueue"] == "gpus"
     assert usage(w) == {"nvidia.com/gpu": str(PODS)}
     assert not suspended(kind, first, ns)  # Kueue let it start
-    # Created suspended (Kueue's webhook: the Job controller's event), then started by Kueue.
-    events = wait_for(lambda: job_events(kind, ns, first), what=f"{first}'s events", timeout=60)
-    assert events["Suspended"] == "Job suspended" and events["Started"] == "Admitted by clusterQueue gpus"
+    message = wait_for(lambda: started_by(kind, ns, first), what=f"{first}'s Started event", timeout=60)
+    assert message == "Admitted by clusterQueue gpus"
     assert gpus_listed(kind, ns, first) == gpus
 
-    # Over the unused quota (3 more, 1 left): suspended by Kueue's webhook, Pending, no pods.
+    # Over the unused quota (3 more, 1 left): suspended by Kueue's webhook (the example asks for no
+    # suspension), Pending, no pods. (The first Job's suspension is too short to observe without a race.)
+    assert "suspend" not in docs(JOB)[-1]["spec"]
     second = create_job(kind, JOB, ns)
     w = wait_for(lambda: pending(kind, second, ns), what=f"{second} pending", timeout=TIMEOUT)
     message = condition(w, "QuotaReserved")["message"]
