@@ -83,6 +83,25 @@ def request(config: str, version: str | None = None, *, build: bool = False) -> 
     return KueueRequest(chosen, user, source, binary, module)
 
 
+def suspends_jobs(kubectl: Kubectl) -> bool:
+    """Whether a Job created (dry run) with a queue name comes back suspended by Kueue's webhook: on any
+    cluster with Kueue (tests/kind/test_kueue.py: its chart in kind)."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"probe-{uuid.uuid4().hex[:8]}",
+            "namespace": "default",
+            "labels": {QUEUE_LABEL: "probe"},
+        },
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}
+        },
+    }
+    out = kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(job), check=False)
+    return out.returncode == 0 and json.loads(out.stdout)["spec"].get("suspend") is True
+
+
 class Kueue:
     def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
         self._store, self._processes, self._kubectl = store, processes, kubectl
@@ -124,26 +143,7 @@ class Kueue:
         self._processes.wait_http(NAME, f"http://{LOOPBACK}:{health_port}/readyz")
         self._kubectl.send("apply", manifests.webhook_configurations(req.module, base, ca))
         self._processes.wait(
-            "Kueue's Job webhook to suspend a queued Job", self._suspends_jobs, [self._processes.record(NAME)]
+            "Kueue's Job webhook to suspend a queued Job",
+            lambda: suspends_jobs(self._kubectl),
+            [self._processes.record(NAME)],
         )
-
-    def _suspends_jobs(self) -> bool:
-        """Whether a Job created (dry run) with a queue name comes back suspended by Kueue's webhook."""
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": f"probe-{uuid.uuid4().hex[:8]}",
-                "namespace": "default",
-                "labels": {QUEUE_LABEL: "probe"},
-            },
-            "spec": {
-                "template": {
-                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}
-                }
-            },
-        }
-        out = self._kubectl(
-            "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(job), check=False
-        )
-        return out.returncode == 0 and json.loads(out.stdout)["spec"].get("suspend") is True

@@ -11,7 +11,6 @@ fleet borrowing and reclaiming; and KAI-Scheduler's contract that a patched exte
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,9 +21,19 @@ from fakeplugin.cluster import Cluster
 from fakeplugin.fleet.stages import COMPLETE_AFTER, PREPARED
 from tests.harness.host import own_cluster, require_kueue
 from tests.harness.kube import apply, get, items, wait_for
-from tests.harness.paths import EXAMPLES
+from tests.harness.kueue import (
+    KUEUE,
+    admitted,
+    condition,
+    create_job,
+    docs,
+    finished,
+    refused,
+    suspended,
+    usage,
+    workload,
+)
 
-KUEUE = EXAMPLES / "kueue"
 NAMESPACE = "team-a"
 OTHER = "team-b"
 T10_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
@@ -48,70 +57,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
 
 
-def docs(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((KUEUE / name).read_text()) if d]
-
-
-def create_job(
-    cluster: Cluster,
-    example: str,
-    *,
-    namespace: str = NAMESPACE,
-    pods: int | None = None,
-    cel: str | None = None,
-    complete_after: str | None = None,
-) -> str:
-    """The example's Job created, with its claim template (if any) first, both named after the Job; the
-    Job's name."""
-    *templates, job = docs(example)
-    name = job["metadata"].pop("generateName") + uuid.uuid4().hex[:5]
-    job["metadata"]["name"] = name
-    spec = job["spec"]
-    if pods is not None:
-        spec["parallelism"] = spec["completions"] = pods
-    annotations = spec["template"].setdefault("metadata", {}).setdefault("annotations", {})
-    annotations.pop(COMPLETE_AFTER, None)
-    if complete_after:
-        annotations[COMPLETE_AFTER] = complete_after
-    for template in templates:
-        template["metadata"]["name"] = name
-        if cel is not None:
-            (request,) = template["spec"]["spec"]["devices"]["requests"]
-            request["exactly"]["selectors"] = [{"cel": {"expression": cel}}]
-        (entry,) = spec["template"]["spec"]["resourceClaims"]
-        entry["resourceClaimTemplateName"] = name
-    apply(cluster, namespace, *templates, job)
-    return name
-
-
-def workload(cluster: Cluster, job: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
-    for w in items(cluster, "workloads.kueue.x-k8s.io", "-n", namespace):
-        if any(o["kind"] == "Job" and o["name"] == job for o in w["metadata"].get("ownerReferences", [])):
-            return w
-    return None
-
-
-def condition(w: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    return next((c for c in ((w or {}).get("status") or {}).get("conditions", []) if c["type"] == kind), {})
-
-
-def admitted(cluster: Cluster, job: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
-    w = workload(cluster, job, namespace)
-    return w if condition(w, "Admitted").get("status") == "True" else None
-
-
-def refused(cluster: Cluster, job: str, reason: str) -> dict[str, Any] | None:
-    """The Job's Workload once Kueue refused it quota for `reason` (Pending, Inadmissible), else None."""
-    w = workload(cluster, job)
-    reserved = condition(w, "QuotaReserved")
-    return w if reserved.get("status") == "False" and reserved.get("reason") == reason else None
-
-
-def usage(w: dict[str, Any]) -> dict[str, str]:
-    (assignment,) = w["status"]["admission"]["podSetAssignments"]
-    return assignment["resourceUsage"]
-
-
 def running_pods(
     cluster: Cluster, job: str, count: int, namespace: str = NAMESPACE
 ) -> list[dict[str, Any]] | None:
@@ -122,10 +67,6 @@ def running_pods(
         if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
     ]
     return running if len(running) == count else None
-
-
-def suspended(cluster: Cluster, job: str, namespace: str = NAMESPACE) -> bool:
-    return get(cluster, "job", job, "-n", namespace)["spec"].get("suspend") is True
 
 
 def delete_jobs(cluster: Cluster, namespace: str, *jobs: str) -> None:
@@ -149,10 +90,12 @@ def queues(cluster: Cluster) -> Iterator[None]:
 def test_jobs_within_quota_run_after_prepare_and_the_next_is_admitted_when_one_ends(
     cluster: Cluster, queues: None
 ) -> None:
-    on_h100 = create_job(cluster, "job-h100.yaml")
-    on_t10 = create_job(cluster, "job-h100.yaml", cel=T10_CEL)  # the real kubelet node's two T10s
+    on_h100 = create_job(cluster, "job-h100.yaml", NAMESPACE)
+    on_t10 = create_job(cluster, "job-h100.yaml", NAMESPACE, cel=T10_CEL)  # the real kubelet node's two T10s
     for job in (on_h100, on_t10):
-        w = wait_for(lambda job=job: admitted(cluster, job), what=f"{job} admitted", timeout=TIMEOUT)
+        w = wait_for(
+            lambda job=job: admitted(cluster, job, NAMESPACE), what=f"{job} admitted", timeout=TIMEOUT
+        )
         assert usage(w) == {"nvidia.com/gpu": "2"}
     h100_pods = wait_for(
         lambda: running_pods(cluster, on_h100, 2), what=f"{on_h100} running", timeout=TIMEOUT
@@ -170,36 +113,42 @@ def test_jobs_within_quota_run_after_prepare_and_the_next_is_admitted_when_one_e
     }
     assert len(claims) == 2 and claims <= prepared  # the kubelet had our plugin prepare them
 
-    waiting = create_job(cluster, "job-h100.yaml")
-    w = wait_for(lambda: refused(cluster, waiting, "Pending"), what=f"{waiting} pending", timeout=TIMEOUT)
+    waiting = create_job(cluster, "job-h100.yaml", NAMESPACE)
+    w = wait_for(
+        lambda: refused(cluster, waiting, NAMESPACE),
+        what=f"{waiting} pending",
+        timeout=TIMEOUT,
+    )
     assert "insufficient unused quota" in condition(w, "QuotaReserved")["message"]
-    assert suspended(cluster, waiting)
+    assert suspended(cluster, waiting, NAMESPACE)
     assert not items(cluster, "pods", "-n", NAMESPACE, "-l", f"job-name={waiting}")
 
     # The H100 Job's pods end (kwok's pod-complete stage): the Job completes, its quota is free again.
     cluster.kubectl("annotate", "pods", "-n", NAMESPACE, "-l", f"job-name={on_h100}", f"{COMPLETE_AFTER}=1s")
     wait_for(
-        lambda: condition(workload(cluster, on_h100), "Finished").get("status") == "True",
+        lambda: finished(cluster, on_h100, NAMESPACE),
         what="finished",
         timeout=TIMEOUT,
     )
-    wait_for(lambda: admitted(cluster, waiting), what=f"{waiting} admitted", timeout=TIMEOUT)
+    wait_for(lambda: admitted(cluster, waiting, NAMESPACE), what=f"{waiting} admitted", timeout=TIMEOUT)
     wait_for(lambda: running_pods(cluster, waiting, 2), what=f"{waiting} running", timeout=TIMEOUT)
 
 
 def test_a_claim_no_device_matches_is_inadmissible(cluster: Cluster, queues: None) -> None:
-    job = create_job(cluster, "job-h100.yaml", cel=ABSENT_CEL)
-    w = wait_for(lambda: refused(cluster, job, "Inadmissible"), what=f"{job} inadmissible", timeout=TIMEOUT)
+    job = create_job(cluster, "job-h100.yaml", NAMESPACE, cel=ABSENT_CEL)
+    w = wait_for(
+        lambda: refused(cluster, job, NAMESPACE, "Inadmissible"), what=f"{job} inadmissible", timeout=TIMEOUT
+    )
     reserved = condition(w, "QuotaReserved")
     assert (
         "insufficient matching devices for CEL selector in DeviceClass gpu.nvidia.com" in reserved["message"]
     )
-    assert suspended(cluster, job) and admitted(cluster, job) is None
+    assert suspended(cluster, job, NAMESPACE) and admitted(cluster, job, NAMESPACE) is None
 
 
 def test_the_extended_resource_of_our_device_class_is_charged_as_gpus(cluster: Cluster, queues: None) -> None:
-    job = create_job(cluster, "job-extended-resource.yaml")
-    w = wait_for(lambda: admitted(cluster, job), what=f"{job} admitted", timeout=TIMEOUT)
+    job = create_job(cluster, "job-extended-resource.yaml", NAMESPACE)
+    w = wait_for(lambda: admitted(cluster, job, NAMESPACE), what=f"{job} admitted", timeout=TIMEOUT)
     assert usage(w) == {"nvidia.com/gpu": "1"}
     (pod,) = wait_for(lambda: running_pods(cluster, job, 1), what=f"{job} running", timeout=TIMEOUT)
     assert (
@@ -208,39 +157,50 @@ def test_the_extended_resource_of_our_device_class_is_charged_as_gpus(cluster: C
 
 
 def test_mig_quota_is_charged_by_the_counters_the_partitions_consume(cluster: Cluster, queues: None) -> None:
-    first = create_job(cluster, "job-mig.yaml")
-    w = wait_for(lambda: admitted(cluster, first), what=f"{first} admitted", timeout=TIMEOUT)
+    first = create_job(cluster, "job-mig.yaml", NAMESPACE)
+    w = wait_for(lambda: admitted(cluster, first, NAMESPACE), what=f"{first} admitted", timeout=TIMEOUT)
     assert usage(w) == {"nvidia.com/mig-memory": "32Gi"}  # 2 x the 16Gi `memory` counter of a 1g.18gb
     pods = wait_for(lambda: running_pods(cluster, first, 2), what=f"{first} running", timeout=TIMEOUT)
     assert {p["spec"]["nodeName"].rsplit("-", 1)[0] for p in pods} == {"h200"}
-    second = create_job(cluster, "job-mig.yaml", pods=1)
-    w = wait_for(lambda: refused(cluster, second, "Pending"), what=f"{second} pending", timeout=TIMEOUT)
+    second = create_job(cluster, "job-mig.yaml", NAMESPACE, pods=1)
+    w = wait_for(
+        lambda: refused(cluster, second, NAMESPACE),
+        what=f"{second} pending",
+        timeout=TIMEOUT,
+    )
     assert "insufficient unused quota for nvidia.com/mig-memory" in condition(w, "QuotaReserved")["message"]
     delete_jobs(cluster, NAMESPACE, first)
-    w = wait_for(lambda: admitted(cluster, second), what=f"{second} admitted", timeout=TIMEOUT)
+    w = wait_for(lambda: admitted(cluster, second, NAMESPACE), what=f"{second} admitted", timeout=TIMEOUT)
     assert usage(w) == {"nvidia.com/mig-memory": "16Gi"}
 
 
 def test_a_cohort_on_the_fleet_borrows_and_reclaims(cluster: Cluster) -> None:
     apply(cluster, None, *docs("cohort.yaml"))
     try:
-        borrower = create_job(cluster, "job-h100.yaml", pods=6)  # 4 of its own, 2 borrowed from team-b
-        w = wait_for(lambda: admitted(cluster, borrower), what=f"{borrower} admitted", timeout=TIMEOUT)
+        # 4 of its own, 2 borrowed from team-b
+        borrower = create_job(cluster, "job-h100.yaml", NAMESPACE, pods=6)
+        w = wait_for(
+            lambda: admitted(cluster, borrower, NAMESPACE), what=f"{borrower} admitted", timeout=TIMEOUT
+        )
         assert usage(w) == {"nvidia.com/gpu": "6"}
         wait_for(lambda: running_pods(cluster, borrower, 6), what=f"{borrower} running", timeout=TIMEOUT)
-        owner = create_job(cluster, "job-h100.yaml", namespace=OTHER, pods=4)
+        owner = create_job(cluster, "job-h100.yaml", OTHER, pods=4)
         wait_for(lambda: admitted(cluster, owner, OTHER), what=f"{owner} admitted", timeout=TIMEOUT)
         # team-b took its quota back: the borrower was evicted (suspended, its pods gone and unprepared).
         w = wait_for(
             lambda: (
-                (w := workload(cluster, borrower)) and condition(w, "Evicted").get("status") == "True" and w
+                (w := workload(cluster, borrower, NAMESPACE))
+                and condition(w, "Evicted").get("status") == "True"
+                and w
             ),
             what=f"{borrower} evicted",
             timeout=TIMEOUT,
         )
         assert condition(w, "Evicted")["reason"] == "Preempted"
         wait_for(lambda: running_pods(cluster, owner, 4, OTHER), what=f"{owner} running", timeout=TIMEOUT)
-        wait_for(lambda: suspended(cluster, borrower), what=f"{borrower} suspended", timeout=TIMEOUT)
+        wait_for(
+            lambda: suspended(cluster, borrower, NAMESPACE), what=f"{borrower} suspended", timeout=TIMEOUT
+        )
     finally:
         for ns in (NAMESPACE, OTHER):
             cluster.kubectl(

@@ -26,7 +26,10 @@ End-to-end tests (tests/e2e, tests/kind):
   a module's cluster of its own (`own_cluster`).
 - domains: a ComputeDomain's status (`cd_status`, `ready_status`) and NVIDIA's channel-injection demo
   checked end to end (`channel_injection_ran`, `SPECS`, `CHANNEL_INJECTION`).
-- kind: the kind e2e's cluster (`KindCluster`) and the names run.sh gives it.
+- kind: the kind e2e's cluster (`KindCluster`) and the names run.sh gives it; a claim's allocated GPUs
+  (`allocated_uuids`) and those `nvidia-smi -L` listed (`smi_uuids`).
+- kueue: examples/kueue's Jobs created (`create_job`) and what Kueue's Workload for one says (`admitted`,
+  `pending`, `finished`, `usage`), on the local cluster and in kind.
 
 The objects tests apply (claims, templates, pods) come from fakeplugin.testing, as in users' tests.
 """

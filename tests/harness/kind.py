@@ -7,6 +7,7 @@ chart give it (the chart's namespace and DaemonSet, our image's tag).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,3 +60,23 @@ class KindCluster:
 
     def logs(self, namespace: str, pod: str, container: str) -> str:
         return self.kubectl("logs", "-n", namespace, pod, "-c", container).stdout
+
+
+def allocated_uuids(kind: KindCluster, namespace: str, claim_name: str) -> dict[str, str]:
+    """request name -> UUID of the device allocated for it (one device per request)."""
+    results = kind.get("resourceclaim", "-n", namespace, claim_name)["status"]["allocation"]["devices"][
+        "results"
+    ]
+    slices = kind.get("resourceslices")["items"]
+    uuid = {
+        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
+        for s in slices
+        if s["spec"]["driver"] == "gpu.nvidia.com"
+        for d in s["spec"].get("devices", [])
+    }
+    return {r["request"]: uuid[(r["pool"], r["device"])] for r in results}
+
+
+def smi_uuids(log: str) -> list[str]:
+    """The UUIDs of the GPUs `nvidia-smi -L` listed."""
+    return re.findall(r"^GPU \d+: .* \(UUID: (GPU-[0-9a-f-]+)\)$", log, re.M)

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,18 @@ from fakeplugin.cluster import BinaryNotFound, binaries
 from tests.harness.kind import CLUSTER, IMAGE, KIND, KindCluster
 from tests.harness.paths import REPO
 from tests.harness.tooling import unavailable
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_kind.py's last test uninstalls the chart the others here use: its tests go after theirs,
+    whatever the file names (the other modules keep their order, and every test outside tests/kind its
+    place)."""
+    slots = [n for n, item in enumerate(items) if item.path.parent == HERE]
+    ordered = sorted((items[n] for n in slots), key=lambda item: item.path.name == "test_kind.py")
+    for n, item in zip(slots, ordered, strict=True):
+        items[n] = item
 
 
 def _enabled() -> bool:

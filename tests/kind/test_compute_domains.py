@@ -10,9 +10,9 @@ test_cd_misc.bats "daemon shutdown: confirm CD status cleanup").
 
 The session's cluster and release are reused: the module's fixture upgrades the release with the
 ComputeDomain side and an inventory giving both GPU workers four GB200 in NVLink clique 1, and rolls it
-back afterwards; the module runs before tests/kind/test_kind.py (file order), which then finds the release
-as run.sh installed it and uninstalls it last. Each node
-publishes one `channel-0`, so NVIDIA's two specs, applied together, get one node each.
+back afterwards; the module runs before tests/kind/test_kind.py (tests/kind/conftest.py runs that one
+last), which then finds the release as run.sh installed it and uninstalls it last. Each node publishes one
+`channel-0`, so NVIDIA's two specs, applied together, get one node each.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ modes and mounts as a real runtime makes them, a minimal (busybox) image running
 nodes created by runc, the order in which image, pod and CDI env merge, the chart's probes and security
 context under a real kubelet + runtime, a rolling update of the DaemonSet, and an uninstall.
 
-Tests run in file order on one cluster (tests/kind/conftest.py); the last one uninstalls the chart.
+Tests run in file order on one cluster (tests/kind/conftest.py), after the other modules of tests/kind; the
+last one uninstalls the chart.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from fakeplugin.testing import container, device_request, pod, resource_claim
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
-from tests.harness.kind import DAEMONSET, IMAGE, NAMESPACE, KindCluster
+from tests.harness.kind import DAEMONSET, IMAGE, NAMESPACE, KindCluster, allocated_uuids, smi_uuids
 from tests.harness.kind import KIND as KIND_BIN
 from tests.harness.kube import wait_for
 
@@ -80,27 +81,8 @@ def output(kind: KindCluster, namespace: str, name: str, container: str = "ctr")
     return wait_for(done, what=f"{namespace}/{name}/{container} to print its output", timeout=180)
 
 
-def allocated_uuids(kind: KindCluster, namespace: str, claim_name: str) -> dict[str, str]:
-    """request name -> UUID of the device allocated for it (one device per request)."""
-    results = kind.get("resourceclaim", "-n", namespace, claim_name)["status"]["allocation"]["devices"][
-        "results"
-    ]
-    slices = kind.get("resourceslices")["items"]
-    uuid = {
-        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
-        for s in slices
-        if s["spec"]["driver"] == "gpu.nvidia.com"
-        for d in s["spec"].get("devices", [])
-    }
-    return {r["request"]: uuid[(r["pool"], r["device"])] for r in results}
-
-
 def env_of(log: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in log.splitlines() if re.match(r"^[A-Z_][A-Z0-9_]*=", line))
-
-
-def smi_uuids(log: str) -> list[str]:
-    return re.findall(r"^GPU \d+: .* \(UUID: (GPU-[0-9a-f-]+)\)$", log, re.M)
 
 
 def test_demo_scenario_i_and_template_through_real_containers(kind_cluster: KindCluster) -> None:
