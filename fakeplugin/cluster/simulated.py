@@ -50,6 +50,10 @@ class SimulatedNodes:
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         self._processes.launch(FLEET, [argv], env=env)
 
+    def kill_fleet(self) -> None:
+        """SIGKILL the fleet (a crash: whatever it was doing stays half done)."""
+        self._processes.stop(self._processes.record(FLEET), crash=True)
+
     def wait_published(self, inventory: Inventory, nodes: list[ClusterNode]) -> None:
         """Until every simulated node whose inventory entry has GPUs shows ResourceSlices."""
         expected = {n.name for n in nodes if (e := inventory.node_entry(n.name, n.labels)) and e.gpu_count}
