@@ -2,14 +2,14 @@
 drivers hold prepared that nothing uses any more are unprepared (docs/local-cluster.md, "What the fleet
 does on restart, as a kubelet").
 
-Upstream (kubernetes/kubernetes pkg/kubelet/cm/dra/manager.go@v1.34.0, reconcileLoop): every
-reconcilePeriod, once the pod sources are ready, every pod UID a checkpointed claim lists that is not
-among the active pods (GetActivePods: not terminated) has its claims unprepared, unless another pod still
-uses them. The fleet keeps no claim→pod record of its own: the drivers' checkpoints are the record, and a
-claim is in use while an active pod of its node names it. A claim whose ResourceClaim is gone (its UID
-not among the cluster's claims) is unprepared even while its pod lingers: its devices may be allocated
-again. Container records of pods the node no longer has are removed; so are the files of a simulated node
-whose Node object is gone.
+Upstream (kubernetes/kubernetes pkg/kubelet/cm/dra/manager.go, reconcileLoop, read at 001332b0 of
+master): every reconcilePeriod, once the pod sources are ready, every pod UID a checkpointed claim
+lists that is not among the active pods (GetActivePods: not terminated) has its claims unprepared,
+unless another pod still uses them. The fleet keeps no claim→pod record of its own: the drivers'
+checkpoints are the record, and a claim is in use while an active pod of its node names it. A claim
+whose ResourceClaim is gone (its UID not among the cluster's claims) is unprepared even while its pod
+lingers: its devices may be allocated again. Container records of pods the node no longer has are
+removed; so are the files of a simulated node whose Node object is gone.
 
 Invariant (no claim in use is unprepared): per pass, the checkpoints and record dirs are read first, then
 the pods, then the claims: a claim prepared for a pod was read by that pod's worker after the pod was
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The kubelet's reconcilePeriod (pkg/kubelet/cm/container_manager_linux.go: 60 s).
+# The kubelet's reconcilePeriod (defaultReconcilePeriod in earlier versions of manager.go).
 RECONCILE_SECONDS = 60.0
 _TERMINATED = ("Succeeded", "Failed")
 
