@@ -3,6 +3,7 @@
     python bench/fleet.py                         # 1000 nodes x 8 H200, 2 waves of 4000 pods
     python bench/fleet.py --nodes 100 --pods 400  # a quick look
     python bench/fleet.py --json out.json --keep  # keep the cluster to look around
+    python bench/fleet.py --nodes 200 --pods 400 --soak 5   # RSS per cycle
 
 Brings up a local cluster (`fakeplugin cluster up`: etcd, kube-apiserver, -scheduler, -controller-manager,
 kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose inventory is one entry:
@@ -13,14 +14,18 @@ kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose i
   waves      a Deployment of --pods replicas, each pod one GPU from a ResourceClaimTemplate: from the
              Deployment's creation (or scale-up) until every pod is Running (the fleet prepared each
              claim first: kwok's stages gate Running on it); pods/s = pods / that time. Then scale to 0:
-             until every pod and every claim is gone (every device returned); then the next wave.
+             until every pod and every claim is gone and every CDI spec removed (every device
+             returned); then the next wave.
   cpu        CPU seconds each cluster process used during each wave (/proc/<pid>/stat): where the time
              goes when the scheduler or the API server, not the fleet, is the limit
   memory     RSS of the fleet once published and idle, and the peaks (fleet, whole cluster: the sum of
              every process of the cluster), sampled every second
+  soak       RSS of the fleet after each wave's scale-down (every pod and claim gone, SETTLE_SECONDS
+             later): `--soak N` runs N waves and reports the RSS per cycle and how much it grew per pod
+             served after the first cycle (flat: nothing kept per pod or claim once it is gone)
 
-It also checks that every Running pod's claim has its CDI spec on its node (in the cluster's state dir)
-and that none is left after a scale-down. Everything is deleted at the end unless --keep.
+It also checks that every Running pod's claim has its CDI spec on its node (in the cluster's state dir).
+Everything is deleted at the end unless --keep.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from fakeplugin.fleet.api import FleetKube
 from fakeplugin.kube import SLICES, new_api_client
 
 NAMESPACE = "bench"
+SETTLE_SECONDS = 5.0  # after a scale-down, before the fleet's RSS is read
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -192,7 +198,9 @@ def cdi_specs(cluster: Cluster) -> int:
     return sum(1 for _ in (cluster.layout.root / "nodes").glob("*/cdi/k8s.gpu.nvidia.com-claim_*.yaml"))
 
 
-def wave(cluster: Cluster, kube: FleetKube, watch: PodWatch, pods: int, *, first: bool) -> dict[str, Any]:
+def wave(
+    cluster: Cluster, kube: FleetKube, watch: PodWatch, pods: int, *, first: bool, fleet_pids: list[int]
+) -> dict[str, Any]:
     pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
     before = cpu_by_process(cluster)
     started = time.monotonic()
@@ -227,20 +235,35 @@ def wave(cluster: Cluster, kube: FleetKube, watch: PodWatch, pods: int, *, first
     started = time.monotonic()
     cluster.kubectl("scale", "deployment", "gpu-pods", "-n", NAMESPACE, "--replicas=0")
     claims_path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
+    # terminationGracePeriodSeconds 0: the API server removes each pod at once, and the fleet unprepares
+    # from its DELETED event (as a kubelet's reconcile loop would), maybe after the claims are gone.
     wait_until(
-        "every pod and claim gone",
-        lambda: kube.count(pods_path) == 0 and kube.count(claims_path) == 0,
+        "every pod and claim gone, every CDI spec removed",
+        lambda: kube.count(pods_path) == 0 and kube.count(claims_path) == 0 and cdi_specs(cluster) == 0,
         1800,
-        lambda: f"{kube.count(pods_path)} pods, {kube.count(claims_path)} claims left",
+        lambda: (
+            f"{kube.count(pods_path)} pods, {kube.count(claims_path)} claims, "
+            f"{cdi_specs(cluster)} CDI specs left"
+        ),
     )
     result["scaleDownSeconds"] = round(time.monotonic() - started, 1)
-    left = cdi_specs(cluster)
-    if left:
-        raise SystemExit(f"every pod is gone but {left} CDI specs are left on the simulated nodes")
+    time.sleep(SETTLE_SECONDS)
+    result["fleetRssMiB"] = round(sum(rss_bytes(pid) for pid in fleet_pids) / 2**20, 1)  # every shard
     print(
-        f"  scaled to 0 in {result['scaleDownSeconds']} s; every device returned", file=sys.stderr, flush=True
+        f"  scaled to 0 in {result['scaleDownSeconds']} s; every device returned; "
+        f"fleet RSS {result['fleetRssMiB']} MiB",
+        file=sys.stderr,
+        flush=True,
     )
     return result
+
+
+def soak(waves: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fleet's RSS per cycle, and its growth per pod served after the first cycle."""
+    rss = [w["fleetRssMiB"] for w in waves]
+    pods_after_first = sum(w["pods"] for w in waves[1:])
+    growth = (rss[-1] - rss[0]) * 1024 / pods_after_first if pods_after_first else 0.0
+    return {"fleetRssMiBPerCycle": rss, "growthKiBPerPodAfterFirst": round(growth, 3)}
 
 
 def main() -> int:
@@ -251,6 +274,7 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8, help="H200 GPUs per node")
     parser.add_argument("--pods", type=int, default=4000)
     parser.add_argument("--waves", type=int, default=2)
+    parser.add_argument("--soak", type=int, metavar="N", help="N waves, reporting the fleet's RSS per cycle")
     parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-fleet"))
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
@@ -293,7 +317,12 @@ def main() -> int:
         cluster.kubectl("create", "namespace", NAMESPACE)
         watch = PodWatch(kube)
         watch.start()
-        results["waves"] = [wave(cluster, kube, watch, args.pods, first=i == 0) for i in range(args.waves)]
+        waves = args.soak or args.waves
+        results["waves"] = [
+            wave(cluster, kube, watch, args.pods, first=i == 0, fleet_pids=[f.pid for f in fleets])
+            for i in range(waves)
+        ]
+        results["soak"] = soak(results["waves"])
         sampler.stop.set()
         watch.stop.set()
         results["peakRssMiB"] = {

@@ -94,14 +94,20 @@ class Kube:
         """The object at `path`."""
         return self._json("GET", path)
 
-    def list(self, path: str, *, field_selector: str = "", label_selector: str = "") -> tuple[list[Obj], str]:
+    def list(
+        self, path: str, *, field_selector: str = "", label_selector: str = "", metadata_only: bool = False
+    ) -> tuple[list[Obj], str]:
         """Every object at `path` (a collection), and the list's resourceVersion to watch from. Paged
-        (500 a page), so a 4000-pod list never makes the API server build one huge answer."""
+        (500 a page), so a 4000-pod list never makes the API server build one huge answer.
+        `metadata_only`: each object's metadata alone (PartialObjectMetadata)."""
         items: list[Obj] = []
         query = [("limit", "500"), *_selectors(field_selector, label_selector)]
+        accept = METADATA_ONLY if metadata_only else "application/json"
         token = ""
         while True:
-            page = self._json("GET", path, query=query + ([("continue", token)] if token else []))
+            page = self._json(
+                "GET", path, query=query + ([("continue", token)] if token else []), accept=accept
+            )
             items.extend(page.get("items") or [])
             token = page["metadata"].get("continue") or ""
             if not token:

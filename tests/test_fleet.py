@@ -1,16 +1,19 @@
 """The fleet's pure parts: kwok's stages, what the kubelet reads from a pod and hands each container, CDI
-resolution for container records, and one inventory file shared by many nodes."""
+resolution for container records, and one inventory file shared by many nodes; what its reconcile loop
+unprepares and removes, and that the pod watch keeps nothing of a pod that is done."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fakeplugin.fleet import kubelet, podclaims, stages
+from fakeplugin.fleet import kubelet, podclaims, reconcile, stages
+from fakeplugin.fleet.fleet import FleetDirs
+from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.records import record_name, resolve
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
@@ -323,3 +326,177 @@ def test_a_claim_of_a_driver_the_node_does_not_run_fails_as_the_kubelet_says(tmp
         )
     ]
     assert gpu.calls == [] and kube.annotated == []
+
+
+# -- the reconcile loop (fleet.reconcile): what the kubelet's reconcileLoop would unprepare ------------------
+
+
+def bound_pod(name: str, *claims: str, node: str = "n", **meta: Any) -> dict[str, Any]:
+    """A pod of namespace ns bound to `node`, using the ResourceClaims `claims` by name."""
+    return {
+        "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}", **meta},
+        "spec": {
+            "nodeName": node,
+            "resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims],
+            "containers": [{"name": "ctr", "resources": {"claims": [{"name": c} for c in claims]}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def ref(name: str, namespace: str = "ns") -> ClaimRef:
+    return ClaimRef(namespace, f"uid-{name}", name)
+
+
+def test_a_prepared_claim_is_stale_once_no_active_pod_of_the_node_uses_it() -> None:
+    prepared = [ref("a"), ref("b"), ref("shared"), ref("a", "other-ns"), ref("done"), ref("ended")]
+    pods = [
+        bound_pod("p1", "a", "shared"),
+        {**bound_pod("p2", "b", "shared"), "gone": True},  # force-deleted: its own claim goes
+        bound_pod(
+            "p3",
+            "done",
+            deletionTimestamp="2026-01-01T00:00:00Z",
+            annotations={stages.UNPREPARED: "true"},
+        ),
+        {**bound_pod("p4", "ended"), "status": {"phase": "Succeeded"}},  # not active (GetActivePods)
+    ]
+    uids = {r.uid for r in prepared}
+    stale = reconcile.stale_claims(prepared, pods, uids)
+    assert stale == [ref("b"), ref("a", "other-ns"), ref("done"), ref("ended")]
+    # A pod that is deleting but not unprepared yet still holds its claims: its own worker unprepares.
+    deleting = bound_pod("p5", "b", deletionTimestamp="2026-01-01T00:00:00Z")
+    assert reconcile.stale_claims([ref("b")], [deleting], uids) == []
+
+
+def test_a_claim_that_is_gone_is_stale_even_while_its_pod_lingers() -> None:
+    prepared = [ref("a"), ref("b")]
+    pods = [bound_pod("p1", "a", "b")]
+    assert reconcile.stale_claims(prepared, pods, {"uid-a"}) == [ref("b")]  # b deleted (or re-created)
+    assert reconcile.stale_claims(prepared, pods, {"uid-a", "uid-b"}) == []
+
+
+def test_container_records_of_pods_the_node_no_longer_has_are_stale() -> None:
+    kept, old, gone = (record_name("ns", p, "ctr") for p in ("p1", "old", "p2"))
+    pods = [bound_pod("p1", "a"), {**bound_pod("p2", "b"), "gone": True}]
+    names = [kept, old, gone, "ns_p1_ctr.json.tmp"]  # a temp file is the atomic writer's, not a record
+    assert reconcile.stale_records(names, pods) == sorted([old, gone])
+
+
+class _ClaimsApi:
+    def __init__(self, uids: set[str], nodes: frozenset[str] = frozenset()) -> None:
+        self.uids = uids
+        self.nodes = nodes  # the Node objects that exist
+        self.lists = 0
+
+    def claim_uids(self) -> set[str]:
+        self.lists += 1
+        return set(self.uids)
+
+    def node_names(self) -> set[str]:
+        return set(self.nodes)
+
+
+def fleet_reconciler(
+    tmp_path: Path,
+    plugins: dict[str, dict[str, _Plugin]],
+    pods: dict[str, list[dict[str, Any]]],
+    api: Any,
+    owns: Callable[[str], bool] = lambda node: True,
+) -> tuple[reconcile.Reconciler, FleetDirs]:
+    dirs = FleetDirs(tmp_path)
+    for node, by_driver in plugins.items():
+        for driver in by_driver:
+            dirs.plugin(node, driver).mkdir(parents=True)
+    return (
+        reconcile.Reconciler(
+            api,
+            served=lambda: set(plugins),
+            plugins=lambda node: plugins.get(node, {}),  # type: ignore[arg-type,return-value]
+            pods_on=lambda node: pods.get(node, []),
+            forget=lambda node: plugins.pop(node, None),  # type: ignore[arg-type,func-returns-value]
+            owns=owns,
+            dirs=dirs,
+        ),
+        dirs,
+    )
+
+
+def test_a_pass_unprepares_what_no_pod_uses_and_removes_the_files_of_gone_pods_and_nodes(
+    tmp_path: Path,
+) -> None:
+    gpu, cd, idle = _Plugin("gpu.nvidia.com"), _Plugin("compute-domain.nvidia.com"), _Plugin("gpu.nvidia.com")
+    gpu.prepared = [ref("kept"), ref("orphan"), ref("deleted-claim")]
+    cd.prepared = [ref("channel")]
+    plugins = {
+        "n": {"gpu.nvidia.com": gpu, "compute-domain.nvidia.com": cd},
+        "quiet": {"gpu.nvidia.com": idle},
+    }
+    pods = {"n": [bound_pod("p1", "kept", "deleted-claim")]}
+    api = _ClaimsApi({"uid-kept", "uid-orphan", "uid-channel"})
+    reconciler, dirs = fleet_reconciler(tmp_path, plugins, pods, api)
+    dirs.containers("n").mkdir(parents=True)
+    for pod_name in ("p1", "gone"):
+        (dirs.containers("n") / record_name("ns", pod_name, "ctr")).write_text("{}")
+    dirs.plugin("deleted-node", "gpu.nvidia.com").mkdir(parents=True)  # a simulated node deleted
+    (dirs.cdi("deleted-node")).mkdir()
+    kubelet_node = dirs.node("kubelet-1")  # a local cluster's kubelet node: no plugins/ of the fleet
+    kubelet_node.mkdir()
+
+    done = reconciler.once()
+    assert done == reconcile.Pass(unprepared=3, records=1, nodes=1)
+    assert gpu.prepared == [ref("kept")] and cd.prepared == []
+    assert sorted(gpu.calls[-1]) == ["-deleted-claim", "-orphan"] and cd.calls == [["-channel"]]
+    assert idle.calls == []  # nothing prepared there: no unprepare call
+    assert sorted(p.name for p in dirs.containers("n").iterdir()) == [record_name("ns", "p1", "ctr")]
+    assert not dirs.node("deleted-node").exists() and kubelet_node.is_dir()
+    assert api.lists == 1  # one list of the claims per pass
+
+    assert reconciler.once() == reconcile.Pass()  # nothing left to do
+    assert gpu.prepared == [ref("kept")]
+
+
+def test_a_node_another_fleet_serves_keeps_its_files(tmp_path: Path) -> None:
+    """Shards share the state dir: a node not served here is gone only once its Node is, and only the
+    shard that owns it removes its files."""
+    api = _ClaimsApi(set(), nodes=frozenset({"other-shard"}))
+    reconciler, dirs = fleet_reconciler(tmp_path, {}, {}, api, owns=lambda node: node != "not-mine")
+    for node in ("other-shard", "not-mine", "deleted"):
+        dirs.plugin(node, "gpu.nvidia.com").mkdir(parents=True)
+    assert reconciler.once() == reconcile.Pass(nodes=1)
+    assert [dirs.node(n).is_dir() for n in ("other-shard", "not-mine", "deleted")] == [True, True, False]
+
+
+def test_a_pass_lists_no_claims_when_nothing_is_prepared(tmp_path: Path) -> None:
+    api = _ClaimsApi(set())
+    reconciler, _ = fleet_reconciler(tmp_path, {"n": {"gpu.nvidia.com": _Plugin("gpu.nvidia.com")}}, {}, api)
+    assert reconciler.once() == reconcile.Pass() and api.lists == 0
+
+
+class _NoApi:
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        pass
+
+
+def test_the_pod_watch_keeps_nothing_of_a_pod_once_it_is_unprepared(tmp_path: Path) -> None:
+    dra = PodDRA(
+        _NoApi(),  # type: ignore[arg-type]
+        plugins=lambda node: {"gpu.nvidia.com": _Plugin("gpu.nvidia.com")},  # type: ignore[dict-item]
+        containers_dir=lambda node: tmp_path / "containers",
+        cdi_root=lambda node: tmp_path / "cdi",
+    )
+    kubelet = FleetKubelet(_NoApi(), dra, threads=1)  # type: ignore[arg-type]
+    running = bound_pod("p1", "a", annotations={stages.PREPARED: "true"})
+    kubelet._seen(running)
+    assert [p["metadata"]["name"] for p in kubelet.pods_on("n")] == ["p1"]
+    # kwok deletes it only after this: the pod's last events must not bring it back
+    unprepared = bound_pod(
+        "p1",
+        "a",
+        deletionTimestamp="2026-01-01T00:00:00Z",
+        annotations={stages.PREPARED: "true", stages.UNPREPARED: "true"},
+    )
+    kubelet._seen(unprepared)
+    assert kubelet.pods_on("n") == [] and kubelet._pods == {} and kubelet._on_node == {}
+    kubelet._gone(unprepared)
+    assert kubelet._pods == {} and kubelet._queued == set()

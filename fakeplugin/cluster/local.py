@@ -269,6 +269,20 @@ class Cluster:
         args, when given, become the plugins' extra `fakeplugin serve` flags from now on."""
         self._plugins.restart(self._store.kubelet_node(node), args)
 
+    def kill_fleet(self) -> None:
+        """`kill -9` the simulated nodes' `fakeplugin fleet`, every shard (by the recorded pids);
+        `start_fleet` starts them again."""
+        self._simulated.kill_fleet()
+
+    def start_fleet(self) -> None:
+        """Start the simulated nodes' fleet with the command line `up` gave it (after `kill_fleet`);
+        returns once it runs, not once it caught up."""
+        simulated = [n for n in self.nodes() if not n.kubelet]
+        self._simulated.start_fleet(
+            compute_domains=bool(fabric_nodes(load_inventory(self.inventory), simulated)),
+            shards=self._simulated.fleet_shards(),
+        )
+
     def call_log(self, node: str) -> Path:
         """The call log of a kubelet node's plugin: every gRPC call it answered (see server.calllog)."""
         return self._plugins.call_log(self._store.kubelet_node(node))

@@ -91,21 +91,27 @@ def spawn(
 
 
 def stop(
-    record: ProcessRecord, proc: subprocess.Popen[bytes] | None = None, grace: float = GRACE_SECONDS
+    record: ProcessRecord,
+    proc: subprocess.Popen[bytes] | None = None,
+    grace: float = GRACE_SECONDS,
+    *,
+    crash: bool = False,
 ) -> str:
-    """SIGTERM, then SIGKILL after `grace` seconds; returns what happened, for progress output.
+    """SIGTERM, then SIGKILL after `grace` seconds (`crash`: SIGKILL at once, a `kill -9`); returns what
+    happened, for progress output.
 
     `proc` is our Popen when this process started it: waited on, so no zombie is left behind.
     """
     if not alive(record, proc):
         _reap(proc)
         return "not running"
-    _signal(record, proc, signal.SIGTERM)
-    if _wait_gone(record, proc, grace):
-        return "stopped"
+    if not crash:
+        _signal(record, proc, signal.SIGTERM)
+        if _wait_gone(record, proc, grace):
+            return "stopped"
     _signal(record, proc, signal.SIGKILL)
     if _wait_gone(record, proc, grace):
-        return f"killed after {grace:.0f} s"
+        return "killed" if crash else f"killed after {grace:.0f} s"
     raise RuntimeError(f"{record.name} (pid {record.pid}) survived SIGKILL")
 
 

@@ -65,6 +65,15 @@ class SimulatedNodes:
             shard = [f"--shard={i}/{shards}"] if shards > 1 else []
             self._processes.launch(fleet_process(i, shards), [argv + shard], env=env)
 
+    def kill_fleet(self) -> None:
+        """SIGKILL the fleet, every shard of it (a crash: whatever it was doing stays half done)."""
+        for record in self._processes.records(FLEET):
+            self._processes.stop(record, crash=True)
+
+    def fleet_shards(self) -> int:
+        """How many fleet processes `up` started (their records stay when they are stopped)."""
+        return len(self._processes.records(FLEET))
+
     def wait_published(self, inventory: Inventory, nodes: list[ClusterNode]) -> None:
         """Until every simulated node whose inventory entry has GPUs shows ResourceSlices."""
         expected = {n.name for n in nodes if (e := inventory.node_entry(n.name, n.labels)) and e.gpu_count}

@@ -90,9 +90,10 @@ class Supervisor:
         """The recorded processes whose names start with one of `prefixes`, e.g. "kubelet/"."""
         return [p for p in self._store.require().processes if p.name.startswith(prefixes)]
 
-    def stop(self, record: ProcessRecord) -> None:
+    def stop(self, record: ProcessRecord, *, crash: bool = False) -> None:
+        """Stop a recorded process (`crash`: SIGKILL at once, see processes.stop)."""
         self._oom_kills.pop(record.pid, None)
-        outcome = stop(record, self._popen.pop(record.pid, None))
+        outcome = stop(record, self._popen.pop(record.pid, None), crash=crash)
         log.info("%s (pid %d): %s", record.name, record.pid, outcome)
 
     def stop_all(self) -> None:

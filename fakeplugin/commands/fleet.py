@@ -30,6 +30,11 @@ with the config of --print-kwok-config: its stages hold pods that use claims unt
 them fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
 Pending with the kubelet's FailedPrepareDynamicResources event and is retried.
 
+Like a kubelet it reconciles on start, on every re-list of the pods and every minute: claims its nodes'
+checkpoints hold that no active pod there uses, or whose ResourceClaim is gone, are unprepared (pods
+force-deleted while it was down, say); records of gone pods and the files of deleted nodes are removed.
+Restarting it after a crash is safe: pods bound meanwhile are prepared (docs/local-cluster.md).
+
 With --compute-domains every simulated node also runs NVIDIA's second kubelet plugin,
 compute-domain.nvidia.com (IMEX channels and daemons, docs/compute-domains.md), and since no container
 runs on a simulated node, the fleet plays each ComputeDomain daemon's part when its daemon claim is

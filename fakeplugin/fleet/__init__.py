@@ -10,6 +10,9 @@ node's kubelet and its fakeplugin would do for DRA, for every simulated node at 
               fakeplugin.dev/prepared ─▶ kwok's pod-ready stage (fleet.stages) makes the pod Running
     delete:   pod deleting ─▶ Unprepare (claims no other pod on the node uses) ─▶ fakeplugin.dev/unprepared
               ─▶ kwok's pod-delete stage removes the pod
+    reconcile: on start, every re-list of the pods and every minute (fleet.reconcile, the kubelet's loop)
+              ─▶ Unprepare the checkpointed claims no active pod uses or whose claim is gone; records of
+              gone pods and the files of gone nodes removed
 
 A failed prepare leaves the pod Pending with the kubelet's FailedPrepareDynamicResources event and is
 retried, as the kubelet retries on pod sync.

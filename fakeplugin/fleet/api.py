@@ -1,15 +1,27 @@
-"""The API calls a fleet makes beyond a node plugin's (fakeplugin.kube.Kube): pod annotations and the
-kubelet's events. Plain dicts in API shape, like Kube."""
+"""The API calls a fleet makes beyond a node plugin's (fakeplugin.kube.Kube): pod annotations, the
+kubelet's events, and which ResourceClaims exist (its reconcile). Plain dicts in API shape, like Kube."""
 
 from __future__ import annotations
 
 import datetime
 from urllib.parse import quote
 
-from fakeplugin.kube import Kube, Obj
+from fakeplugin.kube import NODES, RESOURCE_GROUP, RESOURCE_VERSION, Kube, Obj
+
+CLAIMS = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/resourceclaims"
 
 
 class FleetKube(Kube):
+    def node_names(self) -> set[str]:
+        """The names of every Node of the cluster (their metadata only)."""
+        items, _ = self.list(NODES, metadata_only=True)
+        return {n["metadata"]["name"] for n in items}
+
+    def claim_uids(self) -> set[str]:
+        """The UIDs of every ResourceClaim of the cluster (their metadata only)."""
+        items, _ = self.list(CLAIMS, metadata_only=True)
+        return {c["metadata"]["uid"] for c in items}
+
     def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> Obj:
         return self.annotate(
             f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}", annotations

@@ -5,7 +5,9 @@ selector); on each, every driver of the fleet (gpu.nvidia.com, and compute-domai
 runs as the NodePlugin `fakeplugin serve` runs on a kubelet node, all reading one inventory file, each
 driver hosted by the same runtime loops (runtime.host). A node's prepare side is made on its first pod
 with claims; its files live in <state-dir>/nodes/<node>/ (cdi/, plugins/<driver>/, containers/), the
-layout of a kubelet's root.
+layout of a kubelet's root. On start and every minute the fleet reconciles as a kubelet does
+(fleet.reconcile): what was prepared for pods or claims that are gone is unprepared, and the files of
+nodes that are gone are removed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
+from fakeplugin.fleet.reconcile import Reconciler
 from fakeplugin.fleet.shard import WHOLE, Shard
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.publish.node import InventoryFile
@@ -85,6 +88,15 @@ class Fleet:
             for d in drivers
         ]
         self.kubelet = FleetKubelet(kube, self._dra, threads=threads)
+        self.reconciler = Reconciler(
+            kube,
+            served=self.served,
+            plugins=self.plugins,
+            pods_on=self.kubelet.pods_on,
+            forget=self._forget,
+            owns=shard.owns,
+            dirs=self.dirs,
+        )
 
     def _nodes(self, driver: Driver, inventory: InventoryFile) -> Nodes:
         def make(name: str) -> NodePlugin:
@@ -105,7 +117,22 @@ class Fleet:
                 if stop.is_set():
                     return
         threading.Thread(target=self.kubelet.run, args=(stop,), name="pods", daemon=True).start()
+        # Reconciled once the pods were listed (the kubelet's "sources ready"), then on every re-list.
+        while not self.kubelet.synced.wait(1.0):
+            if stop.is_set():
+                return
+        threading.Thread(
+            target=self.reconciler.run, args=(stop, self.kubelet.relisted), name="reconcile", daemon=True
+        ).start()
         stop.wait()
+
+    def served(self) -> set[str]:
+        """The nodes some driver of the fleet serves now."""
+        return {name for nodes in self.nodes.values() for name in nodes.names()}
+
+    def _forget(self, node: str) -> None:
+        for nodes in self.nodes.values():
+            nodes.forget(node)
 
     def plugins(self, node: str) -> Mapping[str, NodePlugin]:
         """Driver name → that driver on `node`; empty when it is not a node of the fleet."""

@@ -3,10 +3,14 @@
 A pod with claims bound to a simulated node is queued; a worker prepares it (fleet.poddra), on which kwok
 makes it Running (fleet.stages). A failure is retried with backoff (the kubelet retries on pod sync). A
 pod that ended (Succeeded or Failed: its containers will not run again) or is deleting is unprepared,
-claims other pods of its node still use excepted, on which kwok deletes a deleting one;
-a pod deleted without waiting (forced) is unprepared all the same, as the kubelet's reconcile loop does.
+claims other pods of its node still use excepted, on which kwok deletes a deleting one; a pod deleted
+without waiting (forced) is unprepared all the same. What no pod of this process's memory covers (pods
+gone while the fleet was down, claims deleted) is the reconcile loop's (fleet.reconcile), woken by every
+list of the pods (`relisted`).
 
-Invariant: a pod is handled by one worker at a time (the queue holds each pod once).
+Invariants: a pod is handled by one worker at a time (the queue holds each pod once); a pod is known from
+its first event with claims on a served node until it is unprepared and gone (or deleting and
+annotated UNPREPARED): nothing of it is kept after.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from fakeplugin.fleet import podclaims, stages
+from fakeplugin.fleet import stages
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.poddra import PodDRA
+from fakeplugin.fleet.reconcile import claims_in_use
 from fakeplugin.runtime.informer import Source, list_and_watch
 
 log = logging.getLogger(__name__)
@@ -41,10 +46,11 @@ class FleetKubelet:
         self._dra = dra
         self._mutex = threading.Lock()
         self._pods: dict[str, _Pod] = {}  # pod UID → what we know, for pods with claims on the fleet's nodes
-        self._on_node: dict[str, set[str]] = defaultdict(set)  # node → UIDs of those pods
+        self._on_node: dict[str, set[str]] = defaultdict(set)  # node → UIDs of those pods (none: no key)
         self._queued: set[str] = set()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fleet-kubelet")
         self.synced = threading.Event()
+        self.relisted = threading.Event()  # set after every list of the pods
 
     def run(self, stop: threading.Event) -> None:
         def on_event(kind: str, obj: Obj) -> None:
@@ -66,6 +72,12 @@ class FleetKubelet:
             self._gone(obj)
         for obj in pods:
             self._seen(obj)
+        self.relisted.set()
+
+    def pods_on(self, node: str) -> list[Obj]:
+        """The pods with claims bound to `node` the fleet knows now (slim copies, `gone` when deleted)."""
+        with self._mutex:
+            return [self._pods[u].obj for u in self._on_node.get(node, ())]
 
     def _seen(self, obj: Obj) -> None:
         node = (obj.get("spec") or {}).get("nodeName")
@@ -76,6 +88,9 @@ class FleetKubelet:
             return  # not ours, or ended and unprepared: nothing more to do for it
         uid = obj["metadata"]["uid"]
         obj = _slim(obj)
+        if obj["metadata"].get("deletionTimestamp") and not _wants_work(obj):
+            self._forget(obj)  # unprepared: only kwok's deletion is left, and nothing of it is in use
+            return
         with self._mutex:
             self._pods.setdefault(uid, _Pod(obj)).obj = obj
             self._on_node[node].add(uid)
@@ -88,7 +103,7 @@ class FleetKubelet:
             pod = self._pods.get(uid)
             if pod is None:
                 return
-            pod.obj = {**obj, "gone": True}
+            pod.obj = {**_slim(obj), "gone": True}
         self._enqueue(uid)
 
     def _enqueue(self, uid: str, delay: float = 0.0) -> None:
@@ -133,21 +148,19 @@ class FleetKubelet:
 
     def _in_use_by_others(self, obj: Obj) -> set[str]:
         """Claims other live pods of the node, in the pod's namespace, use."""
-        meta, node = obj["metadata"], obj["spec"]["nodeName"]
-        with self._mutex:
-            others = [self._pods[u].obj for u in self._on_node[node] if u != meta["uid"]]
-        return {
-            name
-            for o in others
-            if not o.get("gone") and not _ended(o) and o["metadata"]["namespace"] == meta["namespace"]
-            for name in podclaims.pod_claims(o).names.values()
-        }
+        meta = obj["metadata"]
+        others = [o for o in self.pods_on(obj["spec"]["nodeName"]) if o["metadata"]["uid"] != meta["uid"]]
+        return {name for namespace, name in claims_in_use(others) if namespace == meta["namespace"]}
 
     def _forget(self, obj: Obj) -> None:
         uid, node = obj["metadata"]["uid"], obj["spec"]["nodeName"]
         with self._mutex:
             self._pods.pop(uid, None)
-            self._on_node[node].discard(uid)
+            uids = self._on_node.get(node)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._on_node[node]
 
 
 def _ended(obj: Obj) -> bool:

@@ -50,6 +50,7 @@ def list_and_watch(
     def cycle() -> None:
         items, version = source.list(kube)
         on_list(items)
+        del items  # not held for the watch's minutes: a list of thousands of pods is megabytes
         synced.set()
         for event in kube.watch(
             source.path,

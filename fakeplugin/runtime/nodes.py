@@ -5,7 +5,7 @@
 polled here; a change is handed to every node (`NodePlugin.refresh`), and whoever publishes is woken.
 
 Invariants: a node is asked for its slices only once its Node object was seen (slices are owned by it);
-one plugin per node name for the life of the process (one prepare side per node's files).
+one plugin per node name until `forget` (one prepare side per node's files: forgotten when they go).
 """
 
 from __future__ import annotations
@@ -99,12 +99,19 @@ class Nodes:
         return changed or new
 
     def _drop(self, name: str) -> bool:
-        # The plugin stays: its prepare side may be serving calls, and a node that comes back is the
-        # same node (its checkpoint and files are where they were).
+        # The plugin stays: its prepare side may be serving calls, and a node that comes back soon is
+        # the same node (its checkpoint and files are where they were) until `forget`.
         with self._mutex:
             seen = name in self._seen
             self._seen.discard(name)
             return seen
+
+    def forget(self, name: str) -> None:
+        """Drop the plugin of a node no longer seen, whose files are being removed (a fleet's node that
+        was deleted): a node of that name seen again later gets a new one."""
+        with self._mutex:
+            if name not in self._seen:
+                self._plugins.pop(name, None)
 
     # -- the inventory --------------------------------------------------------------------------------
 

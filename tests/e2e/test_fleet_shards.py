@@ -1,6 +1,7 @@
 """Two fleet processes (`cluster up --fleet-shards 2`, what `up` does above 1000 simulated nodes) share the
 simulated nodes: each publishes the slices of its shard only (fakeplugin.fleet.shard), every node's once,
-and claim pods on the nodes of both shards run."""
+and claim pods on the nodes of both shards run; after a kill -9 of both they come back as they were, and
+every claim is unprepared when its pod goes."""
 
 from __future__ import annotations
 
@@ -70,7 +71,15 @@ def test_each_fleet_publishes_its_shard_and_pods_run_on_both(cluster: Cluster) -
 
     on = wait_for(running, what="every claim pod Running", timeout=180)
     assert sorted(on) == sorted(NODES)  # one GPU per node: every node, so both shards, prepared
+    # Both shards crash and come back as they were (the same two processes, each its own half).
+    cluster.kill_fleet()
+    cluster.start_fleet()
+    again = {p.name: p for p in cluster.status() if p.name.startswith("fleet")}
+    assert set(again) == {"fleet/0", "fleet/1"} and all(p.running for p in again.values())
+    assert all(again[n].pid != fleets[n].pid for n in again)
     cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    specs = list(cluster.layout.root.glob("nodes/*/cdi/k8s.gpu.nvidia.com-claim_*.yaml"))
+    assert specs == []  # each shard unprepared the pods of its half
     assert (
         json.loads(cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE, "-o", "json").stdout)["items"]
         == []
