@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,14 +66,19 @@ def own_cluster(
     **up: Any,
 ) -> Iterator[Cluster]:
     """A module's local cluster of its own: `inventory` written to a file, `namespace` created; down after.
-    `up`: more of Cluster.up's arguments (plugin_args, kueue, ...)."""
+    `up`: more of Cluster.up's arguments (plugin_args, kueue, ...).
+
+    The state dir is a short one directly in /tmp, removed after: the kubelets' unix sockets live below it
+    (at most 107 bytes), and pytest's own temp dirs grow with every run on a machine (pytest-of-<user>/
+    pytest-<n>: one more digit at the 100th)."""
     require_cluster_host()
-    root = tmp_path_factory.mktemp(name)
-    path = root / f"{name}.yaml"
+    path = tmp_path_factory.mktemp(name) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(dict(inventory), sort_keys=False))
-    cluster = Cluster.up(path, root / "state", **up)
+    state = Path(tempfile.mkdtemp(prefix="fp-", dir="/tmp"))
+    cluster = Cluster.up(path, state, **up)
     try:
         cluster.kubectl("create", "namespace", namespace)
         yield cluster
     finally:
-        cluster.down()
+        cluster.down(purge=True)
+        shutil.rmtree(state, ignore_errors=True)
