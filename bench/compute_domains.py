@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from fleet import report
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain import api
@@ -264,9 +265,7 @@ def main() -> int:
     finally:
         if not args.keep:
             cluster.down()
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    report(results, args.json)
     return 0
 
 

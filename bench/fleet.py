@@ -144,6 +144,14 @@ def simulated_inventory(state_dir: Path, profile: str, nodes: int, gpus: int) ->
     return path
 
 
+def report(results: dict[str, Any], json_path: Path | None) -> None:
+    """The results on stdout, and in `json_path` too when given (every bench's --json)."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if json_path:
+        json_path.write_text(text + "\n")
+
+
 def cpu_by_process(cluster: Cluster) -> dict[str, float]:
     return {p.name: cpu_seconds(p.pid) for p in cluster.status() if p.running}
 
@@ -333,9 +341,7 @@ def main() -> int:
     finally:
         if not args.keep:
             cluster.down()
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    report(results, args.json)
     return 0
 
 

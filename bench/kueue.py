@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fleet import NAMESPACE, PodWatch, cpu_by_process, simulated_inventory, wait_until
+from fleet import NAMESPACE, PodWatch, cpu_by_process, report, simulated_inventory, wait_until
 
 from fakeplugin.cluster import Cluster, kueue
 from fakeplugin.fleet.api import FleetKube
@@ -236,10 +236,7 @@ def main() -> int:
         admissions.stop.set()
     finally:
         cluster.down()
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    report(results, args.json)
     return 0
 
 

@@ -536,7 +536,6 @@ def prepare(tmp_path: Path, pool: NodeDevices, claims: dict[str, list[str]]) -> 
         ]
         return {"metadata": {"uid": uid}, "status": {"allocation": {"devices": {"results": results}}}}
 
-    (tmp_path / "boot_id").write_text("0b00b00b-0000-4000-8000-000000000001\n")
     preparer = Preparer(
         driver_name="gpu.nvidia.com",
         node_name="n",
@@ -544,7 +543,7 @@ def prepare(tmp_path: Path, pool: NodeDevices, claims: dict[str, list[str]]) -> 
         get_claim=get_claim,
         cdi_root=tmp_path / "cdi",
         plugin_dir=tmp_path / "plugin",
-        boot_id_file=tmp_path / "boot_id",
+        boot_id="0b00b00b-0000-4000-8000-000000000001",
     )
     refs = [ClaimRef("ns", uid, f"claim-{uid}") for uid in claims]
     outcome = preparer.prepare(refs)

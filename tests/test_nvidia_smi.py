@@ -438,7 +438,6 @@ def test_spec_mounts_are_valid_cdi_and_keep_the_minimum_version(tmp_path: Path) 
 
 
 def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
-    (tmp_path / "boot_id").write_text("0b00b00b-0000-4000-8000-000000000001\n")
     ref = ClaimRef(namespace="ns", uid=UUID_A, name="claim")
     result = {"request": "gpus", "driver": DRIVER, "pool": "node-a", "device": "gpu-1"}
     claim = {"metadata": {"uid": UUID_A}, "status": {"allocation": {"devices": {"results": [result]}}}}
@@ -450,7 +449,7 @@ def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
         get_claim=lambda namespace, name: claim,
         cdi_root=tmp_path / "cdi",
         plugin_dir=plugin,
-        boot_id_file=tmp_path / "boot_id",
+        boot_id="0b00b00b-0000-4000-8000-000000000001",
     )
     script, program = plugin / "bin/nvidia-smi", plugin / "bin/nvidia-smi.awk"
     assert script.read_text() == smi.script_text() and script.stat().st_mode & 0o777 == 0o755

@@ -16,8 +16,8 @@ import pytest
 from fakeplugin import releases
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import versions
+from fakeplugin.drivers.gpu import GpuDriver
 from fakeplugin.prepare import checkpoint
-from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish import inventory
 from fakeplugin.server import app
 
@@ -37,7 +37,7 @@ def test_serve_defaults_are_the_servers_and_the_checkpoints(monkeypatch: pytest.
     assert Path(args.kubelet_registrar_directory_path) == app.KUBELET_REGISTRY_DIR
     assert Path(args.kubelet_plugins_directory_path) == app.KUBELET_PLUGINS_DIR
     assert Path(args.boot_id_file) == checkpoint.BOOT_ID_FILE
-    assert inspect.signature(Preparer).parameters["boot_id_file"].default == checkpoint.BOOT_ID_FILE
+    assert inspect.signature(GpuDriver).parameters["boot_id_file"].default == checkpoint.BOOT_ID_FILE
 
 
 def field_rows(text: str) -> dict[str, str]:

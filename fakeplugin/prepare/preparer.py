@@ -72,8 +72,7 @@ class Preparer:
         get_claim: Callable[[str, str], dict],
         cdi_root: Path,
         plugin_dir: Path,
-        boot_id_file: Path = cp.BOOT_ID_FILE,
-        boot_id: str | None = None,
+        boot_id: str,
         sync_checkpoint: bool = True,
         lock_timeout: float = 10.0,
         device_nodes: bool = False,
@@ -96,9 +95,7 @@ class Preparer:
         self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(
             plugin_dir / cp.FILE_NAME,
-            boot_id=cp.read_boot_id(boot_id_file)
-            if boot_id is None
-            else boot_id,  # given: read by the caller
+            boot_id=boot_id,
             sync=sync_checkpoint,
         )
         self._files = ClaimFiles(

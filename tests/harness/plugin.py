@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.model import ClaimRef, GpuDevice
+from fakeplugin.prepare.checkpoint import read_boot_id
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.server import ServerSettings, run
 from tests.harness import DRIVER
@@ -98,7 +99,7 @@ def preparer(root: Path, **overrides: Any) -> Preparer:
         "get_claim": JsonClaims(root),
         "cdi_root": cdi_root(root),
         "plugin_dir": plugin_dir(root),
-        "boot_id_file": boot_id,
+        "boot_id": read_boot_id(boot_id),
         **overrides,
     }
     return Preparer(**kwargs)

@@ -94,7 +94,7 @@ class Node:
             "get_claim": self.get_claim,
             "cdi_root": self.cdi_root,
             "plugin_dir": self.plugin_dir,
-            "boot_id_file": self.boot_id_file,
+            "boot_id": cp.read_boot_id(self.boot_id_file),
             **overrides,
         }
         return Preparer(**kwargs)
