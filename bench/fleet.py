@@ -4,6 +4,7 @@
     python bench/fleet.py --nodes 100 --pods 400  # a quick look
     python bench/fleet.py --json out.json --keep  # keep the cluster to look around
     python bench/fleet.py --nodes 200 --pods 400 --soak 5   # RSS per cycle
+    python bench/fleet.py --nodes 5000 --pods 10000 --waves 1 --claimless   # claim pods vs claimless pods
 
 Brings up a local cluster (`fakeplugin cluster up`: etcd, kube-apiserver, -scheduler, -controller-manager,
 kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose inventory is one entry:
@@ -20,6 +21,9 @@ kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose i
              goes when the scheduler or the API server, not the fleet, is the limit
   memory     RSS of the fleet once published and idle, and the peaks (fleet, whole cluster: the sum of
              every process of the cluster), sampled every second
+  claimless  with --claimless, after the claim waves, one wave of --pods pods without claims on the
+             same nodes, measured the same way: the control plane's ceiling here. Reported: claim
+             pods/s over claimless pods/s (the first claim wave's), and each process's CPU ms per pod
   soak       RSS of the fleet after each wave's scale-down (every pod and claim gone, SETTLE_SECONDS
              later): `--soak N` runs N waves and reports the RSS per cycle and how much it grew per pod
              served after the first cycle (flat: nothing kept per pod or claim once it is gone)
@@ -169,37 +173,37 @@ def wait_until(what: str, done: Any, timeout: float, progress: Any = None) -> fl
     return time.monotonic() - started
 
 
-def workload(pods: int) -> list[dict[str, Any]]:
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
-        "spec": {
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+def workload(pods: int, name: str, claims: bool) -> list[dict[str, Any]]:
+    """A Deployment of `pods` pods named `name`, each with one GPU from a ResourceClaimTemplate when
+    `claims`, else none (the claimless control: the control plane's own rate on the same nodes)."""
+    container: dict[str, Any] = {"name": "ctr", "image": "busybox"}
+    pod_spec: dict[str, Any] = {"terminationGracePeriodSeconds": 0, "containers": [container]}
+    items: list[dict[str, Any]] = []
+    if claims:
+        container["resources"] = {"claims": [{"name": "gpu"}]}
+        pod_spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        gpu = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+        items.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+                "spec": {"spec": {"devices": {"requests": [gpu]}}},
             }
-        },
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "gpu-pods", "namespace": NAMESPACE},
-        "spec": {
-            "replicas": pods,
-            "selector": {"matchLabels": {"app": "gpu-pods"}},
-            "template": {
-                "metadata": {"labels": {"app": "gpu-pods"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {"name": "ctr", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
-                    ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                },
+        )
+    items.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "replicas": pods,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
             },
-        },
-    }
-    return [template, deployment]
+        }
+    )
+    return items
 
 
 def cdi_specs(cluster: Cluster) -> int:
@@ -207,8 +211,16 @@ def cdi_specs(cluster: Cluster) -> int:
 
 
 def wave(
-    cluster: Cluster, kube: FleetKube, watch: PodWatch, pods: int, *, first: bool, fleet_pids: list[int]
+    cluster: Cluster,
+    kube: FleetKube,
+    watch: PodWatch,
+    pods: int,
+    *,
+    first: bool,
+    fleet_pids: list[int],
+    claims: bool = True,
 ) -> dict[str, Any]:
+    name = "gpu-pods" if claims else "plain-pods"
     pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
     before = cpu_by_process(cluster)
     started = time.monotonic()
@@ -217,10 +229,10 @@ def wave(
             "create",
             "-f",
             "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": workload(pods)}),
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": workload(pods, name, claims)}),
         )
     else:
-        cluster.kubectl("scale", "deployment", "gpu-pods", "-n", NAMESPACE, f"--replicas={pods}")
+        cluster.kubectl("scale", "deployment", name, "-n", NAMESPACE, f"--replicas={pods}")
 
     wait_until(
         f"{pods} pods Running", lambda: watch.running() >= pods, 1800, lambda: f"{watch.running()} Running"
@@ -228,20 +240,26 @@ def wave(
     elapsed = time.monotonic() - started
     after = cpu_by_process(cluster)
     specs = cdi_specs(cluster)
-    if specs != pods:
+    if specs != (pods if claims else 0):
         raise SystemExit(f"{pods} pods Running but {specs} CDI specs on the simulated nodes")
+    cpu = {n: after[n] - before.get(n, 0.0) for n in sorted(after)}
     result = {
+        "claims": claims,
         "pods": pods,
         "seconds": round(elapsed, 1),
         "podsPerSecond": round(pods / elapsed, 1),
-        "cpuSeconds": {n: round(after[n] - before.get(n, 0.0), 1) for n in sorted(after)},
+        "cpuSeconds": {n: round(v, 1) for n, v in cpu.items()},
+        "cpuMsPerPod": {n: round(v * 1000 / pods, 2) for n, v in cpu.items()},
     }
     print(
-        f"  {pods} pods Running in {elapsed:.1f} s: {pods / elapsed:.1f} pods/s", file=sys.stderr, flush=True
+        f"  {pods} {'claim' if claims else 'claimless'} pods Running in {elapsed:.1f} s: "
+        f"{pods / elapsed:.1f} pods/s",
+        file=sys.stderr,
+        flush=True,
     )
 
     started = time.monotonic()
-    cluster.kubectl("scale", "deployment", "gpu-pods", "-n", NAMESPACE, "--replicas=0")
+    cluster.kubectl("scale", "deployment", name, "-n", NAMESPACE, "--replicas=0")
     claims_path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
     # terminationGracePeriodSeconds 0: the API server removes each pod at once, and the fleet unprepares
     # from its DELETED event (as a kubelet's reconcile loop would), maybe after the claims are gone.
@@ -283,6 +301,11 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=4000)
     parser.add_argument("--waves", type=int, default=2)
     parser.add_argument("--soak", type=int, metavar="N", help="N waves, reporting the fleet's RSS per cycle")
+    parser.add_argument(
+        "--claimless",
+        action="store_true",
+        help="also one wave of claimless pods: the control plane's ceiling",
+    )
     parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-fleet"))
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
@@ -331,6 +354,14 @@ def main() -> int:
             for i in range(waves)
         ]
         results["soak"] = soak(results["waves"])
+        if args.claimless:
+            plain = wave(
+                cluster, kube, watch, args.pods, first=True, fleet_pids=[f.pid for f in fleets], claims=False
+            )
+            results["claimless"] = plain
+            results["claimOverClaimless"] = round(
+                results["waves"][0]["podsPerSecond"] / plain["podsPerSecond"], 2
+            )
         sampler.stop.set()
         watch.stop.set()
         results["peakRssMiB"] = {

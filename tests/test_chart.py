@@ -28,7 +28,7 @@ from fakeplugin.computedomain.controller import objects as cd_objects
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_device_classes
 from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.publish.inventory import parse_inventory
-from tests.harness.rbac import CONTROLLER_CALLS, DAEMON_CALLS, KUBELET_PLUGIN_CALLS
+from tests.harness.rbac import CONTROLLER_CALLS, DAEMON_CALLS, FLEET_CALLS, KUBELET_PLUGIN_CALLS
 from tests.harness.tooling import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +52,8 @@ CD_CASES: dict[str, tuple[str, ...]] = {
     "compute-domains": ("--set", "resources.computeDomains.enabled=true"),
     "compute-domains-everything": ("-f", "tests/golden/chart/values/compute-domains-everything.yaml"),
 }
+# Fleet mode (fleet.enabled): goldens too, with the fleet's and kwok's objects.
+FLEET_CASES: dict[str, tuple[str, ...]] = {"fleet": ("-f", "tests/golden/chart/values/fleet.yaml")}
 KINDS = sorted(
     [
         "ServiceAccount",
@@ -138,9 +140,9 @@ def empty_or_null_fields(value: Any, path: str = "") -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("case", [*CASES, *CD_CASES])
+@pytest.mark.parametrize("case", [*CASES, *CD_CASES, *FLEET_CASES])
 def test_render_matches_golden(helm: Path, case: str) -> None:
-    text = render(helm, *{**CASES, **CD_CASES}[case])
+    text = render(helm, *{**CASES, **CD_CASES, **FLEET_CASES}[case])
     golden = GOLDEN / f"{case}.yaml"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.write_text(text)
@@ -213,6 +215,12 @@ def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
         (("--set", "inventory=null"), NAMESPACE, "inventory is empty"),
         (("--set", "driverName=GPU_nvidia"), NAMESPACE, "/driverName"),
         (("--set", "logVerbosity=loud"), NAMESPACE, "/logVerbosity"),
+        (
+            ("--set", "fleet.enabled=true,resources.computeDomains.enabled=true"),
+            NAMESPACE,
+            "fleet.enabled with resources.computeDomains.enabled: the chart's fleet runs gpu.nvidia.com only",
+        ),
+        (("--set", "fleet.shards=0"), NAMESPACE, "/fleet/shards"),
     ],
     ids=[
         "host-managed-imex",
@@ -221,6 +229,8 @@ def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
         "no-inventory",
         "bad-driver-name",
         "bad-verbosity",
+        "fleet-with-compute-domains",
+        "no-fleet-shards",
     ],
 )
 def test_refuses_what_the_fake_cannot_do(
@@ -632,3 +642,91 @@ def test_controller_reads_and_renews_only_its_own_lease(helm: Path) -> None:
 def test_compute_domain_rbac_leaves_the_gpu_plugins_role_unchanged(helm: Path) -> None:
     name = only(objects(render(helm)), "ClusterRole")["metadata"]["name"]
     assert named(cd_render(helm), "ClusterRole", name) == only(objects(render(helm)), "ClusterRole")
+
+
+# -- fleet mode (fleet.enabled) -------------------------------------------------------------------------
+
+
+def fleet_render(helm: Path, *args: str) -> list[dict[str, Any]]:
+    return objects(render(helm, *FLEET_CASES["fleet"], *args))
+
+
+def test_fleet_is_off_by_default_and_adds_only_its_objects(helm: Path) -> None:
+    default = objects(render(helm))
+    assert not [o for o in default if "fleet" in o["metadata"]["name"] or "kwok" in o["metadata"]["name"]]
+    fleet = fleet_render(helm)
+    added = sorted(
+        (o["kind"], o["metadata"]["name"])
+        for o in fleet
+        if (o["kind"], o["metadata"]["name"]) not in {(d["kind"], d["metadata"]["name"]) for d in default}
+    )
+    assert added == sorted(
+        [
+            *[(k, f"{RELEASE}-fleet") for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")],
+            ("Deployment", f"{RELEASE}-fleet-0"),
+            ("Deployment", f"{RELEASE}-fleet-1"),
+            *[
+                (k, f"{RELEASE}-kwok")
+                for k in ("ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+            ],
+            ("Deployment", f"{RELEASE}-kwok"),
+        ]
+    )
+    for obj in fleet:
+        assert empty_or_null_fields(obj) == [], f"{obj['kind']} {obj['metadata']['name']}"
+    no_kwok = fleet_render(helm, "--set", "fleet.kwok.enabled=false")
+    assert not [o for o in no_kwok if o["metadata"]["name"].endswith("-kwok")]
+
+
+def test_each_fleet_shard_runs_the_fleet_command_on_the_inventory(helm: Path) -> None:
+    objs = fleet_render(helm)
+    role = f"{RELEASE}-fleet"
+    for shard in (0, 1):
+        deployment = named(objs, "Deployment", f"{role}-{shard}")
+        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == role
+        [container] = pod["containers"]
+        args = build_parser().parse_args(container["args"])
+        assert args.shard == f"{shard}/2"
+        assert args.create_nodes == f"{NAMESPACE}.{RELEASE}"
+        assert args.owner_cluster_role == role and named(objs, "ClusterRole", role)
+        env = env_of(container)
+        assert env["FAKEPLUGIN_INVENTORY"] == "/etc/fakeplugin/inventory.yaml"
+        assert env["FAKEPLUGIN_FLEET_THREADS"] == "4" and env["EXTRA"] == "1"
+        assert set(env) - {"EXTRA"} <= _env_vars("fleet")
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts == {"inventory": "/etc/fakeplugin", "state": env["FAKEPLUGIN_FLEET_STATE_DIR"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["inventory"]["configMap"]["name"] == f"{RELEASE}-inventory"
+        assert volumes["state"] == {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}}
+        # Never on a simulated node.
+        [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term["matchExpressions"] == [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]
+
+
+def test_fleet_rbac_is_exactly_the_fleets_calls(helm: Path) -> None:
+    objs = fleet_render(helm)
+    role = named(objs, "ClusterRole", f"{RELEASE}-fleet")
+    assert granted(objs, f"{RELEASE}-fleet") == FLEET_CALLS
+    [own] = [r for r in role["rules"] if r["resources"] == ["clusterroles"]]
+    assert own["resourceNames"] == [role["metadata"]["name"]]
+
+
+def test_kwok_runs_with_the_fleets_stages(helm: Path) -> None:
+    from fakeplugin.fleet.stages import kwok_config_yaml
+
+    assert (CHART / "files" / "kwok.yaml").read_text() == kwok_config_yaml(), (
+        "charts/fakeplugin/files/kwok.yaml: regenerate with `fakeplugin fleet --print-kwok-config`"
+    )
+    objs = fleet_render(helm)
+    config = named(objs, "ConfigMap", f"{RELEASE}-kwok")
+    assert config["data"]["kwok.yaml"] == kwok_config_yaml()
+    pod = named(objs, "Deployment", f"{RELEASE}-kwok")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == "fakeplugin.local/kwok:v0.8.0"
+    assert "--config=/etc/kwok/kwok.yaml" in container["args"]
+    assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in container["args"]
+    assert pod["volumes"] == [{"name": "config", "configMap": {"name": f"{RELEASE}-kwok"}}]

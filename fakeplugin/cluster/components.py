@@ -314,32 +314,6 @@ def plugin_argv(
     ]
 
 
-def node_addresses(name: str) -> list[dict[str, str]]:
-    return [{"type": "InternalIP", "address": LOOPBACK}, {"type": "Hostname", "address": name}]
-
-
-def simulated_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    """A Node kwok plays (its annotation kwok.x-k8s.io/node=fake): no kubelet; kwok's node-ready stage
-    (fakeplugin.fleet.stages) makes it Ready, keeping this capacity."""
-    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                **labels,
-            },
-            "annotations": {KWOK_ANNOTATION: KWOK_ANNOTATION_VALUE},
-        },
-        "status": {"capacity": capacity, "allocatable": capacity, "addresses": node_addresses(name)},
-    }
-
-
 def kwok_argv(binary: Path, layout: StateLayout) -> list[str]:
     return [
         str(binary),

@@ -18,6 +18,7 @@ from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
+from fakeplugin.fleet.nodeobjects import node_addresses, simulated_node
 
 log = logging.getLogger("fakeplugin.cluster")
 
@@ -27,9 +28,7 @@ def register_simulated_nodes(kubectl: Kubectl, nodes: list[ClusterNode]) -> None
     if not nodes:
         return
     # kubectl creates one at a time: a thousand nodes take a while on a busy machine.
-    kubectl.send(
-        "create", [components.simulated_node(n.name, n.labels) for n in nodes], timeout=60 + len(nodes) / 10
-    )
+    kubectl.send("create", [simulated_node(n.name, n.labels) for n in nodes], timeout=60 + len(nodes) / 10)
     shown = ", ".join(n.name for n in nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
     log.info("simulated nodes registered: %s", shown)
 
@@ -94,7 +93,7 @@ class KubeletNodes:
         for node in kubelet_nodes:
             # The kubelet refuses a loopback --node-ip as the node's address ("nodeIP can't be loopback
             # address") and leaves the addresses empty; it never overwrites them once set.
-            addresses = {"status": {"addresses": components.node_addresses(node.name)}}
+            addresses = {"status": {"addresses": node_addresses(node.name)}}
             self._kubectl(
                 "patch",
                 "node",

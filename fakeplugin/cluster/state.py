@@ -21,7 +21,6 @@ from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
-from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
 from fakeplugin.publish.inventory import Inventory
 
 
@@ -60,10 +59,7 @@ def cluster_nodes(inventory: Inventory, simulated_nodes: int) -> list[ClusterNod
     for entry in inventory.nodes:
         for name in entry.node_names():
             index = kubelets if entry.kubelet else -1
-            labels = dict(entry.labels)
-            if entry.clique_id:  # as GPU Feature Discovery labels a node of a multi-node NVLink fabric
-                labels[GPU_CLIQUE_LABEL] = entry.clique_id
-            nodes.append(ClusterNode(name, entry.kubelet, labels, entry.gpu_count, index))
+            nodes.append(ClusterNode(name, entry.kubelet, entry.node_labels, entry.gpu_count, index))
             kubelets += entry.kubelet
     taken = {n.name for n in nodes}
     for i in range(1, simulated_nodes + 1):

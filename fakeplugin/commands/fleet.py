@@ -25,7 +25,9 @@ the claims of each pod bound there with the same prepare core (CDI spec, checkpo
 nvidia-smi data) before kwok may make the pod Running; unprepare when the pod is deleted.
 
 The nodes served are the Node objects kwok manages (annotation kwok.x-k8s.io/node=fake); what each
-publishes comes from the inventory (by name, namePrefix + replicas, or label selector). kwok must run
+publishes comes from the inventory (by name, namePrefix + replicas, or label selector). With
+--create-nodes the fleet makes those Node objects itself, for the inventory's `kubelet: false` nodes, and
+keeps them as the inventory says (the chart's fleet mode: docs/chart-fleet.md). kwok must run
 with the config of --print-kwok-config: its stages hold pods that use claims until the fleet annotated
 them fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
 Pending with the kubelet's FailedPrepareDynamicResources event and is retried.
@@ -50,6 +52,7 @@ examples:
   fakeplugin fleet --inventory fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
   fakeplugin fleet --inventory fleet.yaml --state-dir /tmp/fleet --shard 0/2 &     # two processes
   fakeplugin fleet --inventory fleet.yaml --state-dir /tmp/fleet --shard 1/2 &     # for one fleet
+  fakeplugin fleet --inventory fleet.yaml --create-nodes my-fleet    # it makes the Nodes, too
   fakeplugin fleet --inventory examples/gb200-nvl72.yaml --compute-domains \\
       --namespace nvidia-dra-driver-gpu --state-dir /tmp/fleet     # NVL72 racks with ComputeDomains
 
@@ -127,6 +130,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="serve only the simulated Nodes this label selector matches (kwok's flag of the same name: one "
         "fleet per kwok shard, by the same selector)",
     )
+    flag(
+        p,
+        "--create-nodes",
+        env="FAKEPLUGIN_FLEET_CREATE_NODES",
+        default="",
+        metavar="OWNER",
+        help="create the Node objects of the inventory's `kubelet: false` nodes (this shard's), labelled "
+        "fakeplugin.dev/fleet=OWNER, and keep them as the inventory says: relabel, delete those it drops "
+        "(without this, someone else creates them: `cluster up`, or you)",
+    )
+    flag(
+        p,
+        "--owner-cluster-role",
+        env="FAKEPLUGIN_FLEET_OWNER_CLUSTER_ROLE",
+        default="",
+        metavar="NAME",
+        help="with --create-nodes: the Nodes are owned by this ClusterRole (an ownerReference): deleting it "
+        "deletes them and their ResourceSlices, fleet running or not (the chart: the fleet's ClusterRole)",
+    )
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -148,6 +170,15 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.shard import parse_shard
 
     shard = parse_shard(args.shard)
+    if args.create_nodes and args.label_selector:
+        raise ValueError(
+            "--create-nodes with --manage-nodes-with-label-selector: a fleet that creates its Nodes shards "
+            "them with --shard only"
+        )
+    if args.owner_cluster_role and not args.create_nodes:
+        raise ValueError(
+            "--owner-cluster-role: only with --create-nodes (it owns the Nodes the fleet creates)"
+        )
 
     from fakeplugin.computedomain.api import DRIVER_NAME
     from fakeplugin.drivers.computedomain import ComputeDomainDriver
@@ -171,6 +202,12 @@ def run(args: argparse.Namespace) -> int:
         drivers.append(
             ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True, retry_seconds=0)
         )
+    node_owner = None
+    if args.create_nodes:
+        from fakeplugin.fleet.nodeobjects import NodeOwner, cluster_role_owner
+
+        owner_ref = cluster_role_owner(kube, args.owner_cluster_role) if args.owner_cluster_role else None
+        node_owner = NodeOwner(kube, inventory, owner=args.create_nodes, owns=shard.owns, owner_ref=owner_ref)
     fleet = Fleet(
         kube,
         inventory=inventory,
@@ -179,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         shard=shard,
         label_selector=args.label_selector,
+        node_owner=node_owner,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.kubelet import FleetKubelet
+from fakeplugin.fleet.nodeobjects import NodeOwner
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.reconcile import Reconciler
 from fakeplugin.fleet.shard import WHOLE, Shard
@@ -27,7 +28,11 @@ from fakeplugin.runtime.driver import Driver, NodeDirs, NodePlugin
 from fakeplugin.runtime.host import Host
 from fakeplugin.runtime.nodes import Nodes
 
-RESYNC_SECONDS = 60  # every pool is re-planned from a fresh list of all the driver's slices this often
+# Every pool is re-planned from a fresh list of all the driver's slices this often: a safety net only,
+# since the publisher also watches the slices and re-plans when someone else changes one of ours. At 5000
+# nodes a pass is seconds of CPU per process (two lists of 80 MB of JSON, every node's desired slices), so
+# a minute made it most of the fleet's CPU in a wave (issue 20, docs/benchmarks.md).
+RESYNC_SECONDS = 600
 
 
 class FleetDirs:
@@ -57,7 +62,8 @@ def is_simulated(node: Obj) -> bool:
 class Fleet:
     """`drivers`: the DRA drivers every simulated node runs, each published and prepared for on its own,
     as a node's kubelet plugins are. `shard`, `label_selector`: the nodes of this process when several
-    share the cluster (fleet.shard)."""
+    share the cluster (fleet.shard). `node_owner`: keeps the inventory's Node objects, when the fleet
+    owns them (fleet.nodeobjects)."""
 
     def __init__(
         self,
@@ -69,8 +75,10 @@ class Fleet:
         threads: int = 8,
         shard: Shard = WHOLE,
         label_selector: str = "",
+        node_owner: NodeOwner | None = None,
     ) -> None:
         self.dirs = FleetDirs(state_dir)
+        self._node_owner = node_owner
         self._shard = shard
         self._dra = PodDRA(
             kube, plugins=self.plugins, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
@@ -109,6 +117,10 @@ class Fleet:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop`: follow the nodes and the inventory, publish, prepare. Returns when stopped."""
+        if self._node_owner:
+            threading.Thread(
+                target=self._node_owner.run, args=(stop,), name="node-objects", daemon=True
+            ).start()
         for host in self.hosts:
             host.start(stop)
         # The pod watch acts on the nodes it knows: started once every driver listed them.

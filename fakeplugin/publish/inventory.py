@@ -97,6 +97,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin import quantity, releases
+from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
 from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.model import Fabric
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
@@ -191,6 +192,15 @@ class NodeEntry:
     def clique_id(self) -> str:
         """The clique ID of every node of the entry (`<clusterUUID>.<clique>`); "" without a fabric."""
         return self.fabric.clique_id if self.fabric else ""
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """The labels of every Node the entry names: its own, and the clique label of a fabric (as GPU
+        Feature Discovery labels a node of a multi-node NVLink fabric)."""
+        labels = dict(self.labels)
+        if self.clique_id:
+            labels[GPU_CLIQUE_LABEL] = self.clique_id
+        return labels
 
     @property
     def gpu_count(self) -> int:

@@ -550,3 +550,47 @@ def test_compute_domain_service_accounts_may_make_exactly_their_calls(
     got = reviews_allowed(rbac_apiserver, user, CD_NAMESPACE, attrs)
     wrong = [(a, want) for a, want, have in zip(attrs, expected, got, strict=True) if want != have]
     assert wrong == [], f"{component}: (attributes, should be allowed) that the API server answered otherwise"
+
+
+FLEET_NAMESPACE, FLEET_RELEASE = "fleet-driver", "fp-fleet"
+FLEET_RESOURCES = {
+    ("", "nodes"): False,
+    ("", "pods"): True,
+    ("", "events"): True,
+    ("resource.k8s.io", "resourceslices"): False,
+    ("resource.k8s.io", "resourceclaims"): True,
+    ("rbac.authorization.k8s.io", "clusterroles"): False,
+}
+
+
+def test_fleet_service_account_may_make_exactly_its_calls(rbac_apiserver: ApiServer) -> None:
+    """Fleet mode's RBAC (tests/harness/rbac.py FLEET_CALLS) on a real authorizer: every call of the fleet
+    allowed, in any namespace; every other verb on those resources refused; its own ClusterRole readable
+    (the Nodes' owner), no other."""
+    from tests.harness.rbac import FLEET_CALLS
+
+    objs = render(
+        FLEET_NAMESPACE, FLEET_RELEASE, "gpu.fleet.example.com", "-f", "tests/golden/chart/values/fleet.yaml"
+    )
+    created = rbac_apiserver.kubectl("create", "namespace", FLEET_NAMESPACE)
+    assert created.returncode == 0, created.stderr
+    applied = rbac_apiserver.kubectl("apply", "-f", "-", input=as_list(objs))
+    assert applied.returncode == 0, applied.stderr
+    [deployment, *_] = [o for o in objs if o["kind"] == "Deployment" and "-fleet-" in o["metadata"]["name"]]
+    service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    user = f"system:serviceaccount:{FLEET_NAMESPACE}:{service_account}"
+    attrs, expected = [], []
+    for (group, resource), namespaced in FLEET_RESOURCES.items():
+        for verb in CD_VERBS:
+            for where in [FLEET_NAMESPACE, "team-b"] if namespaced else [""]:
+                granted = ("cluster", group, resource, verb) in FLEET_CALLS
+                if resource == "clusterroles":
+                    attrs.append((verb, group, resource, where, f"{service_account}-other"))
+                    expected.append(False)  # only its own
+                    attrs.append((verb, group, resource, where, service_account))
+                else:
+                    attrs.append((verb, group, resource, where, ""))
+                expected.append(granted)
+    got = reviews_allowed(rbac_apiserver, user, FLEET_NAMESPACE, attrs)
+    wrong = [(a, want) for a, want, have in zip(attrs, expected, got, strict=True) if want != have]
+    assert wrong == [], "fleet: (attributes, should be allowed) that the API server answered otherwise"

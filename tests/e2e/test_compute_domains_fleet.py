@@ -298,7 +298,7 @@ def test_a_node_that_leaves_its_clique_leaves_the_domain_until_it_comes_back(
 
 def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
     same_clique = {
-        "nodeSelector": {"type": "kwok"},  # the racks' nodes (fakeplugin.cluster.components.simulated_node)
+        "nodeSelector": {"type": "kwok"},  # the racks' nodes (fakeplugin.fleet.nodeobjects.simulated_node)
         "affinity": {
             "podAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [

@@ -192,3 +192,90 @@ def test_a_pod_without_claims_runs_on_a_simulated_worker(mixed: Cluster) -> None
     assert [c["name"] for c in status["containerStatuses"] if c["ready"]] == ["ctr"]
     delete_pod(mixed, "plain")
     assert not [p for p in items(mixed, "pods", "-n", NAMESPACE) if p["metadata"]["name"] == "plain"]
+
+
+OWNED = {
+    "driverVersion": "580.126.20",
+    "cudaDriverVersion": "13.0",
+    "nodes": [
+        {
+            "namePrefix": "owned-",
+            "replicas": 3,
+            "kubelet": False,
+            "labels": {"pool": "owned", "zone": "z1"},
+            "gpus": [{"profile": "h200", "count": 1}],
+        }
+    ],
+}
+
+
+def owned_nodes(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in items(cluster, "nodes", "-l", "fakeplugin.dev/fleet=e2e")}
+
+
+def test_a_fleet_that_owns_its_nodes_creates_relabels_deletes_and_the_gc_removes_them(
+    mixed: Cluster, tmp_path: Path
+) -> None:
+    """fleet --create-nodes (NodeOwner) on the real API server: the inventory's Nodes created, with kwok's
+    annotation and an ownerReference to a ClusterRole; an inventory edit relabels and deletes; a Node of
+    one of its names that it did not make is left alone; deleting the ClusterRole makes the real garbage
+    collector delete every Node it owns."""
+    from fakeplugin.fleet.api import FleetKube
+    from fakeplugin.fleet.nodeobjects import NodeOwner, cluster_role_owner
+    from fakeplugin.kube import new_api_client
+    from fakeplugin.publish.node import InventoryFile
+
+    path = tmp_path / "owned.yaml"
+    path.write_text(yaml.safe_dump(OWNED))
+    mixed.kubectl("create", "clusterrole", "e2e-fleet-owner", "--verb=get", "--resource=nodes")
+    kube = FleetKube(new_api_client(str(mixed.kubeconfig)))
+    foreign = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "owned-2", "labels": {"mine": "yes"}}}
+    mixed.kubectl("create", "-f", "-", input=json.dumps(foreign))
+    try:
+        inventory = InventoryFile(path)
+        owner = NodeOwner(
+            kube,
+            inventory,
+            owner="e2e",
+            owns=lambda _: True,
+            owner_ref=cluster_role_owner(kube, "e2e-fleet-owner"),
+        )
+        assert owner.sync() == (2, 0, 0)  # owned-2 is someone else's
+        nodes = owned_nodes(mixed)
+        assert sorted(nodes) == ["owned-0", "owned-1"]
+        meta = nodes["owned-0"]["metadata"]
+        assert meta["labels"]["pool"] == "owned" and meta["labels"]["zone"] == "z1"
+        assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
+        assert [r["kind"] + "/" + r["name"] for r in meta["ownerReferences"]] == [
+            "ClusterRole/e2e-fleet-owner"
+        ]
+        assert get(mixed, "node", "owned-2")["metadata"]["labels"].get("mine") == "yes"  # untouched
+        # kwok plays them: Ready.
+        wait_for(
+            lambda: all(
+                any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in n.get("status", {}).get("conditions", [])
+                )
+                for n in owned_nodes(mixed).values()
+            ),
+            what="the owned Nodes Ready",
+        )
+        assert owner.sync() == (0, 0, 0)
+
+        edited = yaml.safe_load(path.read_text())
+        edited["nodes"][0]["replicas"] = 1
+        edited["nodes"][0]["labels"] = {"pool": "owned"}
+        path.write_text(yaml.safe_dump(edited))
+        assert inventory.reload_if_changed()
+        assert owner.sync() == (0, 1, 1)
+        nodes = owned_nodes(mixed)
+        assert sorted(nodes) == ["owned-0"]
+        assert "zone" not in nodes["owned-0"]["metadata"]["labels"]
+
+        mixed.kubectl("delete", "clusterrole", "e2e-fleet-owner")
+        wait_for(lambda: not owned_nodes(mixed), what="the garbage collector deleting the owned Nodes")
+        assert get(mixed, "node", "owned-2")["metadata"]["name"] == "owned-2"
+    finally:
+        mixed.kubectl("delete", "clusterrole", "e2e-fleet-owner", "--ignore-not-found")
+        mixed.kubectl("delete", "node", "owned-0", "owned-1", "owned-2", "--ignore-not-found")

@@ -71,3 +71,25 @@ DAEMON_CALLS = {
     ("cluster", "", "nodes", "get"),
     ("cluster", "", "nodes", "watch"),
 }
+# `fakeplugin fleet --create-nodes --owner-cluster-role` (the chart's fleet mode; GPU driver only).
+FLEET_CALLS = {
+    # runtime.host's Node informer (list + watch, label selector); fleet.nodeobjects NodeOwner.sync: a
+    # metadata list by its owner label, POST, merge patch of the labels, DELETE; reconcile: a metadata list.
+    ("cluster", "", "nodes", "list"),
+    ("cluster", "", "nodes", "watch"),
+    ("cluster", "", "nodes", "create"),
+    ("cluster", "", "nodes", "patch"),
+    ("cluster", "", "nodes", "delete"),
+    *{("cluster", "resource.k8s.io", "resourceslices", v) for v in RESOURCE_SLICE_VERBS},
+    # poddra.py PodDRA.get_claim; reconcile: FleetKube.claim_uids (a metadata list).
+    ("cluster", "resource.k8s.io", "resourceclaims", "get"),
+    ("cluster", "resource.k8s.io", "resourceclaims", "list"),
+    # kubelet.py FleetKubelet: list + watch of every pod; poddra.py: FleetKube.annotate_pod (merge patch).
+    ("cluster", "", "pods", "list"),
+    ("cluster", "", "pods", "watch"),
+    ("cluster", "", "pods", "patch"),
+    # FleetKube.pod_event (FailedPrepareDynamicResources).
+    ("cluster", "", "events", "create"),
+    # nodeobjects.cluster_role_owner: its own ClusterRole by name (resourceNames: that one only).
+    ("cluster", "rbac.authorization.k8s.io", "clusterroles", "get"),
+}

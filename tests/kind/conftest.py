@@ -25,12 +25,19 @@ from tests.harness.tooling import unavailable
 HERE = Path(__file__).parent
 
 
+# Modules that go last, in this order: test_kind.py's last test uninstalls the chart the others use, and
+# test_fleet.py installs it again in fleet mode and uninstalls it.
+LAST = ("test_kind.py", "test_fleet.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """test_kind.py's last test uninstalls the chart the others here use: its tests go after theirs,
-    whatever the file names (the other modules keep their order, and every test outside tests/kind its
-    place)."""
+    """The modules of LAST after the others, whatever the file names (the other modules keep their order,
+    and every test outside tests/kind its place)."""
     slots = [n for n, item in enumerate(items) if item.path.parent == HERE]
-    ordered = sorted((items[n] for n in slots), key=lambda item: item.path.name == "test_kind.py")
+    ordered = sorted(
+        (items[n] for n in slots),
+        key=lambda item: LAST.index(item.path.name) + 1 if item.path.name in LAST else 0,
+    )
     for n, item in zip(slots, ordered, strict=True):
         items[n] = item
 

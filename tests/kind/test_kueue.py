@@ -1,5 +1,5 @@
 """Kueue on kind with Kueue's own chart (`charts/kueue` of its Go module, as `hack/build-k8s.sh --only kueue`
-copies it) and its manager in an image built here (hack/kind/kueue-image.sh: the binary built from the
+copies it) and its manager in an image built here (hack/kind/tool-image.sh kueue: the binary built from the
 module, on the local Debian base), beside our chart on the session's cluster (docs/kueue-kind.md).
 
 The chart runs as on any cluster: Kueue's internal certificate management, its webhook Service, its
@@ -65,7 +65,7 @@ def kueue_chart(kind_cluster: KindCluster) -> Iterator[None]:
     chart = req.module / "charts" / "kueue"
     if not (chart / "Chart.yaml").is_file():
         unavailable(f"no Kueue chart at {chart} (hack/build-k8s.sh --only kueue copies it)")
-    out = kind.run(str(REPO / "hack/kind/kueue-image.sh"), req.version, timeout=600)
+    out = kind.run(str(REPO / "hack/kind/tool-image.sh"), "kueue", req.version, timeout=600)
     image = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)["KUEUE_IMAGE"]
     kind.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, image, timeout=600)
     repository, tag = image.rsplit(":", 1)

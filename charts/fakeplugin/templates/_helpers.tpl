@@ -75,3 +75,49 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "fakeplugin.kubeletPluginComputeDomainsName" -}}
 {{- printf "%s-kubelet-plugin-compute-domains" (include "fakeplugin.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/* The emulation's environment, the same for the kubelet plugin and the fleet (each a `fakeplugin` command
+reading these flags' env vars): driver name, inventory, verbosity, NVIDIA feature gates, release, shares. */}}
+{{- define "fakeplugin.emulationEnv" -}}
+- name: DRIVER_NAME
+  value: {{ include "fakeplugin.driverName" . | quote }}
+- name: FAKEPLUGIN_INVENTORY
+  value: /etc/fakeplugin/inventory.yaml
+- name: LOG_VERBOSITY
+  value: {{ .Values.logVerbosity | default 0 | quote }}
+- name: FEATURE_GATES
+  value: {{ include "fakeplugin.featureGates" . | quote }}
+- name: DRIVER_RELEASE
+  value: {{ .Values.driverRelease | quote }}
+{{- if .Values.consumableShares }}
+- name: CONSUMABLE_SHARES
+  value: {{ .Values.consumableShares | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Name of the fleet's ServiceAccount, ClusterRole (the owner of its Nodes) and binding; its Deployments
+are <this>-<shard>. */}}
+{{- define "fakeplugin.fleetName" -}}
+{{- printf "%s-fleet" (include "fakeplugin.fullname" .) | trunc 60 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of the kwok controller's Deployment, ConfigMap, ServiceAccount, ClusterRole and binding. */}}
+{{- define "fakeplugin.kwokName" -}}
+{{- printf "%s-kwok" (include "fakeplugin.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The value of fakeplugin.dev/fleet on the Nodes the fleet creates: the release, namespace-qualified. */}}
+{{- define "fakeplugin.fleetOwner" -}}
+{{- printf "%s.%s" .Release.Namespace .Release.Name | trunc 63 | trimSuffix "-" | trimSuffix "." -}}
+{{- end -}}
+
+{{/* Keeps a pod of ours off the simulated nodes (kwok's `type: kwok` label, fleet.nodeobjects). */}}
+{{- define "fakeplugin.offSimulatedNodes" -}}
+nodeAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    nodeSelectorTerms:
+      - matchExpressions:
+          - key: type
+            operator: NotIn
+            values: [kwok]
+{{- end -}}
