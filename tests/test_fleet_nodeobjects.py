@@ -25,7 +25,7 @@ INVENTORY = {
             "gpus": [{"profile": "h100-80gb-hbm3", "count": 8}],
         },
         {"namePrefix": "h200-", "replicas": 3, "kubelet": False, "gpus": [{"profile": "h200", "count": 8}]},
-    ]
+    ],
 }
 
 
