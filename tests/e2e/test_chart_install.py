@@ -528,28 +528,52 @@ def test_compute_domain_service_accounts_may_make_exactly_their_calls(
         "daemon": ("compute-domain-daemon-service-account", DAEMON_CALLS),
     }[component]
     lease = only("Deployment")["metadata"]["name"]
-    user = f"system:serviceaccount:{CD_NAMESPACE}:{service_account}"
-    attrs, expected = [], []
-    for (group, resource), namespaced in CD_RESOURCES.items():
+    wrong = wrong_answers(
+        rbac_apiserver,
+        f"system:serviceaccount:{CD_NAMESPACE}:{service_account}",
+        CD_NAMESPACE,
+        CD_RESOURCES,
+        calls,
+        own={
+            ("coordination.k8s.io", "leases", "get"): lease,
+            ("coordination.k8s.io", "leases", "update"): lease,
+        },
+    )
+    assert wrong == [], f"{component}: (attributes, should be allowed) that the API server answered otherwise"
+
+
+def wrong_answers(
+    server: ApiServer,
+    user: str,
+    namespace: str,
+    resources: dict[tuple[str, str], bool],
+    calls: set[tuple[str, ...]],
+    own: dict[tuple[str, str, str], str],
+) -> list[tuple[tuple[str, ...], bool]]:
+    """Every verb on every resource (namespaced: in `namespace` and in another one), asked of the real
+    authorizer for `user`: (attributes, should be allowed) where it answered otherwise. Allowed: what
+    `calls` holds (a cluster row anywhere, a namespace row in `namespace` only). A (group, resource, verb)
+    of `own` is granted for that object name only: asked for it and, refused, for another name."""
+    attrs: list[tuple[str, str, str, str, str]] = []
+    expected: list[bool] = []
+    for (group, resource), namespaced in resources.items():
         for verb in CD_VERBS:
-            for where in [CD_NAMESPACE, "team-b"] if namespaced else [""]:
-                scope = "cluster" if where != CD_NAMESPACE else "namespace"
+            for where in [namespace, "team-b"] if namespaced else [""]:
+                scope = "cluster" if where != namespace else "namespace"
                 granted = (scope, group, resource, verb) in calls or (
                     "cluster",
                     group,
                     resource,
                     verb,
                 ) in calls
-                if (group, resource) == ("coordination.k8s.io", "leases") and verb in ("get", "update"):
-                    attrs.append((verb, group, resource, where, f"{lease}-other"))
-                    expected.append(False)  # only its own Lease
-                    attrs.append((verb, group, resource, where, lease))
-                else:
-                    attrs.append((verb, group, resource, where, ""))
+                name = own.get((group, resource, verb), "")
+                if name:
+                    attrs.append((verb, group, resource, where, f"{name}-other"))
+                    expected.append(False)
+                attrs.append((verb, group, resource, where, name))
                 expected.append(granted)
-    got = reviews_allowed(rbac_apiserver, user, CD_NAMESPACE, attrs)
-    wrong = [(a, want) for a, want, have in zip(attrs, expected, got, strict=True) if want != have]
-    assert wrong == [], f"{component}: (attributes, should be allowed) that the API server answered otherwise"
+    got = reviews_allowed(server, user, namespace, attrs)
+    return [(a, want) for a, want, have in zip(attrs, expected, got, strict=True) if want != have]
 
 
 FLEET_NAMESPACE, FLEET_RELEASE = "fleet-driver", "fp-fleet"
@@ -578,19 +602,12 @@ def test_fleet_service_account_may_make_exactly_its_calls(rbac_apiserver: ApiSer
     assert applied.returncode == 0, applied.stderr
     [deployment, *_] = [o for o in objs if o["kind"] == "Deployment" and "-fleet-" in o["metadata"]["name"]]
     service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    user = f"system:serviceaccount:{FLEET_NAMESPACE}:{service_account}"
-    attrs, expected = [], []
-    for (group, resource), namespaced in FLEET_RESOURCES.items():
-        for verb in CD_VERBS:
-            for where in [FLEET_NAMESPACE, "team-b"] if namespaced else [""]:
-                granted = ("cluster", group, resource, verb) in FLEET_CALLS
-                if resource == "clusterroles":
-                    attrs.append((verb, group, resource, where, f"{service_account}-other"))
-                    expected.append(False)  # only its own
-                    attrs.append((verb, group, resource, where, service_account))
-                else:
-                    attrs.append((verb, group, resource, where, ""))
-                expected.append(granted)
-    got = reviews_allowed(rbac_apiserver, user, FLEET_NAMESPACE, attrs)
-    wrong = [(a, want) for a, want, have in zip(attrs, expected, got, strict=True) if want != have]
+    wrong = wrong_answers(
+        rbac_apiserver,
+        f"system:serviceaccount:{FLEET_NAMESPACE}:{service_account}",
+        FLEET_NAMESPACE,
+        FLEET_RESOURCES,
+        FLEET_CALLS,
+        own={("rbac.authorization.k8s.io", "clusterroles", v): service_account for v in CD_VERBS},
+    )
     assert wrong == [], "fleet: (attributes, should be allowed) that the API server answered otherwise"
