@@ -730,3 +730,16 @@ def test_kwok_runs_with_the_fleets_stages(helm: Path) -> None:
     assert "--config=/etc/kwok/kwok.yaml" in container["args"]
     assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in container["args"]
     assert pod["volumes"] == [{"name": "config", "configMap": {"name": f"{RELEASE}-kwok"}}]
+
+
+def test_with_the_fleet_the_plugin_daemonset_stays_off_simulated_nodes(helm: Path) -> None:
+    off = {"key": "type", "operator": "NotIn", "values": ["kwok"]}
+    pod = only(fleet_render(helm), "DaemonSet")["spec"]["template"]["spec"]
+    [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [off]
+    assert "affinity" not in only(objects(render(helm)), "DaemonSet")["spec"]["template"]["spec"]
+    mine = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    kept = fleet_render(helm, "--set-json", f"kubeletPlugin.affinity={json.dumps(mine)}")
+    assert only(kept, "DaemonSet")["spec"]["template"]["spec"]["affinity"] == mine  # the user's wins
