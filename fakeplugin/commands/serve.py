@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import threading
 from pathlib import Path
@@ -239,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         device_health_of=plugin.health_of,
     )
     try:
-        asyncio.run(run_server(plugin, settings))
+        run_server(plugin, settings)
     finally:
         stop.set()
         if isinstance(plugin, ComputeDomainNode):
