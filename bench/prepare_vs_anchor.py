@@ -493,6 +493,7 @@ KINDS: list[tuple[str, Callable[[str], bool]]] = [
     ("file ops (temp file, write, rename)", lambda f: "atomicfile.py:" in f or "/tempfile.py:" in f),
 ]
 PY_SPY_RATE = 250
+PREPARER = "fakeplugin/prepare/preparer.py:"  # its prepare() and unprepare(): a call's time in the core
 
 
 def profile_shares(files: list[Path], ours: Samples) -> dict:
@@ -502,14 +503,14 @@ def profile_shares(files: list[Path], ours: Samples) -> dict:
     keep its nominal rate. Each profile file has a `.seconds` file with its recording duration.
     """
     out: dict = {}
-    for op, entry in (("prepare", "_prepare_one"), ("unprepare", "_unprepare_one")):
+    for op in ("prepare", "unprepare"):
         ms: Counter[str] = Counter()
         for path in files:
             stacks = [_parse(line) for line in path.read_text().splitlines() if line.strip()]
             main_samples = sum(n for frames, n in stacks if _function(frames[0]) == "_run_module_as_main")
             period_ms = float(path.with_suffix(".seconds").read_text()) * 1000 / max(main_samples, 1)
             for frames, n in stacks:
-                if any(_function(f) == entry for f in frames):
+                if any(_function(f) == op and PREPARER in f for f in frames):
                     ms[_category(frames)] += n * period_ms
         calls = len(ours.sequential[op])
         in_core = sum(ms.values()) / calls
@@ -590,7 +591,7 @@ def render(r: dict) -> str:
                 "",
                 f"{op} under py-spy: {prof['client_mean_ms']:.2f} ms per call at the client, "
                 f"{core:.2f} ms of it in the Preparer's worker thread "
-                "(the rest: gRPC, asyncio, thread hand-offs, the client):",
+                "(the rest: the gRPC server and the client):",
                 "",
                 "| Preparer thread: area: kind | ms per call | share of Preparer time |",
                 "| --- | --- | --- |",
