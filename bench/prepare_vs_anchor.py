@@ -20,10 +20,11 @@ then unprepared one after the other (latency p50/p99 over all rounds), then prep
 from --concurrency threads (throughput: median of the rounds). Same Python gRPC client for both, one
 claim per call, as the kubelet sends them.
 
-Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, and VmHWM
-(the process's peak) at the end. Our plugin also starts once more for a node with 128 devices (32 T4
-+ 32 A100-40GB with three 2g.10gb MIG devices each: 64 GPUs, the inventory's likely bound) for the idle
-RSS at 128 devices. Startup: Popen to the first GetInfo answered on the registration socket.
+Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, VmHWM (the
+process's peak) then, before any call, and at the end. Our plugin also starts once more for a node with
+128 devices (32 T4 + 32 A100-40GB with three 2g.10gb MIG devices each: 64 GPUs, the inventory's likely
+bound) for the idle RSS at 128 devices. Startup: Popen to the first GetInfo answered on the registration
+socket.
 
 --py-spy DIR records our plugin (py-spy, `pip install py-spy`) during its sequential phases only and
 prints where Prepare and Unprepare spend their wall time; it slows the plugin, so take latencies from a
@@ -269,6 +270,7 @@ def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
             wait_published(kc, p)
             results.setdefault(p.label, {})["startup_ms"] = round(p.startup_s * 1000, 1)
             results[p.label]["rss_idle_kib"] = settle_rss(p)
+            results[p.label]["rss_peak_idle_kib"] = rss_kib(p.pid)[1]  # startup's peak, before any call
         claims = {
             OURS: create_claims(
                 kc,
@@ -580,6 +582,7 @@ def render(r: dict) -> str:
         row(f"Unprepare, {c} concurrent callers: throughput", "concurrent_unprepare_per_s", "/s", digits=0),
         row(f"RSS idle, {n} devices published", "rss_idle_kib", "MiB", mib, 1),
         f"| RSS idle, 128 devices published | {r['fakeplugin_128']['rss_idle_kib'] * mib:.1f} MiB | | |",
+        row("RSS peak before the first call (VmHWM)", "rss_peak_idle_kib", "MiB", mib, 1),
         row("RSS peak (VmHWM, whole run)", "rss_peak_kib", "MiB", mib, 1),
         row(f"startup to first GetInfo ({n} devices)", "startup_ms", "ms", digits=0),
         f"| startup to first GetInfo (128 devices) | {r['fakeplugin_128']['startup_ms']:.0f} ms | | |",
