@@ -17,8 +17,9 @@ For each, N one-device ResourceClaims are created with status.allocation written
 plugins GET them from the API server on Prepare, as in production). Then, in --rounds interleaved
 rounds (the order alternates each round), for each plugin: every claim prepared one after the other,
 then unprepared one after the other (latency p50/p99 over all rounds), then prepared and unprepared
-from --concurrency threads (throughput: median of the rounds). Same Python gRPC client for both, one
-claim per call, as the kubelet sends them.
+from --concurrency threads (throughput: median of the rounds; with the plugin process's CPU time over
+the concurrent Prepares per second of them: 1.0 is one core busy, the most a GIL-bound process gets).
+Same Python gRPC client for both, one claim per call, as the kubelet sends them.
 
 Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, VmHWM (the
 process's peak) then, before any call, and at the end. Our plugin also starts once more for a node with
@@ -152,6 +153,7 @@ class Samples:
     sequential: dict[str, list[float]] = field(default_factory=lambda: {"prepare": [], "unprepare": []})
     concurrent: dict[str, list[float]] = field(default_factory=lambda: {"prepare": [], "unprepare": []})
     concurrent_latency: list[float] = field(default_factory=list)
+    concurrent_cores: list[float] = field(default_factory=list)  # plugin CPU s per wall s, concurrent Prepare
 
 
 def main() -> int:
@@ -410,10 +412,18 @@ def one_round(
         for kind in ("prepare", "unprepare"):
             into.sequential[kind] += timed_calls(stub, claims, kind, 1)[0]
     for kind in ("prepare", "unprepare"):
+        cpu = cpu_seconds(pid)
         latencies, wall = timed_calls(stub, claims, kind, concurrency)
         into.concurrent[kind].append(len(claims) / wall)
         if kind == "prepare":
             into.concurrent_latency += latencies
+            into.concurrent_cores.append((cpu_seconds(pid) - cpu) / wall)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -469,6 +479,7 @@ def summary(s: Samples, p: Plugin) -> dict:
         "concurrent_unprepare_per_s": round(statistics.median(s.concurrent["unprepare"]), 1),
         "concurrent_prepare_p50_ms": ms(s.concurrent_latency, 50),
         "concurrent_prepare_p99_ms": ms(s.concurrent_latency, 99),
+        "concurrent_prepare_cores": round(statistics.median(s.concurrent_cores), 2),
         "rss_peak_kib": rss_kib(p.pid)[1],
     }
 
@@ -579,6 +590,7 @@ def render(r: dict) -> str:
         row("Unprepare sequential p99", "unprepare_p99_ms", "ms"),
         row(f"Prepare, {c} concurrent callers: throughput", "concurrent_prepare_per_s", "/s", digits=0),
         row(f"Prepare, {c} concurrent callers: p50", "concurrent_prepare_p50_ms", "ms"),
+        row(f"Prepare, {c} callers: plugin CPU (cores busy)", "concurrent_prepare_cores", "", digits=2),
         row(f"Unprepare, {c} concurrent callers: throughput", "concurrent_unprepare_per_s", "/s", digits=0),
         row(f"RSS idle, {n} devices published", "rss_idle_kib", "MiB", mib, 1),
         f"| RSS idle, 128 devices published | {r['fakeplugin_128']['rss_idle_kib'] * mib:.1f} MiB | | |",
