@@ -17,13 +17,15 @@ For each, N one-device ResourceClaims are created with status.allocation written
 plugins GET them from the API server on Prepare, as in production). Then, in --rounds interleaved
 rounds (the order alternates each round), for each plugin: every claim prepared one after the other,
 then unprepared one after the other (latency p50/p99 over all rounds), then prepared and unprepared
-from --concurrency threads (throughput: median of the rounds). Same Python gRPC client for both, one
-claim per call, as the kubelet sends them.
+from --concurrency threads (throughput: median of the rounds; with the plugin process's CPU time over
+the concurrent Prepares per second of them: 1.0 is one core busy, the most a GIL-bound process gets).
+Same Python gRPC client for both, one claim per call, as the kubelet sends them.
 
-Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, and VmHWM
-(the process's peak) at the end. Our plugin also starts once more for a node with 128 devices (32 T4
-+ 32 A100-40GB with three 2g.10gb MIG devices each: 64 GPUs, the inventory's likely bound) for the idle
-RSS at 128 devices. Startup: Popen to the first GetInfo answered on the registration socket.
+Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, VmHWM (the
+process's peak) then, before any call, and at the end. Our plugin also starts once more for a node with
+128 devices (32 T4 + 32 A100-40GB with three 2g.10gb MIG devices each: 64 GPUs, the inventory's likely
+bound) for the idle RSS at 128 devices. Startup: Popen to the first GetInfo answered on the registration
+socket.
 
 --py-spy DIR records our plugin (py-spy, `pip install py-spy`) during its sequential phases only and
 prints where Prepare and Unprepare spend their wall time; it slows the plugin, so take latencies from a
@@ -151,6 +153,7 @@ class Samples:
     sequential: dict[str, list[float]] = field(default_factory=lambda: {"prepare": [], "unprepare": []})
     concurrent: dict[str, list[float]] = field(default_factory=lambda: {"prepare": [], "unprepare": []})
     concurrent_latency: list[float] = field(default_factory=list)
+    concurrent_cores: list[float] = field(default_factory=list)  # plugin CPU s per wall s, concurrent Prepare
 
 
 def main() -> int:
@@ -269,6 +272,7 @@ def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
             wait_published(kc, p)
             results.setdefault(p.label, {})["startup_ms"] = round(p.startup_s * 1000, 1)
             results[p.label]["rss_idle_kib"] = settle_rss(p)
+            results[p.label]["rss_peak_idle_kib"] = rss_kib(p.pid)[1]  # startup's peak, before any call
         claims = {
             OURS: create_claims(
                 kc,
@@ -408,10 +412,18 @@ def one_round(
         for kind in ("prepare", "unprepare"):
             into.sequential[kind] += timed_calls(stub, claims, kind, 1)[0]
     for kind in ("prepare", "unprepare"):
+        cpu = cpu_seconds(pid)
         latencies, wall = timed_calls(stub, claims, kind, concurrency)
         into.concurrent[kind].append(len(claims) / wall)
         if kind == "prepare":
             into.concurrent_latency += latencies
+            into.concurrent_cores.append((cpu_seconds(pid) - cpu) / wall)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -467,6 +479,7 @@ def summary(s: Samples, p: Plugin) -> dict:
         "concurrent_unprepare_per_s": round(statistics.median(s.concurrent["unprepare"]), 1),
         "concurrent_prepare_p50_ms": ms(s.concurrent_latency, 50),
         "concurrent_prepare_p99_ms": ms(s.concurrent_latency, 99),
+        "concurrent_prepare_cores": round(statistics.median(s.concurrent_cores), 2),
         "rss_peak_kib": rss_kib(p.pid)[1],
     }
 
@@ -493,6 +506,7 @@ KINDS: list[tuple[str, Callable[[str], bool]]] = [
     ("file ops (temp file, write, rename)", lambda f: "atomicfile.py:" in f or "/tempfile.py:" in f),
 ]
 PY_SPY_RATE = 250
+PREPARER = "fakeplugin/prepare/preparer.py:"  # its prepare() and unprepare(): a call's time in the core
 
 
 def profile_shares(files: list[Path], ours: Samples) -> dict:
@@ -502,14 +516,14 @@ def profile_shares(files: list[Path], ours: Samples) -> dict:
     keep its nominal rate. Each profile file has a `.seconds` file with its recording duration.
     """
     out: dict = {}
-    for op, entry in (("prepare", "_prepare_one"), ("unprepare", "_unprepare_one")):
+    for op in ("prepare", "unprepare"):
         ms: Counter[str] = Counter()
         for path in files:
             stacks = [_parse(line) for line in path.read_text().splitlines() if line.strip()]
             main_samples = sum(n for frames, n in stacks if _function(frames[0]) == "_run_module_as_main")
             period_ms = float(path.with_suffix(".seconds").read_text()) * 1000 / max(main_samples, 1)
             for frames, n in stacks:
-                if any(_function(f) == entry for f in frames):
+                if any(_function(f) == op and PREPARER in f for f in frames):
                     ms[_category(frames)] += n * period_ms
         calls = len(ours.sequential[op])
         in_core = sum(ms.values()) / calls
@@ -576,9 +590,11 @@ def render(r: dict) -> str:
         row("Unprepare sequential p99", "unprepare_p99_ms", "ms"),
         row(f"Prepare, {c} concurrent callers: throughput", "concurrent_prepare_per_s", "/s", digits=0),
         row(f"Prepare, {c} concurrent callers: p50", "concurrent_prepare_p50_ms", "ms"),
+        row(f"Prepare, {c} callers: plugin CPU (cores busy)", "concurrent_prepare_cores", "", digits=2),
         row(f"Unprepare, {c} concurrent callers: throughput", "concurrent_unprepare_per_s", "/s", digits=0),
         row(f"RSS idle, {n} devices published", "rss_idle_kib", "MiB", mib, 1),
         f"| RSS idle, 128 devices published | {r['fakeplugin_128']['rss_idle_kib'] * mib:.1f} MiB | | |",
+        row("RSS peak before the first call (VmHWM)", "rss_peak_idle_kib", "MiB", mib, 1),
         row("RSS peak (VmHWM, whole run)", "rss_peak_kib", "MiB", mib, 1),
         row(f"startup to first GetInfo ({n} devices)", "startup_ms", "ms", digits=0),
         f"| startup to first GetInfo (128 devices) | {r['fakeplugin_128']['startup_ms']:.0f} ms | | |",
@@ -590,7 +606,7 @@ def render(r: dict) -> str:
                 "",
                 f"{op} under py-spy: {prof['client_mean_ms']:.2f} ms per call at the client, "
                 f"{core:.2f} ms of it in the Preparer's worker thread "
-                "(the rest: gRPC, asyncio, thread hand-offs, the client):",
+                "(the rest: the gRPC server and the client):",
                 "",
                 "| Preparer thread: area: kind | ms per call | share of Preparer time |",
                 "| --- | --- | --- |",

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import re
+import ssl
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3.util.ssl_ import create_urllib3_context
 
 from fakeplugin.computedomain import api as cd_api
 
@@ -67,11 +69,33 @@ def new_api_client(kubeconfig: str | None, *, connections: int = 8) -> ApiClient
             config.load_kube_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = connections
     api = ApiClient(configuration=configuration)
+    _share_tls_context(api)
     if not api.configuration.verify_ssl:
         # Said once here instead of a urllib3 warning on every request.
         log.warning("the kubeconfig disables TLS verification of %s", api.configuration.host)
         warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
     return api
+
+
+def _share_tls_context(api: ApiClient) -> None:
+    """One TLS context, with the CA and the client certificate loaded once, for every pooled connection.
+
+    Left to itself urllib3 makes a context per connection and loads the certificates into each; without a
+    CA of the kubeconfig's own it loads the system's whole CA bundle into each: about 1 MiB of RSS per
+    connection (12 concurrent claim GETs: +10.8 MiB; docs/benchmarks.md, issue 21). The pool's arguments
+    are the client's own (kubernetes.client.rest); the pool then only sets the same verify mode on it.
+    """
+    kw = api.rest_client.pool_manager.connection_pool_kw
+    context = create_urllib3_context(cert_reqs=kw["cert_reqs"])
+    ca_file, ca_data = kw.pop("ca_certs", None), kw.pop("ca_cert_data", None)
+    if ca_file or ca_data:
+        context.load_verify_locations(cafile=ca_file, cadata=ca_data)
+    elif kw["cert_reqs"] != ssl.CERT_NONE:
+        context.load_default_certs()  # as urllib3 does when no CA is given
+    cert_file, key_file = kw.pop("cert_file", None), kw.pop("key_file", None)
+    if cert_file:
+        context.load_cert_chain(cert_file, key_file)
+    kw["ssl_context"] = context
 
 
 class Kube:

@@ -37,7 +37,7 @@ def serve(short_dir: Path) -> Iterator[Any]:
         cfg = ServerSettings(driver_name=DRIVER, **settings)
         running = Running(driver or CannedDriver(), cfg)
         started.append(running)
-        running.call(running.server.start())
+        running.server.start()
         return running
 
     yield start

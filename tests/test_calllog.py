@@ -3,7 +3,6 @@ bound, torn lines, the reader's filters, and `fakeplugin calls --file`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -21,6 +20,7 @@ from fakeplugin.model import PrepareResult
 from fakeplugin.server.calllog import read_calls, rotated
 from fakeplugin.server.registration import RegistrationServicer
 from tests.harness import DRIVER
+from tests.harness.kube import wait_for
 from tests.harness.server import GPU0, RPC_TIMEOUT_S, CannedDriver, Running
 from tests.harness.server import claim as wire_claim
 
@@ -95,14 +95,14 @@ def test_every_kubelet_call_is_one_record_beside_the_checkpoint(serve: Any, shor
 def test_a_failed_registration_is_logged_before_the_kubelet_sees_the_error(
     serve: Any, short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The server's event loop is held from the handler's first suspension until the test has read the
-    # log: anything the server does only after the answer left (the race) cannot happen in time.
+    # Whatever runs once the handler returned (gRPC sending the status) is held until the test has read
+    # the log: a record written only after the answer left (the race) cannot be there in time.
     held = threading.Event()
     notify = RegistrationServicer.NotifyRegistrationStatus
 
-    async def holding(self: RegistrationServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        asyncio.get_running_loop().call_soon(held.wait, RPC_TIMEOUT_S)
-        return await notify(self, request, context)
+    def holding(self: RegistrationServicer, request: Any, context: grpc.ServicerContext) -> Any:
+        context.add_callback(lambda: held.wait(RPC_TIMEOUT_S))  # runs when the call ends
+        return notify(self, request, context)
 
     monkeypatch.setattr(RegistrationServicer, "NotifyRegistrationStatus", holding)
     running = serve()
@@ -173,7 +173,7 @@ def test_rotation_keeps_one_old_generation_within_the_bound(serve: Any, short_di
 def test_a_torn_last_line_is_ignored_and_ended_by_the_next_writer(serve: Any, short_dir: Path) -> None:
     running = serve(CannedDriver())
     prepare(running, v1, wire_claim(v1, "uid-1", "team", "one"))
-    running.call(running.server.stop())
+    running.server.stop()
     path = calls_file(short_dir)
     with path.open("ab") as f:  # a writer killed in the middle of a record
         f.write(b'{"time":"2026-01-01T00:00:00.000Z","method":"NodePrepa')
@@ -200,7 +200,7 @@ def test_a_health_watch_is_logged_when_it_ends(serve: Any, short_dir: Path) -> N
     )
     next(stream), next(stream)
     assert read_calls(calls_file(short_dir)) == [], "a watch is written when it ends"
-    running.call(running.server.stop())
+    running.server.stop()
     list(stream)
     (record,) = read_calls(calls_file(short_dir))
     assert (record["method"], record["service"], record["result"]) == (
@@ -209,6 +209,27 @@ def test_a_health_watch_is_logged_when_it_ends(serve: Any, short_dir: Path) -> N
         "ok",
     )
     assert record["responses"] >= 2
+
+
+def test_a_health_watch_the_kubelet_dropped_is_logged_cancelled_and_frees_its_thread(
+    serve: Any, short_dir: Path
+) -> None:
+    from fakeplugin._proto.dra_health.v1alpha1 import api_pb2 as dh
+    from fakeplugin._proto.dra_health.v1alpha1 import api_pb2_grpc as dh_grpc
+
+    running = serve(
+        device_health=True,
+        device_health_pool="node1",
+        device_health_devices=("gpu-0",),
+        device_health_interval_s=3600,  # the thread must not wait for the next report to notice
+    )
+    stub = dh_grpc.DRAResourceHealthStub(running.channel(running.server.paths.dra))
+    stream = stub.NodeWatchResources(dh.NodeWatchResourcesRequest(), timeout=RPC_TIMEOUT_S * 3)
+    next(stream)
+    stream.cancel()
+    (record,) = wait_for(lambda: read_calls(calls_file(short_dir)), what="the watch's record", timeout=30)
+    assert (record["method"], record["result"], record["responses"]) == ("NodeWatchResources", "error", 1)
+    assert record["error"].startswith("CANCELLED: ")
 
 
 def test_calls_command_reads_a_file_as_table_and_json(

@@ -15,6 +15,7 @@ from fakeplugin.prepare.claimfaults import (
     ClaimFaultError,
     ClaimFaults,
     FailCounts,
+    QuietClaims,
     claim_faults,
     parse_duration,
 )
@@ -155,11 +156,10 @@ def test_bad_claim_annotation_fails_the_claim_with_a_clear_message(node: Node) -
     assert "annotation fakeplugin.dev/prepare-delay: not a Go duration" in error and "'forever'" in error
 
 
-def test_unprepare_error_until_removed(node: Node) -> None:
-    ref = annotated(node, 1, {})
+def test_unprepare_error_set_at_prepare_until_removed(node: Node) -> None:
+    ref = annotated(node, 1, {"fakeplugin.dev/unprepare-error": "stuck"})
     preparer = node.preparer()
     assert preparer.prepare([ref])[ref.uid].error == ""
-    node.claims[("ns", ref.name)]["metadata"]["annotations"] = {"fakeplugin.dev/unprepare-error": "stuck"}
     assert preparer.unprepare([ref]) == {ref.uid: f"error unpreparing devices for claim {ref}: stuck"}
     assert set(node.checkpoint().claims) == {ref.uid}  # nothing undone
 
@@ -168,8 +168,51 @@ def test_unprepare_error_until_removed(node: Node) -> None:
     assert node.checkpoint().claims == {}
 
 
-def test_unprepare_ignores_a_new_claim_of_the_same_name(node: Node) -> None:
+def test_unprepare_of_a_claim_without_faults_at_prepare_reads_nothing(node: Node) -> None:
     ref = annotated(node, 1, {})
+    preparer = node.preparer()
+    assert preparer.prepare([ref])[ref.uid].error == ""
+    node.claims[("ns", ref.name)]["metadata"]["annotations"] = {"fakeplugin.dev/unprepare-error": "late"}
+    node.fetched.clear()
+    assert preparer.unprepare([ref]) == {ref.uid: ""}  # added after Prepare, the node did not opt in
+    assert node.fetched == []
+    assert node.checkpoint().claims == {}
+
+
+def test_a_node_that_opted_in_reads_every_unprepares_claim(node: Node) -> None:
+    opted_in = [False]
+    first, second = annotated(node, 1, {}), annotated(node, 2, {})
+    preparer = node.preparer(read_unprepare_faults=lambda: opted_in[0])
+    preparer.prepare([first, second])
+    node.claims[("ns", first.name)]["metadata"]["annotations"] = {"fakeplugin.dev/unprepare-error": "stuck"}
+    opted_in[0] = True  # fakeplugin.dev/unprepare-faults on the Node, after Prepare
+    node.fetched.clear()
+    assert preparer.unprepare([first, second]) == {
+        first.uid: f"error unpreparing devices for claim {first}: stuck",
+        second.uid: "",
+    }
+    assert node.fetched == [("ns", first.name), ("ns", second.name)]
+    assert set(node.checkpoint().claims) == {first.uid}
+
+
+def test_claims_prepared_before_a_restart_are_read_at_unprepare(node: Node) -> None:
+    ref = annotated(node, 1, {})
+    node.preparer().prepare([ref])
+    node.claims[("ns", ref.name)]["metadata"]["annotations"] = {"fakeplugin.dev/unprepare-error": "stuck"}
+    restarted = node.preparer()  # knows nothing of the claim's annotations at its Prepare
+    assert restarted.unprepare([ref]) == {ref.uid: f"error unpreparing devices for claim {ref}: stuck"}
+
+
+def test_quiet_claims_are_bounded_and_taken_once() -> None:
+    quiet = QuietClaims(max_claims=2)
+    for uid in ("a", "b", "c"):
+        quiet.mark(uid, True)
+    quiet.mark("c", False)
+    assert [quiet.take(uid) for uid in ("a", "b", "c", "b")] == [False, True, False, False]
+
+
+def test_unprepare_ignores_a_new_claim_of_the_same_name(node: Node) -> None:
+    ref = annotated(node, 1, {"fakeplugin.dev/unprepare-error": "mine, removed later"})
     preparer = node.preparer()
     preparer.prepare([ref])
     newer = claim_object(ClaimRef("ns", ref.name, "00000009-aaaa-4bbb-8ccc-dddddddddddd"), result("gpu-1"))

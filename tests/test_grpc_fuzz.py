@@ -9,12 +9,11 @@ checkpoint loads, and no file exists outside its directories or under a name a h
 
 from __future__ import annotations
 
-import asyncio
 import random
 import shutil
 import tempfile
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,21 +53,15 @@ HOSTILE_TEXT = [
 
 
 class Plugin:
-    """The real server and Preparer on their own event loop thread; the test thread is the kubelet."""
+    """The real server and Preparer, serving in its worker threads; the test thread is the kubelet."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.preparer = h.preparer(root)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
         self.server = Server(self.preparer, h.settings(root))
-        self.call(self.server.start())
+        self.server.start()
         self.dra_channel = grpc.insecure_channel(f"unix:{self.server.paths.dra}")
         self.reg_channel = grpc.insecure_channel(f"unix:{self.server.paths.registration}")
-
-    def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
 
     def dra(self, version: str) -> Any:
         return WIRE[version][1].DRAPluginStub(self.dra_channel)
@@ -84,10 +77,7 @@ class Plugin:
     def close(self) -> None:
         self.dra_channel.close()
         self.reg_channel.close()
-        self.call(self.server.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
+        self.server.stop()
 
 
 @pytest.fixture

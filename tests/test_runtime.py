@@ -14,12 +14,15 @@ import yaml
 from fakeplugin import consumableshares
 from fakeplugin.drivers.gpu import GpuDriver
 from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare import claimfaults
 from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime import nodes as runtime_nodes
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, NodePlugin
 from fakeplugin.runtime.emulation import emulation
 from fakeplugin.runtime.nodes import Nodes
 from fakeplugin.runtime.retry import Backoff
+from tests.harness.prepare import BOOT, claim_object, result
+from tests.harness.prepare import ref as prepare_ref
 
 SERVER = (1, 35)
 
@@ -125,6 +128,40 @@ def test_the_inventory_poll_hands_an_edit_to_every_node(tmp_path: Path, monkeypa
     poll.join()
     desired = nodes.desired(SERVER)
     assert {n: len(s[0]["spec"]["devices"]) for n, s in desired.items()} == {"n0": 3, "n1": 3}
+
+
+def test_the_nodes_unprepare_faults_annotation_makes_unprepare_read_the_claim(tmp_path: Path) -> None:
+    claim = claim_object(prepare_ref(1), result("gpu-0", pool="n1"))
+    fetched: list[str] = []
+
+    def get_claim(namespace: str, name: str) -> dict[str, Any]:
+        fetched.append(name)
+        return claim
+
+    inventory = InventoryFile(write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "t10"}]}]))
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    driver = GpuDriver(emulation(release=""), boot_id_file=write_boot_id(tmp_path / "boot_id"))
+    plugin = driver.node("n1", inventory, dirs=dirs, get_claim=get_claim)
+    plugin.set_node(node_obj("n1"))
+    ref = prepare_ref(1)
+    assert plugin.prepare([ref])[ref.uid].error == ""
+    claim["metadata"]["annotations"] = {claimfaults.UNPREPARE_ERROR: "stuck"}  # after Prepare
+    annotated = node_obj("n1")
+    annotated["metadata"]["annotations"][claimfaults.UNPREPARE_FAULTS] = "true"
+    plugin.set_node(annotated)
+    fetched.clear()
+    assert plugin.unprepare([ref]) == {ref.uid: f"error unpreparing devices for claim {ref}: stuck"}
+    assert fetched == [ref.name]
+
+    plugin.set_node(node_obj("n1"))  # removed: the claim had no unprepare-error at Prepare, but it
+    assert plugin.unprepare([ref])[ref.uid]  # failed once, so it is read again (and still fails)
+    claim["metadata"]["annotations"] = {}
+    assert plugin.unprepare([ref]) == {ref.uid: ""}
+
+
+def write_boot_id(path: Path) -> Path:
+    path.write_text(BOOT + "\n")
+    return path
 
 
 # -- a second driver, on the same runtime -----------------------------------------------------------------

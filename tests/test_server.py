@@ -238,7 +238,7 @@ def test_pod_uid_socket_names_and_removal_on_stop(serve: Any, short_dir: Path) -
     info = running.registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
     assert running.server.paths.registration == registration and registration.is_socket()
     assert info.endpoint == str(dra) and dra.is_socket()
-    running.call(running.server.stop())
+    running.server.stop()
     assert not registration.exists()
     assert not dra.exists()
 
@@ -246,7 +246,7 @@ def test_pod_uid_socket_names_and_removal_on_stop(serve: Any, short_dir: Path) -
 def test_sigterm_stops_the_server_and_removes_both_sockets(short_dir: Path) -> None:
     script = textwrap.dedent(
         """
-        import asyncio, sys
+        import sys
         from pathlib import Path
         from fakeplugin.server import ServerSettings, run
 
@@ -256,7 +256,7 @@ def test_sigterm_stops_the_server_and_removes_both_sockets(short_dir: Path) -> N
 
         root = Path(sys.argv[1])
         cfg = ServerSettings("gpu.nvidia.com", root / "registry", root / "plugins")
-        asyncio.run(run(Idle(), cfg))
+        run(Idle(), cfg)
         """
     )
     registration = short_dir / "registry" / f"{DRIVER}-reg.sock"
@@ -339,7 +339,7 @@ def test_device_health_streams_all_devices_healthy(serve: Any) -> None:
         assert all(d.last_updated_time > 1_700_000_000 for d in update.devices)
 
     # Stopping ends open watches cleanly instead of cutting them off.
-    running.call(running.server.stop())
+    running.server.stop()
     list(stream)  # drain updates sent before the stop; the stream must then end with OK
     assert stream.code() == grpc.StatusCode.OK
 

@@ -37,6 +37,11 @@ def cache_root(env: Mapping[str, str] = os.environ) -> Path:
     return Path(env.get("FAKEPLUGIN_CACHE") or Path.home() / ".cache" / "fakeplugin")
 
 
+# Where `fakeplugin cluster` keeps a local cluster unless told otherwise. Here, not in cluster.local: every
+# command's --state-dir flag reads it, and importing cluster.local would cost the plugin its memory.
+DEFAULT_STATE_DIR = cache_root() / "cluster"
+
+
 def cache_dir(env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
     """Where hack/build-k8s.sh puts binaries: $FAKEPLUGIN_CACHE/k8s/<version>/bin; the version defaults
     to $FAKEPLUGIN_K8S_VERSION, else K8S_VERSION (the script's variable), else the default."""

@@ -43,7 +43,7 @@ from fakeplugin.publish.inventory import load_inventory
 
 log = logging.getLogger("fakeplugin.cluster")
 
-DEFAULT_STATE_DIR = binaries.cache_root() / "cluster"
+DEFAULT_STATE_DIR = binaries.DEFAULT_STATE_DIR
 
 
 class Cluster:

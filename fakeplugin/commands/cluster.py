@@ -161,7 +161,7 @@ def with_flags(p: argparse.ArgumentParser) -> None:
 
 def state_dir_flag(p: argparse.ArgumentParser) -> None:
     """--state-dir, for every command that works on a local cluster."""
-    from fakeplugin.cluster import DEFAULT_STATE_DIR
+    from fakeplugin.cluster.binaries import DEFAULT_STATE_DIR
 
     flag(
         p,

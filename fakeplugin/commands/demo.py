@@ -12,7 +12,6 @@ import yaml
 
 from fakeplugin.commands import flag
 from fakeplugin.commands.cluster import kubernetes_version_flag, kueue_request, with_flags
-from fakeplugin.testing.objects import container_gpus
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -165,6 +164,8 @@ def show_claims(cluster: Any) -> None:
 
 
 def show_containers(cluster: Any) -> None:
+    from fakeplugin.testing.objects import container_gpus
+
     step("what each container got (recorded by the fake container runtime after CDI resolution)")
     for pod in pods_of(cluster, "app in (scenario-i,gpu-per-pod)"):
         for ctr in pod["spec"]["containers"]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import threading
 from pathlib import Path
@@ -19,7 +18,7 @@ from fakeplugin.commands import (
 )
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
 from fakeplugin.server import metrics
-from fakeplugin.server.app import KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
+from fakeplugin.server.app import DRA_EXTRA_THREADS, KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
 
 log = logging.getLogger("fakeplugin.serve")
 
@@ -197,8 +196,9 @@ def run(args: argparse.Namespace) -> int:
     emulation = emulated(args, inventory.inventory.driver_release)
     log.info("fakeplugin for node %s: %s", args.node_name, emulation.describe())
     threads = ServerSettings.threads
-    # A connection per claim thread, plus the publisher's watch and its writes, plus the node watch.
-    kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + 3))
+    # A connection per DRA worker thread (any may run a Prepare: its claim GET), plus the publisher's watch
+    # and its writes, plus the node watch.
+    kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 3))
     boot_id_file = Path(args.boot_id_file)
     driver: GpuDriver | ComputeDomainDriver = (
         ComputeDomainDriver(
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         device_health_of=plugin.health_of,
     )
     try:
-        asyncio.run(run_server(plugin, settings))
+        run_server(plugin, settings)
     finally:
         stop.set()
         if isinstance(plugin, ComputeDomainNode):

@@ -9,15 +9,18 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.prepare import claimfaults
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.node import InventoryFile, NodeDevices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
+
+log = logging.getLogger(__name__)
 
 
 class GpuDriver:
@@ -51,7 +54,13 @@ class GpuDriver:
     ) -> GpuNode:
         return GpuNode(self, node_name, inventory, dirs=dirs, get_claim=get_claim, quiet=quiet)
 
-    def preparer(self, devices: NodeDevices, dirs: NodeDirs, get_claim: GetClaim) -> Preparer:
+    def preparer(
+        self,
+        devices: NodeDevices,
+        dirs: NodeDirs,
+        get_claim: GetClaim,
+        read_unprepare_faults: Callable[[], bool],
+    ) -> Preparer:
         e = self.emulation
         return Preparer(
             driver_name=e.driver_name,
@@ -66,6 +75,7 @@ class GpuDriver:
             device_nodes=e.device_nodes,
             boot_id=self._boot_id,
             sync_checkpoint=self._sync_checkpoints,
+            read_unprepare_faults=read_unprepare_faults,
         )
 
 
@@ -98,6 +108,8 @@ class GpuNode:
         self._get_claim = get_claim
         self._opening = threading.Lock()
         self._preparer: Preparer | None = None
+        self._unprepare_faults = False  # the Node's fakeplugin.dev/unprepare-faults (prepare.claimfaults)
+        self._log_level = logging.DEBUG if quiet else logging.INFO
 
     @property
     def node_name(self) -> str:
@@ -109,7 +121,19 @@ class GpuNode:
 
     def set_node(self, node: Obj) -> bool:
         meta = node["metadata"]
-        return self._devices.set_node(meta.get("labels") or {}, meta["uid"], meta.get("annotations") or {})
+        annotations = meta.get("annotations") or {}
+        unprepare_faults = bool(annotations.get(claimfaults.UNPREPARE_FAULTS))
+        if unprepare_faults != self._unprepare_faults:
+            log.log(
+                self._log_level,
+                "node %s: %s %s: Unprepare reads the unprepare-error of %s",
+                self.node_name,
+                claimfaults.UNPREPARE_FAULTS,
+                "set" if unprepare_faults else "removed",
+                "every claim" if unprepare_faults else "claims that had one at Prepare only",
+            )
+            self._unprepare_faults = unprepare_faults
+        return self._devices.set_node(meta.get("labels") or {}, meta["uid"], annotations)
 
     def refresh(self) -> bool:
         return self._devices.refresh()
@@ -136,5 +160,7 @@ class GpuNode:
     def _open(self) -> Preparer:
         with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
             if self._preparer is None:
-                self._preparer = self._driver.preparer(self._devices, self._dirs, self._get_claim)
+                self._preparer = self._driver.preparer(
+                    self._devices, self._dirs, self._get_claim, lambda: self._unprepare_faults
+                )
             return self._preparer

@@ -13,11 +13,20 @@ A bad value is a `ClaimFaultError` naming the annotation and the value; the Prep
 with it (never the call, never the plugin).
 
 `Injector` is what the Preparer asks, in the caller's thread and outside the node lock: Prepare passes the
-claim it already read; Unprepare reads the claim (one GET, as Prepare does; annotations can be added at
-any time, so nothing remembered from Prepare would do). `FailCounts` keeps the attempts prepare-fail-count
-counts: in the plugin's memory, per claim UID (UIDs are never reused, so a new claim from a template
-starts at 0), for the plugin's lifetime, the most recently failed MAX_COUNTED claims at most. A plugin
-restart forgets them: the claim then fails N more times, as if it had just been annotated.
+claim it already read. Unprepare reads the claim again (one GET) only when unprepare-error can apply:
+
+    the Node carries fakeplugin.dev/unprepare-faults (any non-empty value): every Unprepare reads its claim,
+        so an unprepare-error added while the pod runs is seen when it stops;
+    else only claims this process did not see without unprepare-error at their last Prepare: claims that
+        carried it then (removing it heals them, as before), that failed to parse, and claims prepared
+        before a plugin restart (`QuietClaims` is in memory) or forgotten past MAX_COUNTED.
+
+Most claims carry no fault: their Unprepare makes no API call at all.
+
+`FailCounts` keeps the attempts prepare-fail-count counts: in the plugin's memory, per claim UID (UIDs are
+never reused, so a new claim from a template starts at 0), for the plugin's lifetime, the most recently
+failed MAX_COUNTED claims at most. A plugin restart forgets them: the claim then fails N more times, as if
+it had just been annotated.
 """
 
 from __future__ import annotations
@@ -40,12 +49,14 @@ PREPARE_FAIL_COUNT = PREFIX + "prepare-fail-count"
 PREPARE_DELAY = PREFIX + "prepare-delay"
 UNPREPARE_ERROR = PREFIX + "unprepare-error"
 CLAIM_ANNOTATIONS = (PREPARE_ERROR, PREPARE_FAIL_COUNT, PREPARE_DELAY, UNPREPARE_ERROR)
+# On a Node: read every claim's unprepare-error at its Unprepare, not only those that had it at Prepare.
+UNPREPARE_FAULTS = PREFIX + "unprepare-faults"
 
 # 10m: longer only holds one of the plugin's worker threads for nothing. Past 45 s the kubelet's call
 # times out (pkg/kubelet/cm/dra/plugin/dra_plugin.go defaultClientCallTimeout) and it retries later.
 MAX_DELAY_S = 600.0
 MAX_FAIL_COUNT = 1000  # at the kubelet's ~10 s retry backoff, close to three hours of failures
-MAX_COUNTED = 10_000  # claims whose failed attempts are remembered; the oldest is forgotten first
+MAX_COUNTED = 10_000  # claims remembered (failed attempts; quiet claims); the oldest is forgotten first
 MAX_MESSAGE = 1024  # a message ends up in a pod event; the kubelet truncates those anyway
 
 # Go's time.ParseDuration units (time/format.go, unitMap), in seconds.
@@ -145,24 +156,64 @@ class FailCounts:
             return done + 1
 
 
+class QuietClaims:
+    """UIDs of claims whose last Prepare in this process read no unprepare-error; safe across threads.
+
+    Bounded (the oldest forgotten first): forgetting a claim only costs its Unprepare a GET."""
+
+    def __init__(self, max_claims: int = MAX_COUNTED) -> None:
+        self._max = max_claims
+        self._lock = threading.Lock()
+        self._uids: OrderedDict[str, None] = OrderedDict()
+
+    def mark(self, uid: str, quiet: bool) -> None:
+        with self._lock:
+            if not quiet:
+                self._uids.pop(uid, None)
+                return
+            self._uids[uid] = None
+            self._uids.move_to_end(uid)
+            while len(self._uids) > self._max:
+                self._uids.popitem(last=False)
+
+    def take(self, uid: str) -> bool:
+        """Whether `uid` was quiet; forgotten either way (its Unprepare is under way)."""
+        with self._lock:
+            return self._uids.pop(uid, False) is None
+
+
+def never() -> bool:
+    """A node that never asks for every Unprepare's claim to be read."""
+    return False
+
+
 class Injector:
     """The faults a claim's annotations inject into its Prepare and Unprepare; safe across threads.
 
-    `get_claim(namespace, name)` reads a claim (for Unprepare); `sleep` waits prepare-delay."""
+    `get_claim(namespace, name)` reads a claim (for Unprepare); `sleep` waits prepare-delay;
+    `read_unprepare_faults()`: whether the node asks for every Unprepare's claim to be read (its
+    UNPREPARE_FAULTS annotation, asked at each Unprepare)."""
 
     def __init__(
-        self, get_claim: Callable[[str, str], Mapping[str, Any]], sleep: Callable[[float], None]
+        self,
+        get_claim: Callable[[str, str], Mapping[str, Any]],
+        sleep: Callable[[float], None],
+        read_unprepare_faults: Callable[[], bool] = never,
     ) -> None:
         self._get_claim = get_claim
         self._sleep = sleep
+        self._read_unprepare_faults = read_unprepare_faults
         self._fail_counts = FailCounts()
+        self._quiet = QuietClaims()
 
     def prepare_failure(self, ref: ClaimRef, claim: Mapping[str, Any]) -> str:
         """Wait the claim's prepare-delay; then why this attempt fails, or "" (no fault, or none now)."""
         try:
             wanted = claim_faults((claim.get("metadata") or {}).get("annotations"))
         except ClaimFaultError as e:
+            self._quiet.mark(ref.uid, False)
             return str(e)
+        self._quiet.mark(ref.uid, not wanted.unprepare_error)
         if wanted.prepare_delay_s:
             log.info("prepare %s: %s: waiting %gs", ref, PREPARE_DELAY, wanted.prepare_delay_s)
             self._sleep(wanted.prepare_delay_s)  # this claim's caller only: never under the node lock
@@ -176,8 +227,11 @@ class Injector:
         return wanted.prepare_error
 
     def unprepare_failure(self, ref: ClaimRef) -> str:
-        """The claim's unprepare-error, or "". A claim that cannot be read (gone: the usual case once its
-        pod is deleted; or the API server unreachable) has no fault: Unprepare never depends on the API."""
+        """The claim's unprepare-error, or "". No GET for a quiet claim unless the node asks for it. A claim
+        that cannot be read (gone: the usual case once its pod is deleted; or the API server unreachable)
+        has no fault: Unprepare never depends on the API."""
+        if self._quiet.take(ref.uid) and not self._read_unprepare_faults():
+            return ""
         try:
             claim = self._get_claim(ref.namespace, ref.name)
         except Exception as e:  # whatever the API client raises

@@ -11,8 +11,9 @@ Prepare, per claim (one claim's failure never touches the others; its message go
     (prepare.opaqueconfig: typed settings) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted
     (the batch's claims that got that far, at once)
 
-Unprepare, per claim: GET claim for its unprepare-error annotation (outside the lock; not found or
-unreachable ⇒ no fault: Unprepare never waits for the API server to work) ─▶ [node lock, batched likewise]
+Unprepare, per claim: its unprepare-error annotation (outside the lock; a GET only where it can apply,
+prepare.claimfaults; not found or unreachable ⇒ no fault: Unprepare never waits for the API server to
+work) ─▶ [node lock, batched likewise]
 unknown ⇒ success; otherwise remove the CDI spec and the claim's nvidia-smi data, drop the entry; one
 checkpoint write per batch.
 
@@ -53,6 +54,8 @@ class Preparer:
     `devices` (device name → GpuDevice of this node's pool) may be live (prepare.resolve.LiveDevices, such
     as publish.node.NodeDevices): each claim reads one snapshot of it.
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
+    `read_unprepare_faults()`: the node asks for every Unprepare to read its claim's unprepare-error
+    (prepare.claimfaults; else only claims that had one at their Prepare are read).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
     the default release) rule what claims' opaque configs may do. `consumable_shares` (the mode, fakeplugin.
     consumableshares.parse): any but `disabled` lets claims share a device when their configs for it agree.
@@ -80,8 +83,9 @@ class Preparer:
         release: DriverRelease | None = None,
         consumable_shares: str = consumableshares.DISABLED,
         sleep: Callable[[float], None] = time.sleep,
+        read_unprepare_faults: Callable[[], bool] = claimfaults.never,
     ) -> None:
-        self._faults = claimfaults.Injector(get_claim, sleep)
+        self._faults = claimfaults.Injector(get_claim, sleep, read_unprepare_faults)
         self._claims = Resolver(
             driver_name=driver_name,
             node_name=node_name,
@@ -143,7 +147,7 @@ class Preparer:
         return results
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        """Claim UID → error ("" = success). Unknown claims succeed; one claim GET each (its faults)."""
+        """Claim UID → error ("" = success). Unknown claims succeed; a GET only where a fault can apply."""
         results: dict[str, str] = {}
         refs: list[ClaimRef] = []
         for ref in claims:

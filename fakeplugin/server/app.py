@@ -1,17 +1,20 @@
 """The whole plugin server: DRA services and registration on unix sockets, liveness on TCP.
 
-It never touches the Kubernetes API; all it knows of the world is the prepare side it is given
-(runtime.driver.Claims).
+Synchronous gRPC servers (`grpc.server`), each with its own thread pool: a call runs in a worker thread
+from its start to its answer, the core included (it blocks on API calls and the node lock). No event loop
+sits between the gRPC core and the handlers (it held 59 % of the GIL under 16 concurrent callers, issue
+21 in docs/benchmarks.md). It never touches the Kubernetes API; all it knows of the world is the prepare
+side it is given (runtime.driver.Claims).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +43,11 @@ KUBELET_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
 KUBELET_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
 # How long a stop waits for RPCs in flight before cancelling them.
 STOP_GRACE_S = 5.0
+# DRA workers beyond `threads`: the kubelet's health watch holds one for as long as it runs, the liveness
+# probe's empty Prepare needs one even while every Prepare thread is busy.
+DRA_EXTRA_THREADS = 4
+# Registration (GetInfo, NotifyRegistrationStatus) and liveness answer from memory.
+SMALL_POOL = 2
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class ServerSettings:
 
 
 class Server:
-    """Start with `await start()`, end with `await stop()`; `run()` does both around a stop event."""
+    """Start with `start()`, end with `stop()`; `run()` does both around a stop event."""
 
     def __init__(self, driver: Claims, cfg: ServerSettings) -> None:
         self.cfg = cfg
@@ -89,28 +97,28 @@ class Server:
             if cfg.device_health
             else None
         )
-        self._servers: list[grpc.aio.Server] = []  # in start order
+        self._servers: list[grpc.Server] = []  # in start order
 
     @property
     def registered(self) -> bool:
         """Whether the kubelet has confirmed the registration."""
         return self.registration.registered
 
-    async def start(self) -> None:
+    def start(self) -> None:
         # Refuse unusable paths before anything listens.
         check_length(self.paths.dra)
         check_length(self.paths.registration)
         try:
             self.call_log.open()
             # The DRA services first: once the registration socket appears the kubelet may call them.
-            await self._serve_unix(self._dra_server(), self.paths.dra)
-            registration = self._new_server()
+            self._serve_unix(self._dra_server(), self.paths.dra)
+            registration = self._new_server("registration", SMALL_POOL)
             registration_grpc.add_RegistrationServicer_to_server(self.registration, registration)
-            await self._serve_unix(registration, self.paths.registration)
+            self._serve_unix(registration, self.paths.registration)
             if self.cfg.health_port >= 0:
-                await self._serve_liveness()
+                self._serve_liveness()
         except BaseException:
-            await self.stop()
+            self.stop()
             raise
         log.info(
             "serving %s: DRA on %s, registration on %s, liveness %s",
@@ -122,26 +130,26 @@ class Server:
             else "disabled",
         )
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
         """Stop serving (the reverse of start order) and remove both sockets. Safe to call more than once."""
         if self._device_health is not None:
             self._device_health.close()
         while self._servers:
-            await self._servers.pop().stop(STOP_GRACE_S)
+            self._servers.pop().stop(STOP_GRACE_S).wait()
         remove_socket(self.paths.registration)
         remove_socket(self.paths.dra)
         self.call_log.close()  # after the servers: calls still finishing in the grace period are logged
 
-    def _new_server(self) -> grpc.aio.Server:
+    def _new_server(self, name: str, threads: int) -> grpc.Server:
         """A server for kubelet-facing services: every call logged, traced too at high verbosity."""
         trace = self.cfg.verbosity >= GRPC_TRACE_LEVEL
-        interceptors: list[grpc.aio.ServerInterceptor] = [CallLogInterceptor(self.call_log)]
+        interceptors: list[grpc.ServerInterceptor] = [CallLogInterceptor(self.call_log)]
         if trace:
             interceptors.append(TraceInterceptor())
-        return grpc.aio.server(interceptors=interceptors)
+        return grpc.server(_pool(name, threads), interceptors=interceptors)
 
-    def _dra_server(self) -> grpc.aio.Server:
-        server = self._new_server()
+    def _dra_server(self) -> grpc.Server:
+        server = self._new_server("dra", self.cfg.threads + DRA_EXTRA_THREADS)
         dra_v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(self._driver, self.cfg.driver_name), server)
         dra_v1beta1_grpc.add_DRAPluginServicer_to_server(
             DRAPluginV1beta1(self._driver, self.cfg.driver_name), server
@@ -151,7 +159,7 @@ class Server:
             server.add_generic_rpc_handlers((v1_health_handler(self._device_health),))
         return server
 
-    async def _serve_unix(self, server: grpc.aio.Server, path: Path) -> None:
+    def _serve_unix(self, server: grpc.Server, path: Path) -> None:
         prepare_listen_path(path)
         try:
             # "unix:" + absolute path: gRPC's "unix://" form allows two bytes less of the path.
@@ -159,37 +167,51 @@ class Server:
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {path}: {exc}") from exc
         self._servers.append(server)
-        await server.start()
+        server.start()
 
-    async def _serve_liveness(self) -> None:
+    def _serve_liveness(self) -> None:
         address, port = self.cfg.health_address, self.cfg.health_port
         host = f"[{address}]" if ":" in address else address
-        server = grpc.aio.server()
+        server = grpc.server(_pool("liveness", SMALL_POOL))
         health_pb2_grpc.add_HealthServicer_to_server(LivenessServicer(self.paths), server)
         try:
             self.health_port = server.add_insecure_port(f"{host}:{port}")
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {host}:{port} for liveness: {exc}") from exc
         self._servers.append(server)
-        await server.start()
+        server.start()
 
 
-async def run(driver: Claims, cfg: ServerSettings, stop: asyncio.Event | None = None) -> None:
+def _pool(name: str, threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+
+
+def run(driver: Claims, cfg: ServerSettings, stop: threading.Event | None = None) -> None:
     """Serve until `stop` is set or SIGTERM/SIGINT arrives, then stop gracefully and remove the sockets."""
     if stop is None:
-        stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    # Signal handlers can only be installed from the main thread; elsewhere `stop` is the only way out.
-    signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.threads, thread_name_prefix="claims"))
+        stop = threading.Event()
     server = Server(driver, cfg)
+    with _stopped_by_signals(stop):
+        try:
+            server.start()
+            while not stop.wait(1.0):  # a timed wait: the main thread runs signal handlers between waits
+                pass
+            log.info("stopping %s (kubelet registration confirmed: %s)", cfg.driver_name, server.registered)
+        finally:
+            server.stop()
+
+
+@contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` while the block runs. Signal handlers can only be installed from the
+    main thread; elsewhere `stop` is the only way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = [signal.signal(sig, lambda *_: stop.set()) for sig in signals]
     try:
-        await server.start()
-        await stop.wait()
-        log.info("stopping %s (kubelet registration confirmed: %s)", cfg.driver_name, server.registered)
+        yield
     finally:
-        await server.stop()
-        for sig in signals:
-            loop.remove_signal_handler(sig)
+        for sig, handler in zip(signals, previous, strict=True):
+            signal.signal(sig, handler)

@@ -15,7 +15,8 @@ service is not logged (the kubelet's probe would fill the log).
 
 Invariants (readers rely on them): a unary call's record is written before its answer is sent, so a
 client that got an answer finds the record; hence logged handlers fail by raising, or by set_code() and
-returning, never by `context.abort()`, which puts the status on the wire before it raises. Every record is
+returning (gRPC sends the status once the handler returned); never by `context.abort()`, which in
+grpc.aio puts the status on the wire before it raises. Every record is
 one whole line written by one write() on an O_APPEND fd, so concurrent readers (and a second plugin writing
 during a rolling update) never see lines interleaved; only the last line of a file can be torn, and only
 when a writer died mid-write, which the next writer's open() terminates with a newline. The file holds at
@@ -24,12 +25,12 @@ most `max_bytes` plus one record before it is renamed to `calls.jsonl.1` (one ol
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 CALL_LOG_NAME = "calls.jsonl"
 DEFAULT_MAX_BYTES = 4 * 2**20
+CANCELLED = "CANCELLED: the call was cancelled (client gone or server stopping)"
 
 
 def rotated(path: Path) -> Path:
@@ -49,10 +51,10 @@ def rotated(path: Path) -> Path:
 
 
 class CallLog:
-    """Appends records to `path`, rotating it past `max_bytes`. Used from the server's event loop only.
+    """Appends records to `path`, rotating it past `max_bytes`; safe across the server's worker threads.
 
-    A write is one syscall into the page cache (no fsync): cheap enough for the event loop. A machine
-    crash may lose the newest records; a plugin crash loses nothing already written.
+    A write is one syscall into the page cache (no fsync), under a lock only for the size and the rotation.
+    A machine crash may lose the newest records; a plugin crash loses nothing already written.
     """
 
     def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
@@ -63,6 +65,7 @@ class CallLog:
         self._fd: int | None = None
         self._size = 0  # of the file behind _fd, as far as this writer knows
         self._failing = False  # a write failed; logged once until one succeeds again
+        self._lock = threading.Lock()  # _fd, _size, _failing
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,20 +82,23 @@ class CallLog:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write `record` as one line; never raises (a failed write is logged, the call goes on)."""
-        if self._fd is None:  # a call finishing after close(): the server is stopping
-            return
         line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-        try:
-            self._size += os.write(self._fd, line)
-            if self._size > self.max_bytes:
-                self._rotate()
-            self._failing = False
-        except OSError as exc:
-            if not self._failing:
-                log.warning(
-                    "call log %s: cannot write (%s); records are lost until it works again", self.path, exc
-                )
-            self._failing = True
+        with self._lock:
+            if self._fd is None:  # a call finishing after close(): the server is stopping
+                return
+            try:
+                self._size += os.write(self._fd, line)
+                if self._size > self.max_bytes:
+                    self._rotate()
+                self._failing = False
+            except OSError as exc:
+                if not self._failing:
+                    log.warning(
+                        "call log %s: cannot write (%s); records are lost until it works again",
+                        self.path,
+                        exc,
+                    )
+                self._failing = True
 
     def _rotate(self) -> None:
         assert self._fd is not None
@@ -140,28 +146,29 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-class CallLogInterceptor(grpc.aio.ServerInterceptor):
-    """Appends one record per unary call, and per server stream when it ends, to a CallLog."""
+class CallLogInterceptor(grpc.ServerInterceptor):
+    """Appends one record per unary call, and per server stream when it ends, to a CallLog. A handler runs
+    in its worker thread until it returns; the record is written there, before gRPC sends the answer."""
 
     def __init__(self, calls: CallLog) -> None:
         self._calls = calls
 
-    async def intercept_service(
+    def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        _, service, method = handler_call_details.method.split("/")
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
         if handler is None:
             return handler
+        _, service, method = handler_call_details.method.split("/")
         if handler.unary_unary is not None:
             unary = handler.unary_unary
 
-            async def logged_unary(request: Message, context: grpc.aio.ServicerContext) -> Any:
+            def logged_unary(request: Message, context: grpc.ServicerContext) -> Any:
                 record, started = _begin(service, method, request)
                 try:
-                    response = await unary(request, context)
+                    response = unary(request, context)
                 except BaseException as exc:
                     self._calls.append(_failed(record, started, exc, context))
                     raise
@@ -176,16 +183,14 @@ class CallLogInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_stream is not None:
             stream = handler.unary_stream
 
-            async def logged_stream(
-                request: Message, context: grpc.aio.ServicerContext
-            ) -> AsyncIterator[Any]:
+            def logged_stream(request: Message, context: grpc.ServicerContext) -> Iterator[Any]:
                 record, started = _begin(service, method, request)
                 record["responses"] = 0
                 try:
-                    async for response in stream(request, context):
+                    for response in stream(request, context):
                         record["responses"] += 1
                         yield response
-                except BaseException as exc:
+                except BaseException as exc:  # GeneratorExit: gRPC dropped the stream (client gone)
                     self._calls.append(_failed(record, started, exc, context))
                     raise
                 self._calls.append(_done(record, started, context, None))
@@ -210,24 +215,26 @@ def _begin(service: str, method: str, request: Any) -> tuple[dict[str, Any], flo
 
 
 def _done(
-    record: dict[str, Any], started: float, context: grpc.aio.ServicerContext, response: Message | None
+    record: dict[str, Any], started: float, context: grpc.ServicerContext, response: Message | None
 ) -> dict[str, Any]:
     code = context.code()
     if code is not None and code != grpc.StatusCode.OK:  # set without raising
-        return _finish(record, started, f"{code.name}: {context.details() or ''}")
+        return _finish(record, started, f"{code.name}: {_details(context)}")
+    if not context.is_active():  # the client went away: gRPC drops the answer
+        return _finish(record, started, CANCELLED)
     claims = getattr(response, "claims", {}) if response is not None else {}
     errors = {uid: answer.error for uid, answer in claims.items() if getattr(answer, "error", "")}
     return _finish(record, started, errors or None)
 
 
 def _failed(
-    record: dict[str, Any], started: float, exc: BaseException, context: grpc.aio.ServicerContext
+    record: dict[str, Any], started: float, exc: BaseException, context: grpc.ServicerContext
 ) -> dict[str, Any]:
     code = context.code()
-    if isinstance(exc, asyncio.CancelledError):
-        error = "CANCELLED: the call was cancelled (client gone or server stopping)"
+    if isinstance(exc, GeneratorExit) or not context.is_active():
+        error = CANCELLED
     elif code is not None and code != grpc.StatusCode.OK:  # set_code() or abort() before it raised
-        error = f"{code.name}: {context.details() or ''}"
+        error = f"{code.name}: {_details(context)}"
     else:
         error = f"UNKNOWN: {type(exc).__name__}: {exc}"
     return _finish(record, started, error)
@@ -239,3 +246,9 @@ def _finish(record: dict[str, Any], started: float, error: str | dict[str, str] 
         record["error"] = error
     record["durationMs"] = round((time.perf_counter() - started) * 1000, 3)
     return record
+
+
+def _details(context: grpc.ServicerContext) -> str:
+    """The status details set on `context` (the sync server keeps them as bytes)."""
+    details: bytes | str | None = context.details()
+    return details.decode(errors="replace") if isinstance(details, bytes) else details or ""

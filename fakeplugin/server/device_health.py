@@ -4,11 +4,10 @@ fakeplugin.publish.devicefaults) says otherwise."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import grpc
 
@@ -69,17 +68,32 @@ class DeviceHealthServicer(api_pb2_grpc.DRAResourceHealthServicer):
         self._devices = devices  # may be live: every report lists the devices as they are then
         self._health_of = health_of  # live too: a fault shows in the next report
         self._interval_s = interval_s
-        self._closed = asyncio.Event()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._streams: set[threading.Event] = set()  # one per open stream: set to end it
 
     def close(self) -> None:
         """End every open stream, so a graceful server stop does not wait for the kubelet's endless watch."""
-        self._closed.set()
+        with self._lock:
+            self._closed = True
+            for ended in self._streams:
+                ended.set()
 
-    async def NodeWatchResources(
-        self, request: api_pb2.NodeWatchResourcesRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[api_pb2.NodeWatchResourcesResponse]:
+    def NodeWatchResources(
+        self, request: api_pb2.NodeWatchResourcesRequest, context: grpc.ServicerContext
+    ) -> Iterator[api_pb2.NodeWatchResourcesResponse]:
         log.debug("health watch opened by %s", context.peer())
-        while not self._closed.is_set():
-            yield report(self._pool, list(self._devices), int(time.time()), self._health_of)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), self._interval_s)
+        # A stream holds its worker thread: it ends when the server closes or the client goes away.
+        ended = threading.Event()
+        context.add_callback(ended.set)
+        with self._lock:
+            if self._closed:
+                return
+            self._streams.add(ended)
+        try:
+            while not ended.is_set():
+                yield report(self._pool, list(self._devices), int(time.time()), self._health_of)
+                ended.wait(self._interval_s)
+        finally:
+            with self._lock:
+                self._streams.discard(ended)

@@ -24,17 +24,17 @@ PROBE_TIMEOUT_S = 1.0
 KNOWN_SERVICES = ("", "liveness")
 
 
-async def sockets_answer(paths: SocketPaths) -> bool:
+def sockets_answer(paths: SocketPaths) -> bool:
     try:
-        async with grpc.aio.insecure_channel(f"unix:{paths.registration}") as channel:
-            await registration_grpc.RegistrationStub(channel).GetInfo(
+        with grpc.insecure_channel(f"unix:{paths.registration}") as channel:
+            registration_grpc.RegistrationStub(channel).GetInfo(
                 registration_pb2.InfoRequest(), timeout=PROBE_TIMEOUT_S
             )
-        async with grpc.aio.insecure_channel(f"unix:{paths.dra}") as channel:
-            await dra_grpc.DRAPluginStub(channel).NodePrepareResources(
+        with grpc.insecure_channel(f"unix:{paths.dra}") as channel:
+            dra_grpc.DRAPluginStub(channel).NodePrepareResources(
                 dra_pb2.NodePrepareResourcesRequest(), timeout=PROBE_TIMEOUT_S
             )
-    except grpc.aio.AioRpcError as exc:
+    except grpc.RpcError as exc:
         log.warning("liveness: plugin sockets do not answer: %s %s", exc.code().name, exc.details())
         return False
     return True
@@ -44,12 +44,12 @@ class LivenessServicer(health_pb2_grpc.HealthServicer):
     def __init__(self, paths: SocketPaths) -> None:
         self._paths = paths
 
-    async def Check(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext
     ) -> health_pb2.HealthCheckResponse:
         if request.service not in KNOWN_SERVICES:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
-        serving = await sockets_answer(self._paths)
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        serving = sockets_answer(self._paths)
         status = (
             health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         )

@@ -37,19 +37,17 @@ class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
         # True once the kubelet confirmed the registration, until it reports a failure.
         self.registered = False
 
-    async def GetInfo(
-        self, request: api_pb2.InfoRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.PluginInfo:
+    def GetInfo(self, request: api_pb2.InfoRequest, context: grpc.ServicerContext) -> api_pb2.PluginInfo:
         return self._info
 
-    async def NotifyRegistrationStatus(
-        self, request: api_pb2.RegistrationStatus, context: grpc.aio.ServicerContext
+    def NotifyRegistrationStatus(
+        self, request: api_pb2.RegistrationStatus, context: grpc.ServicerContext
     ) -> api_pb2.RegistrationStatusResponse:
         self.registered = request.plugin_registered
         if not request.plugin_registered:
             log.error("kubelet rejected the registration of %s: %s", self._info.name, request.error)
-            # Not context.abort(): it sends the status before it raises, so the kubelet could see the
-            # error before the call log has its record. A status set here is sent once we returned.
+            # Not context.abort() (see fakeplugin.server.calllog): a status set here is sent once we
+            # returned, after the call log has its record.
             context.set_code(grpc.StatusCode.UNKNOWN)
             context.set_details(f"failed registration process: {request.error}")
             return api_pb2.RegistrationStatusResponse()

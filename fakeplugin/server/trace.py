@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -17,22 +17,22 @@ def _text(message: Message) -> str:
     return text_format.MessageToString(message, as_one_line=True) or "{}"
 
 
-class TraceInterceptor(grpc.aio.ServerInterceptor):
-    async def intercept_service(
+class TraceInterceptor(grpc.ServerInterceptor):
+    def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
         method = handler_call_details.method
         behavior = handler.unary_unary
 
-        async def traced(request: Message, context: grpc.aio.ServicerContext) -> Any:
+        def traced(request: Message, context: grpc.ServicerContext) -> Any:
             log.debug("%s request: %s", method, _text(request))
             try:
-                response = await behavior(request, context)
+                response = behavior(request, context)
             except BaseException as exc:
                 log.debug("%s failed: %r", method, exc)
                 raise

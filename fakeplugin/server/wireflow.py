@@ -1,13 +1,13 @@
 """The version-neutral middle of NodePrepareResources / NodeUnprepareResources.
 
 Wire claims in, exactly one answer per requested claim UID out: claims missing a required field get an
-error of their own, the rest go to the core (in a worker thread), and a claim the core did not answer gets
-an error rather than no entry (a missing entry fails the whole pod in the kubelet).
+error of their own, the rest go to the core (in the call's own worker thread: the core blocks on API calls
+and the node lock), and a claim the core did not answer gets an error rather than no entry (a missing
+entry fails the whole pod in the kubelet).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
@@ -51,15 +51,15 @@ def split_claims(claims: Iterable[WireClaim]) -> tuple[list[ClaimRef], dict[str,
     return refs, invalid
 
 
-async def prepare(driver: Claims, claims: Iterable[WireClaim]) -> dict[str, PrepareResult]:
-    return await _answer_each(driver.prepare, claims, lambda error: PrepareResult(error=error), "prepare")
+def prepare(driver: Claims, claims: Iterable[WireClaim]) -> dict[str, PrepareResult]:
+    return _answer_each(driver.prepare, claims, lambda error: PrepareResult(error=error), "prepare")
 
 
-async def unprepare(driver: Claims, claims: Iterable[WireClaim]) -> dict[str, str]:
-    return await _answer_each(driver.unprepare, claims, lambda error: error, "unprepare")
+def unprepare(driver: Claims, claims: Iterable[WireClaim]) -> dict[str, str]:
+    return _answer_each(driver.unprepare, claims, lambda error: error, "unprepare")
 
 
-async def _answer_each(
+def _answer_each(
     core: Callable[[Sequence[ClaimRef]], dict[str, T]],
     claims: Iterable[WireClaim],
     failed: Callable[[str], T],
@@ -70,8 +70,7 @@ async def _answer_each(
     if not refs:
         return answers
     try:
-        # The core blocks (API calls, file locks); the event loop must stay free for GetInfo.
-        returned = await asyncio.to_thread(core, refs)
+        returned = core(refs)
     except Exception as exc:
         log.exception("%s of %s failed", operation, ", ".join(map(str, refs)))
         return answers | {ref.uid: failed(f"{operation} resource claims: {exc}") for ref in refs}
@@ -100,18 +99,18 @@ class DRAPluginAdapter:
     def device(self, d: PreparedDevice) -> Any:
         raise NotImplementedError
 
-    async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         with metrics.request(self._driver_name, "NodePrepareResources"):
-            results = await prepare(self._driver, request.claims)
+            results = prepare(self._driver, request.claims)
         failed = sum(1 for result in results.values() if result.error)
         metrics.prepare_errors(self._driver_name, failed)
         return self.pb.NodePrepareResourcesResponse(
             claims={uid: self._prepare_response(result) for uid, result in results.items()}
         )
 
-    async def NodeUnprepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         with metrics.request(self._driver_name, "NodeUnprepareResources"):
-            errors = await unprepare(self._driver, request.claims)
+            errors = unprepare(self._driver, request.claims)
         failed = sum(1 for error in errors.values() if error)
         metrics.unprepare_errors(self._driver_name, failed)
         return self.pb.NodeUnprepareResourcesResponse(

@@ -19,6 +19,7 @@ from fakeplugin.prepare.claimfaults import (
     PREPARE_ERROR,
     PREPARE_FAIL_COUNT,
     UNPREPARE_ERROR,
+    UNPREPARE_FAULTS,
 )
 from fakeplugin.publish.devicefaults import ANNOTATION as DEVICE_FAULTS
 from fakeplugin.publish.fabricfaults import ANNOTATION as FABRIC_STATE
@@ -46,8 +47,14 @@ class Faults:
         self.annotate_claim(namespace, claim, {PREPARE_DELAY: delay})
 
     def fail_unprepare(self, namespace: str, claim: str, message: str) -> None:
-        """Unprepare of the claim fails with `message`."""
+        """Unprepare of the claim fails with `message`: set before its Prepare, or on a node that reads
+        every Unprepare's claim (`read_unprepare_faults`)."""
         self.annotate_claim(namespace, claim, {UNPREPARE_ERROR: message})
+
+    def read_unprepare_faults(self, node: str, enabled: bool = True) -> None:
+        """The node's plugin reads every claim's unprepare-error at Unprepare (`fakeplugin.dev/unprepare-
+        faults`), so `fail_unprepare` after Prepare applies there; `enabled=False` removes it."""
+        self.annotate("node", node, None, {UNPREPARE_FAULTS: "true" if enabled else None})
 
     def clear_claim(self, namespace: str, claim: str) -> None:
         """Remove every fault annotation from the claim."""

@@ -20,6 +20,7 @@ import pytest
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg_pb2
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.cluster import versions
+from fakeplugin.prepare import claimfaults
 from fakeplugin.publish import devicefaults
 from fakeplugin.testing import claim_pod, device_request, resource_claim, resource_claim_template
 from tests.harness.kube import apply, get, health_watched_claim, items, pod_claim_name, pod_phase, wait_for
@@ -114,16 +115,40 @@ def test_prepare_delay_leaves_getinfo_answering(cluster: Any, namespace: str) ->
 
 def _waiting(cluster: Any, node: str, namespace: str) -> bool:
     """Whether the plugin logged that this namespace's claim waits its prepare-delay."""
-    log = cluster.layout.log(f"plugin/{node}")
-    text = log.read_text(errors="replace") if log.exists() else ""
+    text = _plugin_log(cluster, node)
     return f"prepare {namespace}/c:" in text and "prepare-delay: waiting" in text
 
 
-def test_unprepare_error_keeps_the_pod_terminating(cluster: Any, namespace: str) -> None:
+@pytest.fixture
+def t10_unprepare_faults(cluster: Any) -> Iterator[str]:
+    """T10 with fakeplugin.dev/unprepare-faults: its plugin reads every Unprepare's claim, so an
+    unprepare-error added after Prepare applies; once its plugin logged that it saw the annotation."""
+    cluster.kubectl("annotate", "node", T10, "--overwrite", f"{claimfaults.UNPREPARE_FAULTS}=true")
+    try:
+        wait_for(
+            lambda: f"{claimfaults.UNPREPARE_FAULTS} set" in _plugin_log(cluster, T10),
+            what="the plugin seeing the node's unprepare-faults annotation",
+            timeout=30,
+        )
+        yield T10
+    finally:
+        cluster.kubectl("annotate", "node", T10, f"{claimfaults.UNPREPARE_FAULTS}-")
+
+
+def _plugin_log(cluster: Any, node: str) -> str:
+    log = cluster.layout.log(f"plugin/{node}")
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+def test_unprepare_error_keeps_the_pod_terminating(
+    cluster: Any, namespace: str, t10_unprepare_faults: str
+) -> None:
     apply(cluster, namespace, t10_claim("c", {}))
     apply(cluster, namespace, claim_pod("p", {"resourceClaimName": "c"}))
     wait_for(lambda: pod_phase(cluster, namespace, "p") == "Running", what="pod Running")
     node = get(cluster, "pod", "p", "-n", namespace)["spec"]["nodeName"]
+    assert node == t10_unprepare_faults
+    # Added while the pod runs: read at Unprepare because the node opted in.
     fault(cluster, "claim", f"{namespace}/c", "--unprepare-error", "injected: cannot reset GPU")
 
     cluster.kubectl("delete", "pod", "p", "-n", namespace, "--wait=false")

@@ -14,7 +14,6 @@ As a process (what `test_crash.py` kills): `python -m tests.harness.plugin ROOT`
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -107,7 +106,7 @@ def preparer(root: Path, **overrides: Any) -> Preparer:
 
 def main(argv: list[str]) -> int:
     root = Path(argv[0])
-    asyncio.run(run(preparer(root), settings(root)))
+    run(preparer(root), settings(root))
     return 0
 
 

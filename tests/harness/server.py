@@ -1,4 +1,4 @@
-"""The gRPC server on its own event loop thread, a stand-in core behind it, and the kubelet's side.
+"""The gRPC server in its worker threads, a stand-in core behind it, and the kubelet's side.
 
 `Running` serves a `CannedDriver` (canned results, recorded calls, a gate to hold prepare) as the plugin
 process does; the test thread calls it through the generated stubs, as the kubelet does. The `serve`
@@ -7,9 +7,8 @@ fixture of tests/conftest.py starts one per test.
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +71,11 @@ class CannedDriver:
 
 
 class Running:
-    """The server on its own event loop thread, as in the plugin process; the test thread is the kubelet."""
+    """The server serving in its worker threads, as in the plugin process; the test thread is the kubelet."""
 
     def __init__(self, driver: CannedDriver, cfg: ServerSettings) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
         self.server = Server(driver, cfg)
         self.channels: list[grpc.Channel] = []
-
-    def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
 
     def channel(self, path: Path) -> grpc.Channel:
         channel = grpc.insecure_channel(f"unix:{path}")
@@ -103,10 +96,7 @@ class Running:
     def close(self) -> None:
         for channel in self.channels:
             channel.close()
-        self.call(self.server.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
+        self.server.stop()
 
 
 def claim(api: Any, uid: str, namespace: str = "default", name: str | None = None) -> Any:
