@@ -177,6 +177,7 @@ class NodeOwner:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop`: sync now, when the inventory changed, and every SYNC_SECONDS."""
+        # The hosts' inventory poll reloads the file (runtime.nodes): a changed file is a new Inventory.
         seen, since = None, SYNC_SECONDS
         while not stop.is_set():
             if self._inventory.inventory is not seen or since >= SYNC_SECONDS:
