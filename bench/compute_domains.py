@@ -40,8 +40,8 @@ from typing import Any
 import yaml
 from fleet import report
 
+from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster
-from fakeplugin.computedomain import api
 from fakeplugin.kube import Kube, new_api_client
 from fakeplugin.runtime.informer import Source, list_and_watch
 from fakeplugin.testing import container, device_request, pod, resource_claim

@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.util.ssl_ import create_urllib3_context
 
-from fakeplugin.computedomain import api as cd_api
+from fakeplugin.apis import computedomain as cd_api
 
 log = logging.getLogger(__name__)
 

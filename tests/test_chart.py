@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from fakeplugin import featuregates, releases
+from fakeplugin.apis import computedomain as cd_api
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.commands import computedomaincontroller, plugin_driver_name
-from fakeplugin.computedomain import api as cd_api
 from fakeplugin.computedomain.controller import objects as cd_objects
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_device_classes
 from fakeplugin.publish.deviceclasses import device_classes
@@ -481,7 +481,7 @@ def test_compute_domains_off_by_default(helm: Path) -> None:
 def test_compute_domain_crds_are_the_packages(helm: Path) -> None:
     """The chart's copies (files/computedomain-crds/) are byte for byte fakeplugin's package data, and the
     render is exactly those objects."""
-    package = REPO / "fakeplugin" / "computedomain" / "crds"
+    package = REPO / "fakeplugin" / "apis" / "crds"
     copies = CHART / "files" / "computedomain-crds"
     assert sorted(p.name for p in copies.iterdir()) == sorted(p.name for p in package.glob("*.yaml"))
     for path in package.glob("*.yaml"):

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from fakeplugin import featuregates, releases
+from fakeplugin.apis import computedomain as api
 from fakeplugin.commands.computedomaincontroller import check_imex_mode, seconds
-from fakeplugin.computedomain import api
 from fakeplugin.computedomain.controller import lease, objects, reconcile, status
 from fakeplugin.computedomain.controller.objects import DaemonSettings
 from fakeplugin.computedomain.controller.reconcile import (

@@ -3,7 +3,7 @@ main 95932046)."""
 
 from __future__ import annotations
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 
 
 def crd(plural: str) -> dict:

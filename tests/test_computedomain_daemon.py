@@ -18,7 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.daemon import (
     LEFT_CLIQUE_ANNOTATION,
     NOT_READY_ANNOTATION,

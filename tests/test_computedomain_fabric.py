@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
+from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.drivers.computedomain import fabric
 from fakeplugin.drivers.computedomain.cliquelabel import LabelError
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver

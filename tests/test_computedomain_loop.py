@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.controller.loop import Controller
 from fakeplugin.computedomain.controller.objects import DaemonSettings
 from fakeplugin.computedomain.controller.reconcile import Mode

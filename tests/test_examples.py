@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.cluster.state import cluster_nodes
-from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
 from fakeplugin.model import ZERO_UUID
 from fakeplugin.prepare import smi
 from fakeplugin.publish.devices import devices_for_node

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import fakeplugin
+from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import components
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
-from fakeplugin.computedomain import api
 from fakeplugin.computedomain.controller.objects import DAEMON_SERVICE_ACCOUNT
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes
 from fakeplugin.publish.inventory import Inventory

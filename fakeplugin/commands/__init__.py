@@ -161,7 +161,7 @@ def plugin_flag(parser: argparse.ArgumentParser) -> None:
 def plugin_driver_name(args: argparse.Namespace) -> str:
     """--driver-name, whose default for --plugin compute-domains is compute-domain.nvidia.com."""
     if args.plugin == COMPUTE_DOMAINS and args.driver_name == DEFAULT_DRIVER_NAME:
-        from fakeplugin.computedomain.api import DRIVER_NAME
+        from fakeplugin.apis.computedomain import DRIVER_NAME
 
         return DRIVER_NAME
     return str(args.driver_name)

@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_crds:
         import yaml
 
-        from fakeplugin.computedomain import api
+        from fakeplugin.apis import computedomain as api
 
         print(yaml.safe_dump_all(api.crds(), sort_keys=False), end="")
         return 0

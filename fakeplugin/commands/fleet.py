@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             "--owner-cluster-role: only with --create-nodes (it owns the Nodes the fleet creates)"
         )
 
-    from fakeplugin.computedomain.api import DRIVER_NAME
+    from fakeplugin.apis.computedomain import DRIVER_NAME
     from fakeplugin.drivers.computedomain import ComputeDomainDriver
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.fleet.api import FleetKube

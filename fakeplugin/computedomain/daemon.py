@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from kubernetes.client.exceptions import ApiException
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.kube import Kube, describe_api_error
 from fakeplugin.runtime.informer import Source, list_and_watch
 from fakeplugin.runtime.retry import Backoff

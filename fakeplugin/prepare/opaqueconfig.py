@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakeplugin import quantity, releases, scheme
-from fakeplugin.computedomain.api import API_VERSION
+from fakeplugin.apis.computedomain import API_VERSION
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.releases import DriverRelease
 

@@ -97,7 +97,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin import quantity, releases
-from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
+from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.k8snames import is_dns_subdomain
 from fakeplugin.model import Fabric
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names

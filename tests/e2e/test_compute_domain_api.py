@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from tests.harness.kube import get, items, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster
-from fakeplugin.computedomain import api
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import container, device_request, opaque_config, pod, resource_claim
 from tests.harness.domains import CHANNEL_INJECTION, SPECS, cd_status, channel_injection_ran

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.model import ClaimRef
 
 CD_DRIVER = api.DRIVER_NAME

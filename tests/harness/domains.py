@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.testing.containers import local_view
 from tests.harness.kube import get, pod_phase, wait_for
 from tests.harness.paths import REPO

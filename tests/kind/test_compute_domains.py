@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.drivers.computedomain.cdi import IMEX_CHANNELS_MAJOR
 from tests.harness.domains import SPECS
 from tests.harness.kind import CLUSTER as CLUSTER_NAME

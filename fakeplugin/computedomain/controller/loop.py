@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from kubernetes.client.exceptions import ApiException
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.controller import reconcile, status
 from fakeplugin.computedomain.controller.reconcile import Mode, Owned
 from fakeplugin.kube import NODES, Kube, describe_api_error

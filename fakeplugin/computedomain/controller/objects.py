@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 
 Obj = dict[str, Any]
 

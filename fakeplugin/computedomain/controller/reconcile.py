@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.controller import objects, status
 from fakeplugin.computedomain.controller.objects import DaemonSettings
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fakeplugin.computedomain import api
+from fakeplugin.apis import computedomain as api
 
 Obj = dict[str, Any]
 

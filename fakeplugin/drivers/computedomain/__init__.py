@@ -9,7 +9,7 @@ prepared: the domain directory), `preparer` (checkpoint state machine, CDI files
 NodePlugin). docs/compute-domains.md says what is emulated and from which source.
 """
 
-from fakeplugin.computedomain.api import DRIVER_NAME
+from fakeplugin.apis.computedomain import DRIVER_NAME
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver, ComputeDomainNode
 
 __all__ = ["DRIVER_NAME", "ComputeDomainDriver", "ComputeDomainNode"]

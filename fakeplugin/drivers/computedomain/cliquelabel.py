@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from fakeplugin.computedomain.api import GPU_CLIQUE_LABEL
+from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.drivers.computedomain.domains import DomainApi
 
 log = logging.getLogger(__name__)

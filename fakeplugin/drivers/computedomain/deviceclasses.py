@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeplugin.computedomain.api import DAEMON_CLASS, DEFAULT_CHANNEL_CLASS, DRIVER_NAME, device_class
+from fakeplugin.apis.computedomain import DAEMON_CLASS, DEFAULT_CHANNEL_CLASS, DRIVER_NAME, device_class
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON
 from fakeplugin.publish.deviceclasses import check_driver_name
 from fakeplugin.publish.slices import API_VERSION

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fakeplugin.apis.computedomain import CHANNEL_CONFIG_KIND
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.computedomain.api import CHANNEL_CONFIG_KIND
 from fakeplugin.drivers.computedomain import cdi
 from fakeplugin.drivers.computedomain.checkpoint import Checkpoint, State
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager

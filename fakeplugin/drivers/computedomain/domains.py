@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from fakeplugin.computedomain.api import COMPUTE_DOMAIN_LABEL, STATUS_READY, clique_name
+from fakeplugin.apis.computedomain import COMPUTE_DOMAIN_LABEL, STATUS_READY, clique_name
 
 log = logging.getLogger(__name__)
 

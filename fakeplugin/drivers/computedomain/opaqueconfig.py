@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakeplugin import scheme
-from fakeplugin.computedomain.api import (
+from fakeplugin.apis.computedomain import (
     ALLOCATION_ALL,
     API_VERSION,
     CHANNEL_CONFIG_KIND,

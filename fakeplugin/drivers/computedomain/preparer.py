@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from fakeplugin.apis.computedomain import CHANNEL_CONFIG_KIND, DAEMON_CONFIG_KIND
 from fakeplugin.atomicfile import remove_stale_temp_files
-from fakeplugin.computedomain.api import CHANNEL_CONFIG_KIND, DAEMON_CONFIG_KIND
 from fakeplugin.drivers.computedomain import cdi
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.cleanup import aborted_at, expired, stale_claims
