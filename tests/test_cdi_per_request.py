@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import cdi, smi
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.claimfiles import ClaimFiles
-from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.node import node_devices
 from tests.harness import DRIVER
 from tests.harness.golden import check_golden

@@ -20,12 +20,12 @@ import yaml
 from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, retry, slices
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
+from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.inventory.schema import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare import smi
 from fakeplugin.prepare.cdi import validate_spec
 from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.inventory import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
-from fakeplugin.publish.node import InventoryFile
 from fakeplugin.releases import get as release
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation

@@ -32,7 +32,7 @@ from fakeplugin.computedomain.daemon import (
     pod_ready,
 )
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
-from fakeplugin.publish.node import InventoryFile
+from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation
 from tests.harness.computedomain import (

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.inventory.schema import Inventory, load_inventory, parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.inventory import Inventory, load_inventory, parse_inventory
 
 SEED = Path(__file__).resolve().parent.parent / "examples" / "seed-lab.yaml"
 T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"

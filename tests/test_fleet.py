@@ -12,12 +12,13 @@ from typing import Any
 import yaml
 
 from fakeplugin.fleet import kubelet, podclaims, reconcile, stages
-from fakeplugin.fleet.fleet import FleetDirs
+from fakeplugin.fleet.dirs import FleetDirs
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.records import record_name, resolve
+from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from fakeplugin.publish.node import InventoryFile, NodeDevices
+from fakeplugin.publish.node import NodeDevices
 from tests.harness import DRIVER
 
 

@@ -1,4 +1,4 @@
-"""Compact fleet inventories: one `namePrefix` entry stands for `replicas` nodes (publish.inventory), and
+"""Compact fleet inventories: one `namePrefix` entry stands for `replicas` nodes (inventory.schema), and
 every consumer (render, validate, the local cluster, NodeDevices) sees them as if each had its own `name`
 entry."""
 
@@ -13,7 +13,7 @@ import yaml
 from fakeplugin.cluster.state import cluster_nodes
 from fakeplugin.commands.render import render_documents
 from fakeplugin.commands.validate import device_problems, summary
-from fakeplugin.publish.inventory import InventoryError, parse_inventory
+from fakeplugin.inventory.schema import InventoryError, parse_inventory
 from fakeplugin.publish.node import NodeDevices, node_slices
 
 H100 = {"profile": "h100-80gb-hbm3", "count": 8}

@@ -18,9 +18,9 @@ import yaml
 
 from fakeplugin import featuregates, releases
 from fakeplugin.commands.render import render_documents, to_yaml
+from fakeplugin.inventory.schema import load_inventory, parse_inventory
 from fakeplugin.profiles import profile_names
 from fakeplugin.publish.deviceclasses import device_classes
-from fakeplugin.publish.inventory import load_inventory, parse_inventory
 from tests.harness.golden import GOLDEN, check_golden
 
 ROOT = Path(__file__).resolve().parent.parent

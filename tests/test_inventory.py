@@ -1,4 +1,4 @@
-"""The inventory schema (publish.inventory): defaults, selection, and exact error paths and messages."""
+"""The inventory schema (inventory.schema): defaults, selection, and exact error paths and messages."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.inventory.schema import InventoryError, load_inventory, parse_inventory, parse_quantity
 from fakeplugin.profiles import profile_names
-from fakeplugin.publish.inventory import InventoryError, load_inventory, parse_inventory, parse_quantity
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"

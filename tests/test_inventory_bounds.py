@@ -1,4 +1,4 @@
-"""The inventory's upper bounds (publish.inventory MAX_*, yamlschema.Limits): each refused with the file and
+"""The inventory's upper bounds (inventory.schema MAX_*, yamlschema.Limits): each refused with the file and
 field path, before anything large is built; values at the bound still pass."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.publish import inventory as inv_mod
-from fakeplugin.publish.inventory import InventoryError, load_inventory
+from fakeplugin.inventory import schema as inv_mod
+from fakeplugin.inventory.schema import InventoryError, load_inventory
 
 HEAD = 'driverVersion: "580.95.05"\ncudaDriverVersion: "13.0"\n'
 

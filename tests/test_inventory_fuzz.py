@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from fakeplugin.commands import validate
+from fakeplugin.inventory.schema import MAX_FILE_BYTES
 from fakeplugin.profiles import profile_names
-from fakeplugin.publish.inventory import MAX_FILE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = range(8)

@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from fakeplugin.commands.render import render_documents
+from fakeplugin.inventory.schema import InventoryError, load_inventory
+from fakeplugin.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.model import ClaimRef
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.profiles import load_profile, profile_names
 from fakeplugin.publish.devices import gpu_uuid
-from fakeplugin.publish.inventory import InventoryError, load_inventory
-from fakeplugin.publish.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.publish.node import NodeDevices
 from fakeplugin.publish.slices import MAX_DEVICES_RESTRICTED, partitionable_layout, resource_slices
 from tests.harness.golden import check_golden

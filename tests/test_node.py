@@ -12,11 +12,12 @@ import yaml
 
 from fakeplugin import releases
 from fakeplugin.commands.render import render_documents
+from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.inventory.schema import InventoryError, load_inventory
 from fakeplugin.model import ClaimRef
 from fakeplugin.prepare.claimfaults import Injector
 from fakeplugin.prepare.resolve import Resolver, pool_reader
-from fakeplugin.publish.inventory import InventoryError, load_inventory
-from fakeplugin.publish.node import InventoryFile, NodeDevices, node_devices
+from fakeplugin.publish.node import NodeDevices, node_devices
 from tests.harness import DRIVER
 
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import ZERO_UUID, ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
 from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.inventory import parse_inventory
 from tests.harness import DRIVER
 from tests.harness.factories import H200, T10, numbered
 from tests.harness.golden import check_golden_text

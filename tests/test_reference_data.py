@@ -17,8 +17,8 @@ from fakeplugin import releases
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import versions
 from fakeplugin.drivers.gpu import GpuDriver
+from fakeplugin.inventory import schema as inventory
 from fakeplugin.prepare import checkpoint
-from fakeplugin.publish import inventory
 from fakeplugin.server import app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def field_rows(text: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     "table",
     [
-        pytest.param(inventory.__doc__ or "", id="publish/inventory.py"),
+        pytest.param(inventory.__doc__ or "", id="inventory/schema.py"),
         pytest.param(read("README.md"), id="README"),
     ],
 )

@@ -14,8 +14,8 @@ import yaml
 from fakeplugin import featuregates, releases
 from fakeplugin.cluster import components
 from fakeplugin.commands.render import render_documents
+from fakeplugin.inventory.schema import InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.deviceclasses import device_classes
-from fakeplugin.publish.inventory import InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import resource_slices
 from tests.harness.cli import render_cli

@@ -13,9 +13,9 @@ import yaml
 
 from fakeplugin import consumableshares
 from fakeplugin.drivers.gpu import GpuDriver
+from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare import claimfaults
-from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime import nodes as runtime_nodes
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, NodePlugin
 from fakeplugin.runtime.emulation import emulation

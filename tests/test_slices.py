@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.inventory import parse_inventory
 from fakeplugin.publish.slices import device_to_api, resource_slices, semver, split_devices
 from fakeplugin.quantity import format_binary_si
 

@@ -39,7 +39,7 @@ from fakeplugin.cluster.state import (
     remove_runtime_state,
 )
 from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor
-from fakeplugin.publish.inventory import load_inventory
+from fakeplugin.inventory.schema import load_inventory
 
 log = logging.getLogger("fakeplugin.cluster")
 

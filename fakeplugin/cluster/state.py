@@ -21,7 +21,7 @@ from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
-from fakeplugin.publish.inventory import Inventory
+from fakeplugin.inventory.schema import Inventory
 
 
 class ClusterError(RuntimeError):

@@ -185,8 +185,8 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
+    from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import new_api_client
-    from fakeplugin.publish.node import InventoryFile
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     emulation = emulated(args, inventory.inventory.driver_release)

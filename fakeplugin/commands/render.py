@@ -20,8 +20,8 @@ from fakeplugin.commands import (
     plugin_driver_name,
     plugin_flag,
 )
+from fakeplugin.inventory.schema import Inventory, load_inventory
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
-from fakeplugin.publish.inventory import Inventory, load_inventory
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease

@@ -179,8 +179,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fakeplugin.drivers.computedomain import ComputeDomainDriver, ComputeDomainNode
     from fakeplugin.drivers.gpu import GpuDriver
+    from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import Kube, new_api_client
-    from fakeplugin.publish.node import InventoryFile
     from fakeplugin.runtime.driver import NodeDirs
     from fakeplugin.runtime.host import Host
     from fakeplugin.runtime.nodes import Nodes

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from fakeplugin.commands import inventory_flag
-from fakeplugin.publish.inventory import Inventory, InventoryError, load_inventory
+from fakeplugin.inventory.schema import Inventory, InventoryError, load_inventory
 from fakeplugin.publish.node import node_devices
 
 DESCRIPTION = """\

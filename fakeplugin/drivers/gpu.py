@@ -12,11 +12,12 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
+from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare import claimfaults
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.prepare.preparer import Preparer
-from fakeplugin.publish.node import InventoryFile, NodeDevices
+from fakeplugin.publish.node import NodeDevices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
 

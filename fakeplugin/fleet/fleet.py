@@ -17,13 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fakeplugin.fleet.api import FleetKube, Obj
+from fakeplugin.fleet.dirs import FleetDirs
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.nodeobjects import NodeOwner
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.reconcile import Reconciler
 from fakeplugin.fleet.shard import WHOLE, Shard
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
-from fakeplugin.publish.node import InventoryFile
+from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.runtime.driver import Driver, NodeDirs, NodePlugin
 from fakeplugin.runtime.host import Host
 from fakeplugin.runtime.nodes import Nodes
@@ -33,26 +34,6 @@ from fakeplugin.runtime.nodes import Nodes
 # nodes a pass is seconds of CPU per process (two lists of 80 MB of JSON, every node's desired slices), so
 # a minute made it most of the fleet's CPU in a wave (issue 20, docs/benchmarks.md).
 RESYNC_SECONDS = 600
-
-
-class FleetDirs:
-    """<root>/nodes/<node>/: a simulated node's CDI root, each driver's plugin dir (checkpoint, nvidia-smi
-    data) and container records."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def node(self, name: str) -> Path:
-        return self.root / "nodes" / name
-
-    def cdi(self, name: str) -> Path:
-        return self.node(name) / "cdi"
-
-    def plugin(self, name: str, driver: str) -> Path:
-        return self.node(name) / "plugins" / driver
-
-    def containers(self, name: str) -> Path:
-        return self.node(name) / "containers"
 
 
 def is_simulated(node: Obj) -> bool:

@@ -22,9 +22,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
+from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.inventory.schema import Inventory
 from fakeplugin.kube import NODES, Kube, Obj
-from fakeplugin.publish.inventory import Inventory
-from fakeplugin.publish.node import InventoryFile
 
 log = logging.getLogger(__name__)
 

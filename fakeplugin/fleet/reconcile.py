@@ -25,16 +25,13 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fakeplugin.fleet import podclaims, stages
 from fakeplugin.fleet.api import FleetKube, Obj
+from fakeplugin.fleet.dirs import FleetDirs
 from fakeplugin.fleet.records import record_name
 from fakeplugin.model import ClaimRef
 from fakeplugin.runtime.driver import NodePlugin
-
-if TYPE_CHECKING:
-    from fakeplugin.fleet.fleet import FleetDirs
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +89,7 @@ class Reconciler:
     """`served()`: the nodes the fleet serves now; `plugins(node)`: driver name → its plugin there;
     `pods_on(node)`: the pods with claims bound there, as the pod watch knows them; `forget(node)`: drop
     the plugins of a node no longer served; `owns(node)`: whether the node is of this fleet's shard
-    (fleet.shard; several fleets may share one state dir). `dirs`: fleet.FleetDirs."""
+    (fleet.shard; several fleets may share one state dir). `dirs`: fleet.dirs.FleetDirs."""
 
     def __init__(
         self,

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from fakeplugin.mig import created_for_claim
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.prepare import cdi, smi
 from fakeplugin.prepare.allocation import ClaimError
-from fakeplugin.publish.mig import created_for_claim
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import fields, replace
 
+from fakeplugin.inventory.schema import GpuEntry, Inventory, NodeEntry
+from fakeplugin.mig import canonical_name, counter_set_name, mig_uuid
 from fakeplugin.model import CounterSet, GpuDevice, MigPlacement, MigResources
 from fakeplugin.profiles import ARCHITECTURES, MigCapability, MigProfile
-from fakeplugin.publish.inventory import GpuEntry, Inventory, NodeEntry
-from fakeplugin.publish.mig import canonical_name, counter_set_name, mig_uuid
 
 # Bus numbers of the GPUs of a typical dual-socket 8-GPU server; each sits under a root port
 # on the bus just below it (0000:3b:00.0 → pcieRoot pci0000:3a).

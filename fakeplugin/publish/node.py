@@ -3,10 +3,11 @@
     inventory ─▶ this node's entry (by name, else by its labels) ─▶ devices ─▶ desired ResourceSlices
 
 `node_devices` and `node_slices` are the pure steps; `render`, `validate` and the cluster use them directly.
-`NodeDevices` is the live form `serve` runs: it follows the inventory file (usually a ConfigMap mounted into
-the plugin's pod, so it changes under a running plugin) and the node's labels, UID and device-faults
-annotation (publish.devicefaults: taints in the slices, health for the kubelet) and fabric-state annotation
-(publish.fabricfaults: the NVLink fabric the fake nvidia-smi shows) from the API server.
+`NodeDevices` is the live form `serve` runs: it follows the inventory file (inventory.file.InventoryFile;
+usually a ConfigMap mounted into the plugin's pod, so it changes under a running plugin) and the node's
+labels, UID and device-faults annotation (publish.devicefaults: taints in the slices, health for the
+kubelet) and fabric-state annotation (publish.fabricfaults: the NVLink fabric the fake nvidia-smi shows)
+from the API server.
 
 Invariants:
 - devices are recomputed as soon as the file changes, so Prepare sees an edit before the publisher has
@@ -18,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -27,11 +27,12 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin import consumableshares, releases
+from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.inventory.schema import Inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish import devicefaults, fabricfaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.inventory import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE, resource_slices
 from fakeplugin.releases import DriverRelease
 
@@ -75,35 +76,6 @@ def node_slices(
         server_version=server_version,
         consumable_shares=consumable_shares,
     )
-
-
-class InventoryFile:
-    """The inventory file, re-read when its content changes. One may serve many `NodeDevices` (the fleet
-    reads the file once for all its nodes). Invariant: a broken edit never replaces a good inventory."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._digest = self._file_digest()
-        self.inventory: Inventory = load_inventory(path)  # the first load raises InventoryError
-
-    def reload_if_changed(self) -> bool:
-        """True when a changed, valid file took effect; a broken edit is logged (once) and changes nothing."""
-        digest = self._file_digest()
-        if digest == self._digest:
-            return False
-        self._digest = digest
-        try:
-            self.inventory = load_inventory(self.path)
-        except InventoryError as exc:
-            log.error("inventory %s changed but is invalid; keeping the previous one:\n%s", self.path, exc)
-            return False
-        log.info("inventory %s changed; reloaded", self.path)
-        return True
-
-    def _file_digest(self) -> str:
-        with open(self.path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused by load_inventory; never held whole
-        return hashlib.sha256(data).hexdigest()
 
 
 class NodeDevices(Mapping[str, GpuDevice]):

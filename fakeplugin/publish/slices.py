@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin import consumableshares, releases
+from fakeplugin.mig import camel_to_dns_name, memory_slice_counter
 from fakeplugin.model import GpuDevice, MigResources
-from fakeplugin.publish.mig import camel_to_dns_name, memory_slice_counter
 from fakeplugin.quantity import format_binary_si
 from fakeplugin.releases import DriverRelease
 

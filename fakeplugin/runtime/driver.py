@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fakeplugin.model import ClaimRef, PrepareResult
 
 if TYPE_CHECKING:
-    from fakeplugin.publish.node import InventoryFile
+    from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.runtime.emulation import Emulation
 
 Obj = dict[str, Any]

@@ -1,7 +1,7 @@
 """The nodes a host serves, each a driver's NodePlugin: following their Node objects and the inventory.
 
 `serve` serves one node (made at start, so its devices are known before the API server answers);
-`fleet` every Node that `accept`s (kwok's). Both read one inventory file (publish.node.InventoryFile),
+`fleet` every Node that `accept`s (kwok's). Both read one inventory file (inventory.file.InventoryFile),
 polled here; a change is handed to every node (`NodePlugin.refresh`), and whoever publishes is woken.
 
 Invariants: a node is asked for its slices only once its Node object was seen (slices are owned by it);
@@ -14,8 +14,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.kube import Obj
-from fakeplugin.publish.node import InventoryFile
 from fakeplugin.runtime.driver import NodePlugin
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.commands.render import render_documents
-from fakeplugin.publish.inventory import load_inventory
+from fakeplugin.inventory.schema import load_inventory
 from fakeplugin.testing import claim_pod, device_request, resource_claim_template
 from tests.harness import DRIVER
 from tests.harness.host import require_cluster_host
@@ -222,8 +222,8 @@ def test_a_fleet_that_owns_its_nodes_creates_relabels_deletes_and_the_gc_removes
     collector delete every Node it owns."""
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.nodeobjects import NodeOwner, cluster_role_owner
+    from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import new_api_client
-    from fakeplugin.publish.node import InventoryFile
 
     path = tmp_path / "owned.yaml"
     path.write_text(yaml.safe_dump(OWNED))

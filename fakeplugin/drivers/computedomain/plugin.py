@@ -22,11 +22,12 @@ from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import Preparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
+from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.inventory.schema import NodeEntry
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.publish import fabricfaults
-from fakeplugin.publish.inventory import NodeEntry
-from fakeplugin.publish.node import InventoryFile, node_devices
+from fakeplugin.publish.node import node_devices
 from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
 

@@ -99,9 +99,9 @@ from typing import Any
 from fakeplugin import quantity, releases
 from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.k8snames import is_dns_subdomain
+from fakeplugin.mig import place
 from fakeplugin.model import Fabric
 from fakeplugin.profiles import MigProfile, Profile, UnknownProfileError, load_profile, profile_names
-from fakeplugin.publish.mig import place
 from fakeplugin.yamlschema import (
     Limits,
     Problems,
