@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import tests.harness
+from tests.harness.imports import imports
 
 TESTS = Path(__file__).resolve().parent
 HARNESS = TESTS / "harness"
@@ -20,18 +21,10 @@ def dotted(path: Path) -> str:
 def imported_modules(source: str, file: str) -> set[str]:
     """Every module of package `tests` the source imports, or may import (`from a import b`: a and a.b),
     anywhere in it; relative imports resolved from the package of `file` (a dotted path)."""
-    package = file.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+    for imp in imports(source, file):
+        found.add(imp.module)
+        found.update(f"{imp.module}.{name}" for name in imp.names)
     return {name for name in found if name == "tests" or name.startswith("tests.")}
 
 

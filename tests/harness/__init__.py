@@ -17,6 +17,7 @@ Unit and contract tests (tests/*.py):
 - cli: fakeplugin's commands as a subprocess (`render_cli`).
 - rbac: every API call of each ComputeDomain component (controller, kubelet plugin, daemon), as a table.
 - paths: the repository's files (`REPO`, `EXAMPLES`, `SEED_LAB`).
+- imports: every import statement of a source, read with ast (`imports`), for the layout tests.
 - tooling: `unavailable`, a missing tool skips here and fails in CI.
 
 End-to-end tests (tests/e2e, tests/kind):
