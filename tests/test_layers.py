@@ -9,8 +9,8 @@ A pure scan of the sources (tests.harness.imports: ast, nothing is imported). Ev
 level, in a function, under `if TYPE_CHECKING:`. An import names what it imports (`from fakeplugin.x
 import y`: the module fakeplugin.x.y if there is one, else fakeplugin.x); the packages Python runs on the
 way to a module (fakeplugin/x/__init__.py before fakeplugin.x.y) are not counted, and neither are
-`importlib.import_module` calls (the lazy exports of cluster and testing name their modules under
-TYPE_CHECKING too, which counts; commands loads only its own modules).
+`importlib.import_module` calls (those of the lazy packages cluster, commands and testing load only their
+own modules).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ Layers = Sequence[tuple[str, Set[str]]]
 
 # Low to high; a module stands in the layer of its top-level package or module under fakeplugin/.
 LAYERS: Layers = (
-    # definitions and pure rules: core types, names, formats, the emulated releases, GPU models, MIG's rules,
-    # the API definitions other drivers' clients share (apis), the generated gRPC stubs
+    # definitions and pure rules: the package's own __init__ (`fakeplugin`), core types, names, formats, the
+    # emulated releases, GPU models, MIG's rules, the ComputeDomain API (apis), the generated gRPC stubs
     (
         "ground",
         {
@@ -54,7 +54,7 @@ LAYERS: Layers = (
     ("inventory", {"inventory"}),  # the inventory file, everyone's input
     ("kube", {"kube"}),  # the API client, no driver in it
     ("runtime", {"runtime"}),  # the plugin runtime every driver shares: the contract, host loops, publisher
-    # what the drivers are made of, and the edges the runtime is reached through
+    # what drivers, hosts and the cluster are made of, and the gRPC edge the runtime is reached through
     ("parts", {"publish", "prepare", "computedomain", "server", "kueue"}),
     ("drivers", {"drivers"}),  # gpu.nvidia.com, compute-domain.nvidia.com
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
