@@ -24,12 +24,6 @@ Target (issue 18): a ComputeDomain of 18 simulated nodes Ready <= 10 s after its
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import signal
-import statistics
 import sys
 import threading
 import time
@@ -37,8 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-from fleet import report
+from common import (
+    cluster_arguments,
+    create,
+    exit_on_sigterm,
+    inventory_beside,
+    machine,
+    median_max,
+    report,
+    say,
+    wait_until,
+)
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster
@@ -85,11 +88,11 @@ class Seen:
                 self.at[condition].setdefault(name, now)
 
 
-def inventory(racks: int) -> dict[str, Any]:
-    return {
-        "driverVersion": "580.126.20",
-        "cudaDriverVersion": "13.0",
-        "nodes": [
+def racks_inventory(state_dir: Path, racks: int) -> Path:
+    """`racks` NVL72 racks of simulated trays, each its own clique, beside `state_dir`."""
+    return inventory_beside(
+        state_dir,
+        [
             {
                 "namePrefix": f"rack-{r}-",
                 "replicas": TRAYS,
@@ -99,7 +102,7 @@ def inventory(racks: int) -> dict[str, Any]:
             }
             for r in range(racks)
         ],
-    }
+    )
 
 
 def cluster_uuid(rack: int) -> str:
@@ -140,21 +143,8 @@ def job(name: str, rack: int, *, channel: bool) -> list[dict[str, Any]]:
     return objects
 
 
-def create(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
-    if not objects:
-        return
-    items = [{**o, "metadata": {**o["metadata"], "namespace": NAMESPACE}} for o in objects]
-    cluster.kubectl(
-        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
-    )
-
-
-def wait_until(what: str, done: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
+def in_namespace(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**o, "metadata": {**o["metadata"], "namespace": NAMESPACE}} for o in objects]
 
 
 def run_wave(
@@ -166,7 +156,7 @@ def run_wave(
     # The CDs first, their pods once the controller made the channel templates (tests/e2e/
     # test_compute_domains_fleet.py start_job says why).
     for objects in jobs:
-        create(cluster, [o for o in objects if o["kind"] == api.COMPUTE_DOMAIN_KIND])
+        create(cluster, in_namespace([o for o in objects if o["kind"] == api.COMPUTE_DOMAIN_KIND]))
     templates = {f"{n}-channel" for n in names} if channel else set()
     wait_until(
         "the controller's channel templates",
@@ -174,7 +164,7 @@ def run_wave(
         60,
     )
     for objects in jobs:
-        create(cluster, [o for o in objects if o["kind"] != api.COMPUTE_DOMAIN_KIND])
+        create(cluster, in_namespace([o for o in objects if o["kind"] != api.COMPUTE_DOMAIN_KIND]))
     members = {n: [f"{n}-{i}" for i in range(TRAYS)] for n in names}
     wait_until(
         "every pod Running",
@@ -193,7 +183,7 @@ def run_wave(
         if channel:
             result["readyAfterBoundSeconds"] = round(domains.at["ready"][name] - bound, 2)
         out.append(result)
-        print(f"  {result}", file=sys.stderr, flush=True)
+        say(f"  {result}")
     pod_names = [p for ps in members.values() for p in ps]
     cluster.kubectl("delete", "pod", *pod_names, "-n", NAMESPACE, "--wait=true", "--timeout=600s")
     if channel:
@@ -204,29 +194,21 @@ def run_wave(
 
 
 def summary(results: list[dict[str, Any]], key: str) -> dict[str, float]:
-    values = [r[key] for r in results]
-    return {"median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+    return median_max([r[key] for r in results])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cluster_arguments(__doc__, "/tmp/fakeplugin-bench-cd")
     parser.add_argument("--racks", type=int, default=4)
-    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-cd"))
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: the cluster goes down below
+    exit_on_sigterm()
 
-    args.state_dir.mkdir(parents=True, exist_ok=True)
-    path = args.state_dir.parent / f"{args.state_dir.name}-inventory.yaml"
-    path.write_text(yaml.safe_dump(inventory(args.racks), sort_keys=False))
-    print(f"cluster up: {args.racks} racks x {TRAYS} simulated GB200 trays", file=sys.stderr, flush=True)
+    path = racks_inventory(args.state_dir, args.racks)
+    say(f"cluster up: {args.racks} racks x {TRAYS} simulated GB200 trays")
     started = time.monotonic()
     cluster = Cluster.up(path, args.state_dir)
     results: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "racks": args.racks,
         "nodes": args.racks * TRAYS,
         "gpus": args.racks * TRAYS * 4,
@@ -250,9 +232,9 @@ def main() -> int:
         )
         pods.start()
         domains.start()
-        print("anchor: the same jobs without ComputeDomains", file=sys.stderr, flush=True)
+        say("anchor: the same jobs without ComputeDomains")
         anchor = run_wave(cluster, kube, pods, domains, args.racks, channel=False)
-        print("ComputeDomains: one per rack, all at once", file=sys.stderr, flush=True)
+        say("ComputeDomains: one per rack, all at once")
         cds = run_wave(cluster, kube, pods, domains, args.racks, channel=True)
         pods.stop.set()
         domains.stop.set()

@@ -34,53 +34,34 @@ Everything is deleted at the end unless --keep.
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
-import os
-import platform
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from common import (
+    NAMESPACE,
+    PodWatch,
+    cluster_arguments,
+    cpu_by_process,
+    create,
+    exit_on_sigterm,
+    inventory_beside,
+    machine,
+    report,
+    rss_kib,
+    say,
+    start_epoch,
+    wait_until,
+)
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.fleet.api import FleetKube
 from fakeplugin.kube import SLICES, new_api_client
 
-NAMESPACE = "bench"
 SETTLE_SECONDS = 5.0  # after a scale-down, before the fleet's RSS is read
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def proc_stat(pid: int) -> list[str]:
-    data = Path(f"/proc/{pid}/stat").read_text()
-    return data[data.rindex(")") + 2 :].split()  # fields from the 3rd on (state ...)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = proc_stat(pid)
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-def start_epoch(pid: int) -> float:
-    boot = next(
-        int(line.split()[1])
-        for line in Path("/proc/stat").read_text().splitlines()
-        if line.startswith("btime")
-    )
-    return boot + int(proc_stat(pid)[19]) / TICKS
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 class Sampler(threading.Thread):
@@ -104,73 +85,15 @@ class Sampler(threading.Thread):
             self.peak_total = max(self.peak_total, total)
 
 
-class PodWatch(threading.Thread):
-    """Phases of the namespace's pods, from one watch: counting Running pods by listing them every
-    half second would itself load the API server we measure."""
-
-    def __init__(self, kube: FleetKube) -> None:
-        super().__init__(daemon=True)
-        self.kube = kube
-        self.phase: dict[str, str] = {}
-        self.stop = threading.Event()
-
-    def running(self) -> int:
-        return sum(1 for p in list(self.phase.values()) if p == "Running")
-
-    def run(self) -> None:
-        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-        while not self.stop.is_set():
-            try:
-                pods, version = self.kube.list(path)
-                self.phase = {p["metadata"]["uid"]: p.get("status", {}).get("phase", "") for p in pods}
-                for event in self.kube.watch(path, resource_version=version, timeout_seconds=60):
-                    obj = event["object"]
-                    if event["type"] == "DELETED":
-                        self.phase.pop(obj["metadata"]["uid"], None)
-                    elif event["type"] in ("ADDED", "MODIFIED"):
-                        self.phase[obj["metadata"]["uid"]] = obj.get("status", {}).get("phase", "")
-            except Exception:  # the watch broke (e.g. the cluster is going down): list again, or stop
-                self.stop.wait(1.0)
-
-
 def simulated_inventory(state_dir: Path, profile: str, nodes: int, gpus: int) -> Path:
     """An inventory of `nodes` simulated nodes `<profile>-0..` with `gpus` GPUs each, beside `state_dir`."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir.parent / f"{state_dir.name}-inventory.yaml"
     node = {
         "namePrefix": f"{profile}-",
         "replicas": nodes,
         "kubelet": False,
         "gpus": [{"profile": profile, "count": gpus}],
     }
-    doc = {"driverVersion": "580.126.20", "cudaDriverVersion": "13.0", "nodes": [node]}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def report(results: dict[str, Any], json_path: Path | None) -> None:
-    """The results on stdout, and in `json_path` too when given (every bench's --json)."""
-    text = json.dumps(results, indent=2)
-    print(text)
-    if json_path:
-        json_path.write_text(text + "\n")
-
-
-def cpu_by_process(cluster: Cluster) -> dict[str, float]:
-    return {p.name: cpu_seconds(p.pid) for p in cluster.status() if p.running}
-
-
-def wait_until(what: str, done: Any, timeout: float, progress: Any = None) -> float:
-    started = time.monotonic()
-    last_report = started
-    while not done():
-        if time.monotonic() - started > timeout:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        if progress and time.monotonic() - last_report > 10:
-            print(f"  ... {progress()}", file=sys.stderr, flush=True)
-            last_report = time.monotonic()
-        time.sleep(0.5)
-    return time.monotonic() - started
+    return inventory_beside(state_dir, [node])
 
 
 def workload(pods: int, name: str, claims: bool) -> list[dict[str, Any]]:
@@ -225,12 +148,7 @@ def wave(
     before = cpu_by_process(cluster)
     started = time.monotonic()
     if first:
-        cluster.kubectl(
-            "create",
-            "-f",
-            "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": workload(pods, name, claims)}),
-        )
+        create(cluster, workload(pods, name, claims))
     else:
         cluster.kubectl("scale", "deployment", name, "-n", NAMESPACE, f"--replicas={pods}")
 
@@ -251,12 +169,8 @@ def wave(
         "cpuSeconds": {n: round(v, 1) for n, v in cpu.items()},
         "cpuMsPerPod": {n: round(v * 1000 / pods, 2) for n, v in cpu.items()},
     }
-    print(
-        f"  {pods} {'claim' if claims else 'claimless'} pods Running in {elapsed:.1f} s: "
-        f"{pods / elapsed:.1f} pods/s",
-        file=sys.stderr,
-        flush=True,
-    )
+    kind = "claim" if claims else "claimless"
+    say(f"  {pods} {kind} pods Running in {elapsed:.1f} s: {pods / elapsed:.1f} pods/s")
 
     started = time.monotonic()
     cluster.kubectl("scale", "deployment", name, "-n", NAMESPACE, "--replicas=0")
@@ -274,12 +188,10 @@ def wave(
     )
     result["scaleDownSeconds"] = round(time.monotonic() - started, 1)
     time.sleep(SETTLE_SECONDS)
-    result["fleetRssMiB"] = round(sum(rss_bytes(pid) for pid in fleet_pids) / 2**20, 1)  # every shard
-    print(
+    result["fleetRssMiB"] = round(sum(rss_kib(pid)[0] for pid in fleet_pids) / 1024, 1)  # every shard
+    say(
         f"  scaled to 0 in {result['scaleDownSeconds']} s; every device returned; "
-        f"fleet RSS {result['fleetRssMiB']} MiB",
-        file=sys.stderr,
-        flush=True,
+        f"fleet RSS {result['fleetRssMiB']} MiB"
     )
     return result
 
@@ -293,9 +205,7 @@ def soak(waves: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cluster_arguments(__doc__, "/tmp/fakeplugin-bench-fleet")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--gpus", type=int, default=8, help="H200 GPUs per node")
     parser.add_argument("--pods", type=int, default=4000)
@@ -306,20 +216,16 @@ def main() -> int:
         action="store_true",
         help="also one wave of claimless pods: the control plane's ceiling",
     )
-    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-fleet"))
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = parser.parse_args()
-    # SIGTERM (e.g. `timeout`) ends the run through the `finally` below: the cluster goes down with it.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
 
     inventory = simulated_inventory(args.state_dir, "h200", args.nodes, args.gpus)
-    print(f"cluster up: {args.nodes} simulated nodes x {args.gpus} H200", file=sys.stderr, flush=True)
+    say(f"cluster up: {args.nodes} simulated nodes x {args.gpus} H200")
     up_started = time.time()
     cluster = Cluster.up(inventory, args.state_dir)
     up_seconds = time.time() - up_started
     results: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "nodes": args.nodes,
     }
     try:
@@ -340,9 +246,9 @@ def main() -> int:
             "secondsFromFleetStart": round(newest - min(start_epoch(f.pid) for f in fleets), 1),
             "clusterUpSeconds": round(up_seconds, 1),
         }
-        print(f"  {len(slices)} slices, {devices} devices: {results['publish']}", file=sys.stderr, flush=True)
+        say(f"  {len(slices)} slices, {devices} devices: {results['publish']}")
         time.sleep(5)
-        results["fleetIdleRssMiB"] = {f.name: round(rss_bytes(f.pid) / 2**20, 1) for f in fleets}
+        results["fleetIdleRssMiB"] = {f.name: round(rss_kib(f.pid)[0] / 1024, 1) for f in fleets}
         sampler = Sampler(cluster)
         sampler.start()
         cluster.kubectl("create", "namespace", NAMESPACE)

@@ -21,19 +21,25 @@ Admitted: median and max, from one watch of Workloads).
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import signal
-import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from fleet import NAMESPACE, PodWatch, cpu_by_process, report, simulated_inventory, wait_until
+from common import (
+    NAMESPACE,
+    PodWatch,
+    cluster_arguments,
+    cpu_by_process,
+    create,
+    exit_on_sigterm,
+    machine,
+    median_max,
+    report,
+    say,
+    wait_until,
+)
+from fleet import simulated_inventory
 
 from fakeplugin.cluster import Cluster, kueue
 from fakeplugin.fleet.api import FleetKube
@@ -134,16 +140,6 @@ def queues(gpus: int) -> list[dict[str, Any]]:
     return [flavor, cluster_queue, local_queue, template]
 
 
-def send(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
-    cluster.kubectl(
-        "create",
-        "-f",
-        "-",
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
-        timeout=300,
-    )
-
-
 def phase(
     cluster: Cluster,
     kube: FleetKube,
@@ -156,7 +152,7 @@ def phase(
 ) -> dict[str, Any]:
     before = cpu_by_process(cluster)
     created = time.monotonic()
-    send(cluster, jobs(count, queued=queued, prefix=name))
+    create(cluster, jobs(count, queued=queued, prefix=name))
     wait_until(
         f"{count} pods Running", lambda: watch.running() >= count, 1800, lambda: f"{watch.running()} Running"
     )
@@ -172,15 +168,8 @@ def phase(
         latencies = [
             admissions.at[j] - created for j in (f"{name}-{i}" for i in range(count)) if j in admissions.at
         ]
-        result["admittedSeconds"] = {
-            "median": round(statistics.median(latencies), 1),
-            "max": round(max(latencies), 1),
-        }
-    print(
-        f"  {name}: {count} Jobs Running in {elapsed:.1f} s ({count / elapsed:.1f} Jobs/s)",
-        file=sys.stderr,
-        flush=True,
-    )
+        result["admittedSeconds"] = median_max(latencies, 1)
+    say(f"  {name}: {count} Jobs Running in {elapsed:.1f} s ({count / elapsed:.1f} Jobs/s)")
     cluster.kubectl(
         "delete", "jobs", "--all", "-n", NAMESPACE, "--cascade=background", "--wait=false", timeout=300
     )
@@ -196,28 +185,22 @@ def phase(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cluster_arguments(__doc__, "/tmp/fakeplugin-bench-kueue")
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--gpus", type=int, default=8, help="H100 GPUs per node")
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/fakeplugin-bench-kueue"))
-    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.jobs > args.nodes * args.gpus:
         parser.error(f"--jobs {args.jobs} is more than the {args.nodes * args.gpus} GPUs of the nodes")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: the cluster goes down in `finally`
+    exit_on_sigterm()
 
     inventory = simulated_inventory(args.state_dir, "h100-80gb-hbm3", args.nodes, args.gpus)
     cluster = Cluster.up(inventory, args.state_dir, kueue=kueue.request(""))
-    results: dict[str, Any] = {
-        "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version()}
-    }
+    results: dict[str, Any] = {"machine": machine()}
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
-        send(cluster, queues(args.jobs))
+        create(cluster, queues(args.jobs))
         api = new_api_client(str(cluster.kubeconfig))
         kube = FleetKube(api)
         watch, admissions = PodWatch(kube), Admissions(Kube(api))
@@ -225,7 +208,7 @@ def main() -> int:
         admissions.start()
         rounds = []
         for r in range(args.rounds):
-            print(f"round {r + 1} of {args.rounds}", file=sys.stderr, flush=True)
+            say(f"round {r + 1} of {args.rounds}")
             anchor = phase(cluster, kube, watch, admissions, args.jobs, queued=False, name=f"anchor{r}")
             queued = phase(cluster, kube, watch, admissions, args.jobs, queued=True, name=f"kueue{r}")
             rounds.append(
@@ -235,7 +218,8 @@ def main() -> int:
         watch.stop.set()
         admissions.stop.set()
     finally:
-        cluster.down()
+        if not args.keep:
+            cluster.down()
     report(results, args.json)
     return 0
 

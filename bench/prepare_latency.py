@@ -12,12 +12,10 @@ Prints p50/p99 latency, throughput and the plugin's peak RSS; deletes what it cr
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,42 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
-import yaml
+from common import arguments, kubectl, percentile, rss_kib, serve_argv, write_inventory
 
 from fakeplugin._proto.dra.v1 import api_pb2, api_pb2_grpc
-from fakeplugin.cluster.binaries import find as find_binary
 
 NODE = "bench-node"
 NS = f"fakeplugin-bench-{os.getpid()}"
 
 
-def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
-    """kubectl's stdout; a failure raises CalledProcessError."""
-    return subprocess.run(
-        [str(find_binary("kubectl")), "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The nearest-rank p-th percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def rss_kib(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) of `pid` in KiB: resident now, and the peak since the process started."""
-    fields = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
-    )
-    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__)
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--claims", type=int, default=128, help="claims (and GPUs) per round (max 128)")
     ap.add_argument("--concurrency", type=int, default=16)
@@ -68,16 +40,8 @@ def main() -> int:
     kc = args.kubeconfig
 
     tmp = Path(tempfile.mkdtemp(prefix="fpbench-"))
-    inventory = tmp / "inventory.yaml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "driverVersion": "580.126.20",
-                "cudaDriverVersion": "13.0",
-                "nodes": [{"name": NODE, "gpus": [{"profile": "t4", "count": args.claims}]}],
-            }
-        )
-    )
+    node = {"name": NODE, "gpus": [{"profile": "t4", "count": args.claims}]}
+    inventory = write_inventory(tmp / "inventory.yaml", [node])
     kubectl(
         kc,
         "apply",
@@ -87,24 +51,7 @@ def main() -> int:
     )
     kubectl(kc, "create", "namespace", NS)
     plugin = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fakeplugin",
-            "serve",
-            "--inventory",
-            str(inventory),
-            "--node-name",
-            NODE,
-            "--kubeconfig",
-            kc,
-            "--kubelet-registrar-directory-path",
-            str(tmp / "reg"),
-            "--kubelet-plugins-directory-path",
-            str(tmp / "plugins"),
-            "--cdi-root",
-            str(tmp / "cdi"),
-        ],
+        serve_argv(inventory, NODE, kc, tmp),
         stdout=subprocess.DEVNULL,
         stderr=(tmp / "plugin.log").open("w"),  # the child owns the file for its lifetime
     )

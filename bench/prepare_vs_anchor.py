@@ -38,12 +38,10 @@ import argparse
 import json
 import linecache
 import os
-import platform
 import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -53,8 +51,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-import yaml
-from prepare_latency import create_claims, kubectl, percentile, rss_kib, timed_calls
+from common import (
+    arguments,
+    cpu_seconds,
+    inventory_beside,
+    kubectl,
+    machine,
+    percentile,
+    rss_kib,
+    say,
+    serve_argv,
+    write_inventory,
+)
+from prepare_latency import create_claims, timed_calls
 
 from fakeplugin._proto.dra.v1 import api_pb2, api_pb2_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg_pb2
@@ -70,11 +79,6 @@ INVENTORY_128 = [
     {"profile": "t4", "count": 32},
     {"profile": "a100-40gb", "count": 32, "mig": [{"profile": "2g.10gb", "count": 3}]},
 ]
-
-
-def say(message: str) -> None:
-    """Progress on stderr (stdout carries the results)."""
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -157,7 +161,7 @@ class Samples:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__)
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument(
         "--kubeconfig", help="attach to the cluster of this kubeconfig (nothing else is needed)"
@@ -208,17 +212,7 @@ def cluster_kubeconfig(kubeconfig: str | None, state_dir: Path | None) -> Iterat
         yield kubeconfig
         return
     assert state_dir is not None
-    state_dir.mkdir(parents=True, exist_ok=True)
-    inventory = state_dir / "bench-inventory.yaml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "driverVersion": "580.126.20",
-                "cudaDriverVersion": "13.0",
-                "nodes": [{"name": "bench-worker", "kubelet": False}],
-            }
-        )
-    )
+    inventory = inventory_beside(state_dir, [{"name": "bench-worker", "kubelet": False}])
     say(f"bringing up an API-only cluster in {state_dir} (etcd, apiserver, scheduler, KCM)")
     cluster = Cluster.up(inventory, state_dir, plugin=False)
     try:
@@ -318,34 +312,8 @@ def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
 def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
     """`fakeplugin serve` for `node` with an inventory of these GPU entries."""
     root.mkdir(parents=True)
-    inventory = root / "inventory.yaml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "driverVersion": "580.126.20",
-                "cudaDriverVersion": "13.0",
-                "nodes": [{"name": node, "gpus": gpus}],
-            }
-        )
-    )
-    argv = [
-        sys.executable,
-        "-m",
-        "fakeplugin",
-        "serve",
-        "--inventory",
-        str(inventory),
-        "--node-name",
-        node,
-        "--kubeconfig",
-        kc,
-        "--kubelet-registrar-directory-path",
-        str(root / "reg"),
-        "--kubelet-plugins-directory-path",
-        str(root / "plugins"),
-        "--cdi-root",
-        str(root / "cdi"),
-    ]
+    inventory = write_inventory(root / "inventory.yaml", [{"name": node, "gpus": gpus}])
+    argv = serve_argv(inventory, node, kc, root)
     devices = sum(g["count"] * sum(m["count"] for m in g.get("mig", [{"count": 1}])) for g in gpus)
     return Plugin(OURS, "gpu.nvidia.com", node, root, argv, devices)
 
@@ -418,12 +386,6 @@ def one_round(
         if kind == "prepare":
             into.concurrent_latency += latencies
             into.concurrent_cores.append((cpu_seconds(pid) - cpu) / wall)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of `pid` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -554,19 +516,6 @@ def _category(frames: list[str]) -> str:
         return f"{area}: fsync"
     kind = next((k for f in reversed(frames) for k, match in KINDS if match(f)), "python")
     return f"{area}: {kind}"
-
-
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.machine(),
-    )
-    mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
 
 
 def render(r: dict) -> str:

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from fakeplugin import __version__, logs
-from fakeplugin.commands import deprecation_warnings, flag
+from fakeplugin.commands import flag
 
 DESCRIPTION = """\
 fakeplugin: a hardware-free stand-in for NVIDIA's Kubernetes DRA GPU driver (gpu.nvidia.com).
@@ -58,8 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    for warning in deprecation_warnings(args):
-        print(f"fakeplugin: {warning}", file=sys.stderr)
     logs.setup(args.verbosity)
     try:
         return int(args.func(args) or 0)

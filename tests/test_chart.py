@@ -696,7 +696,7 @@ def test_each_fleet_shard_runs_the_fleet_command_on_the_inventory(helm: Path) ->
         assert env["FAKEPLUGIN_FLEET_THREADS"] == "4" and env["EXTRA"] == "1"
         assert set(env) - {"EXTRA"} <= _env_vars("fleet")
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-        assert mounts == {"inventory": "/etc/fakeplugin", "state": env["FAKEPLUGIN_FLEET_STATE_DIR"]}
+        assert mounts == {"inventory": "/etc/fakeplugin", "state": env["FAKEPLUGIN_FLEET_NODES_DIR"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
         assert volumes["inventory"]["configMap"]["name"] == f"{RELEASE}-inventory"
         assert volumes["state"] == {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}}

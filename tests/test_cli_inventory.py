@@ -21,8 +21,7 @@ SEED = ROOT / "examples" / "seed-lab.yaml"
 A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 ENV_VARS = (
     "FAKEPLUGIN_INVENTORY",
-    "FAKEPLUGIN_CONFIG",
-    "NODE_NAME",
+    "FAKEPLUGIN_NODE",
     "NODE_LABELS",
     "NODE_UID",
     "DRIVER_NAME",
@@ -43,37 +42,6 @@ def fakeplugin(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "env", "warning"),
-    [
-        (["--config", str(SEED)], {}, "fakeplugin: --config is deprecated; use --inventory\n"),
-        (
-            [],
-            {"FAKEPLUGIN_CONFIG": str(SEED)},
-            "fakeplugin: FAKEPLUGIN_CONFIG is deprecated; set FAKEPLUGIN_INVENTORY\n",
-        ),
-        ([], {"FAKEPLUGIN_INVENTORY": str(SEED)}, ""),
-    ],
-)
-def test_the_old_inventory_flag_and_variable_still_work_with_a_warning(
-    args: list[str], env: dict[str, str], warning: str
-) -> None:
-    result = fakeplugin("render", *args, **env)
-    assert (result.returncode, result.stderr) == (0, warning)
-    assert result.stdout == (ROOT / "tests" / "golden" / "render-seed-lab.yaml").read_text()
-
-
-def test_help_names_the_deprecated_aliases() -> None:
-    help_text = " ".join(fakeplugin("serve", "--help").stdout.split())
-    assert "--inventory FILE, --config FILE" in help_text
-    assert "[env FAKEPLUGIN_INVENTORY; deprecated: --config, FAKEPLUGIN_CONFIG]" in help_text
-    fleet_help = " ".join(fakeplugin("fleet", "--help").stdout.split())
-    assert "[env FAKEPLUGIN_FLEET_THREADS; deprecated: --workers, FAKEPLUGIN_FLEET_WORKERS]" in fleet_help
-    up_help = " ".join(fakeplugin("cluster", "up", "--help").stdout.split())
-    assert "deprecated: --workers, FAKEPLUGIN_WORKERS" in up_help
-    assert "deprecated: --feature-gates, KUBE_FEATURE_GATES" in up_help
-
-
 def test_render_seed_lab_prints_the_golden_output() -> None:
     result = fakeplugin("render", "--inventory", str(SEED))
     assert (result.returncode, result.stderr) == (0, "")
@@ -91,7 +59,7 @@ def test_render_seed_lab_prints_the_golden_output() -> None:
 def test_render_one_node_from_env_vars() -> None:
     result = fakeplugin(
         "render", "--node-uid", "0c9c4e0e-1b8a-4c7e-9d1e-2f3a4b5c6d7e",
-        FAKEPLUGIN_INVENTORY=str(SEED), NODE_NAME=A5000_NODE, DRIVER_NAME="gpu.fake.nvidia.com",
+        FAKEPLUGIN_INVENTORY=str(SEED), FAKEPLUGIN_NODE=A5000_NODE, DRIVER_NAME="gpu.fake.nvidia.com",
     )  # fmt: skip
     assert (result.returncode, result.stderr) == (0, "")
     classes, (rs,) = (docs := list(yaml.safe_load_all(result.stdout)))[:3], docs[3:]
@@ -193,7 +161,7 @@ def test_help_teaches_with_examples(command: str, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "examples:" in out and f"fakeplugin {command}" in out
     if command != "profiles":
-        assert "[env FAKEPLUGIN_INVENTORY; deprecated: --config, FAKEPLUGIN_CONFIG]" in " ".join(out.split())
+        assert "(e.g. examples/seed-lab.yaml; required) [env FAKEPLUGIN_INVENTORY]" in " ".join(out.split())
 
 
 def test_validate_reports_device_level_problems() -> None:

@@ -177,6 +177,6 @@ def test_the_fleet_gets_the_plugin_flags_it_shares_and_no_gates_from_the_callers
         "--device-health",  # serve only
     ]
     argv = components.fleet_argv("python3", Path("/i.yaml"), StateLayout(Path("/tmp/s")), plugin_args)
-    assert argv[-3:] == plugin_args[:3]
+    assert argv[-4:] == ["--nodes-dir=/tmp/s/nodes", *plugin_args[:3]]
     env = components.python_env({"FEATURE_GATES": "x", "CONSUMABLE_SHARES": "4", "HOME": "/h"}, Path("/src"))
     assert "FEATURE_GATES" not in env and "CONSUMABLE_SHARES" not in env and env["HOME"] == "/h"

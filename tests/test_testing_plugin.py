@@ -79,8 +79,8 @@ def test_options_come_from_the_command_line_or_the_ini_file(pytester: pytest.Pyt
         from pathlib import Path
         from fakeplugin.testing.pytest_plugin import option
 
-        def test_options(pytestconfig, fakeplugin_inventory, fakeplugin_config):
-            assert fakeplugin_inventory == fakeplugin_config == Path("lab.yaml")
+        def test_options(pytestconfig, fakeplugin_inventory):
+            assert fakeplugin_inventory == Path("lab.yaml")
             assert option(pytestconfig, "simulated-nodes") == "3"
             assert option(pytestconfig, "kubernetes-feature-gates") == "A=true"
             assert option(pytestconfig, "kubeconfig") == "/k"
@@ -92,22 +92,15 @@ def test_options_come_from_the_command_line_or_the_ini_file(pytester: pytest.Pyt
     ).assert_outcomes(passed=1)
 
 
-def test_the_old_option_names_still_work(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nfakeplugin_config = lab.yaml\nfakeplugin_workers = 3\n")
-    pytester.makepyfile(
-        """
-        from pathlib import Path
-        from fakeplugin.testing.pytest_plugin import option
-
-        def test_options(pytestconfig, fakeplugin_inventory):
-            assert fakeplugin_inventory == Path("lab.yaml")
-            assert option(pytestconfig, "simulated-nodes") == "3"
-            assert option(pytestconfig, "kubernetes-feature-gates") == "B=false"
-        """
-    )
-    result = pytester.runpytest_subprocess("--fakeplugin-feature-gates=B=false", "--help")
-    assert "deprecated: use --fakeplugin-inventory" in result.stdout.str()
-    pytester.runpytest_subprocess("--fakeplugin-feature-gates=B=false").assert_outcomes(passed=1)
+def test_the_old_option_names_are_gone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    assert "--fakeplugin-simulated-nodes" in help_text
+    for old in ("--fakeplugin-config", "--fakeplugin-workers", "--fakeplugin-feature-gates", "deprecated"):
+        assert old not in help_text
+    result = pytester.runpytest_subprocess("--fakeplugin-workers=3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --fakeplugin-workers=3*"])
 
 
 def test_container_gpus_are_the_devices_the_containers_cdi_edits_named() -> None:

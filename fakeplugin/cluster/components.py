@@ -355,6 +355,6 @@ def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: S
         "fleet",
         f"--inventory={inventory}",
         f"--kubeconfig={layout.kubeconfig}",
-        f"--state-dir={layout.root}",
+        f"--nodes-dir={layout.root / 'nodes'}",
         *shared,
     ]

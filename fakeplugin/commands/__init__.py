@@ -1,183 +1,199 @@
 """One module per CLI command; each exposes add_parser(subparsers).
 
 Every flag can also be set through an environment variable (shown in --help), using the real
-NVIDIA driver's names where one exists. A renamed flag or variable keeps working under its old name,
-shown as deprecated in --help and warned about on use.
+NVIDIA driver's names where one exists. A flag that several commands take is defined once, in SHARED:
+the same name means the same thing, with the same help, variable and default, in every command
+(docs/architecture.md, "Words").
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Sequence
+import socket
 from typing import TYPE_CHECKING, Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
+from fakeplugin.cluster import versions
+from fakeplugin.cluster.binaries import DEFAULT_STATE_DIR
 
 if TYPE_CHECKING:
     from fakeplugin.runtime.emulation import Emulation
 
 
-def flag(
-    parser: argparse.ArgumentParser,
-    *names: str,
-    env: str,
-    default: Any = None,
-    deprecated: Sequence[str] = (),
-    deprecated_env: Sequence[str] = (),
-    **kw: Any,
-) -> None:
-    """Add a flag whose default comes from the environment variable `env` (else the first of
-    `deprecated_env` set); `deprecated`: its old flag names, still accepted."""
-    value = os.environ.get(env)
-    for old in deprecated_env:
-        if value is None and old in os.environ:
-            value = os.environ[old]
-            # Said by cli.main only when this command runs (a subparser's defaults apply only then).
-            parser.set_defaults(**{f"{DEPRECATED_ENV_PREFIX}{old}": f"{old} is deprecated; set {env}"})
-    value = default if value is None else value
+def flag(parser: argparse.ArgumentParser, *names: str, env: str, default: Any = None, **kw: Any) -> None:
+    """Add a flag whose default comes from the environment variable `env`, else `default`."""
+    value = os.environ.get(env, default)
     if kw.get("type") is int and isinstance(value, str):
         value = int(value)
     if kw.get("action") == "store_true":
         value = str(value).lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
     help_text = kw.pop("help", "")
     shown = f" (default: {default})" if default not in (None, "", False) else ""
-    old_names = ", ".join([*deprecated, *deprecated_env])
-    note = f"; deprecated: {old_names}" if old_names else ""
-    if deprecated:
-        kw["action"] = _warn_on(kw.get("action", "store"), names[0], frozenset(deprecated))
-    parser.add_argument(
-        *names, *deprecated, default=value, help=f"{help_text}{shown} [env {env}{note}]", **kw
-    )
+    parser.add_argument(*names, default=value, help=f"{help_text}{shown} [env {env}]", **kw)
 
 
-DEPRECATED_ENV_PREFIX = "deprecated_env_"
+COMPUTE_DOMAINS = "compute-domains"
+PLUGINS = ("gpus", COMPUTE_DOMAINS)  # NVIDIA's chart names its two kubelet plugin containers so
+DEFAULT_MAX_NODES_PER_IMEX_DOMAIN = 18  # cmd/compute-domain-controller/main.go: GB200/GB300's limit
 
-
-def deprecation_warnings(args: argparse.Namespace) -> list[str]:
-    """The deprecated environment variables the chosen command read, as warnings."""
-    return [v for k, v in sorted(vars(args).items()) if k.startswith(DEPRECATED_ENV_PREFIX)]
-
-
-def _warn_on(action: str, name: str, old: frozenset[str]) -> type[argparse.Action]:
-    """argparse's `action` that says so when one of the `old` names was used."""
-    base = {"store": argparse._StoreAction, "store_true": argparse._StoreTrueAction}[action]
-
-    class Warned(base):  # type: ignore[misc, valid-type]
-        def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-            if option_string in old:
-                print(f"fakeplugin: {option_string} is deprecated; use {name}", file=sys.stderr)
-            super().__call__(parser, namespace, values, option_string)
-
-    return Warned
-
-
-def inventory_flag(parser: argparse.ArgumentParser, help: str) -> None:
-    """`--inventory FILE` (once `--config`, which still works)."""
-    flag(
-        parser,
-        "--inventory",
+# The flags several commands take: name → flag()'s keywords.
+SHARED: dict[str, dict[str, Any]] = {
+    "--inventory": dict(
         env="FAKEPLUGIN_INVENTORY",
-        deprecated=("--config",),
-        deprecated_env=("FAKEPLUGIN_CONFIG",),
         metavar="FILE",
-        help=help,
-    )
-
-
-def emulation_flags(parser: argparse.ArgumentParser, *, driver_name_help: str, device_nodes: bool) -> None:
-    """What is emulated (runtime.emulation): --driver-name, --driver-release, --feature-gates (NVIDIA's,
-    under the real driver's name), --consumable-shares; with `device_nodes`, --fake-device-nodes."""
-    flag(
-        parser,
-        "--driver-name",
+        help="inventory YAML: the nodes, their labels and GPUs (e.g. examples/seed-lab.yaml; required)",
+    ),
+    "--kubeconfig": dict(
+        env="KUBECONFIG",
+        default="",
+        metavar="FILE",
+        help="kubeconfig of the cluster; empty: the in-cluster service account, else ~/.kube/config",
+    ),
+    "--state-dir": dict(
+        env="FAKEPLUGIN_CLUSTER_DIR",
+        default=str(DEFAULT_STATE_DIR),
+        metavar="DIR",
+        help="a local cluster's state dir (`fakeplugin cluster up`): its data, logs, pid records, "
+        "admin.kubeconfig and nodes/<name>/",
+    ),
+    "--kubernetes-version": dict(
+        env=versions.ENV,
+        default=versions.DEFAULT_VERSION,
+        metavar="vX.Y.Z",
+        help="Kubernetes version, any 1.34.x to 1.37.x the Go module proxy serves: of the local cluster to "
+        "build or run; for render, of the API server the slices are laid out for",
+    ),
+    "--with": dict(
+        env="FAKEPLUGIN_WITH",
+        dest="with_addon",
+        default="",
+        metavar="kueue[=CONFIG]",
+        help="also run Kueue (sigs.k8s.io/kueue, built from its Go module) against the cluster, its "
+        "webhooks reachable by the API server; CONFIG: a Kueue Configuration file (default: "
+        "examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and mig.nvidia.com; docs/kueue.md)",
+    ),
+    "--kueue-version": dict(
+        env="FAKEPLUGIN_KUEUE_VERSION",
+        default="",
+        metavar="v0.19.Z",
+        help="the Kueue release --with kueue runs (default: fakeplugin/cluster/versions.py's)",
+    ),
+    "--node": dict(env="FAKEPLUGIN_NODE", metavar="NAME", help="only this node"),
+    "--node-name": dict(env="NODE_NAME", default="", metavar="NAME", help="this node's name"),
+    "--namespace": dict(
+        env="NAMESPACE",
+        default="default",
+        metavar="NS",
+        help="the driver's namespace (NVIDIA's chart: the release namespace), where the ComputeDomain "
+        "controller keeps the daemons' objects and the ComputeDomainCliques",
+    ),
+    "--pod-name": dict(
+        env="POD_NAME",
+        default=socket.gethostname(),
+        metavar="NAME",
+        help="the name of the pod this runs in (the host name, in a pod)",
+    ),
+    "--pod-uid": dict(
+        env="POD_UID",
+        default="",
+        metavar="UID",
+        help="the UID of the pod this runs in (serve's socket names carry it, so old and new pods overlap "
+        "in rolling updates)",
+    ),
+    "--max-nodes-per-imex-domain": dict(
+        env="MAX_NODES_PER_IMEX_DOMAIN",
+        default=DEFAULT_MAX_NODES_PER_IMEX_DOMAIN,
+        type=int,
+        metavar="N",
+        help="the most nodes an IMEX domain (a ComputeDomainClique) holds",
+    ),
+    "--plugin": dict(
+        env="FAKEPLUGIN_PLUGIN",
+        default="gpus",
+        choices=PLUGINS,
+        help="which NVIDIA kubelet plugin: gpus (gpu.nvidia.com) or compute-domains "
+        "(compute-domain.nvidia.com: IMEX channels and daemons, docs/compute-domains.md)",
+    ),
+    "--driver-name": dict(
         env="DRIVER_NAME",
         default=DEFAULT_DRIVER_NAME,
         metavar="NAME",
-        help=driver_name_help,
-    )
-    flag(
-        parser,
-        "--driver-release",
+        help="the GPU DRA driver's name; the ComputeDomain driver's follows it (compute-domain.<NAME "
+        "without gpu.>), and so do the DeviceClass names; change it to run beside NVIDIA's real driver",
+    ),
+    "--driver-release": dict(
         env="DRIVER_RELEASE",
         default="",
         metavar="RELEASE",
         help="NVIDIA driver release to emulate (its gates, slice names, opaque config rules); empty: the "
-        f"inventory's driverRelease, read once at start; known: {releases.known()}",
-    )
-    flag(
-        parser,
-        "--feature-gates",
+        f"inventory's driverRelease, read once at start, else the default; known: {releases.known()}",
+    ),
+    "--feature-gates": dict(
         env="FEATURE_GATES",
         default="",
         metavar="LIST",
         help="NVIDIA driver feature gates (the driver's own, not Kubernetes'), e.g. "
         "TimeSlicingSettings=true; known (by release): " + ", ".join(featuregates.KNOWN),
-    )
-    consumable_shares_flag(parser)
+    ),
+    # main 95932046 cmd/gpu-kubelet-plugin/main.go
+    "--consumable-shares": dict(
+        env="CONSUMABLE_SHARES",
+        default=consumableshares.DISABLED,
+        metavar="MODE",
+        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
+        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
+    ),
+    "--fake-device-nodes": dict(
+        env="FAKE_DEVICE_NODES",
+        action="store_true",
+        help="CDI specs also inject /dev/nvidia<minor>, /dev/nvidiactl and /dev/nvidia-uvm* as character "
+        "devices (the runtime creates them; nothing on the host is needed)",
+    ),
+}
+
+
+def shared_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """Add the SHARED flags `names`."""
+    for name in names:
+        flag(parser, name, **SHARED[name])
+
+
+def emulation_flags(parser: argparse.ArgumentParser, *, device_nodes: bool) -> None:
+    """What is emulated (runtime.emulation): --driver-name, --driver-release, --feature-gates (NVIDIA's,
+    under the real driver's name), --consumable-shares; with `device_nodes`, --fake-device-nodes."""
+    shared_flags(parser, "--driver-name", "--driver-release", "--feature-gates", "--consumable-shares")
     if device_nodes:
-        flag(
-            parser,
-            "--fake-device-nodes",
-            env="FAKE_DEVICE_NODES",
-            action="store_true",
-            help="CDI specs also inject /dev/nvidia<minor>, /dev/nvidiactl and /dev/nvidia-uvm* as character "
-            "devices (the runtime creates them; nothing on the host is needed)",
-        )
+        shared_flags(parser, "--fake-device-nodes")
 
 
-def emulated(args: argparse.Namespace, inventory_release: str) -> Emulation:
-    """The Emulation of the emulation flags; `inventory_release`: the inventory's driverRelease, used when
-    --driver-release is empty. ValueError names the flag at fault."""
+def emulated(args: argparse.Namespace, inventory_release: str, driver_name: str) -> Emulation:
+    """The Emulation of the emulation flags for the driver `driver_name`; `inventory_release`: the
+    inventory's driverRelease, used when --driver-release is empty. ValueError names the flag at fault."""
     from fakeplugin.runtime.emulation import emulation
 
     return emulation(
         release=args.driver_release or inventory_release,
-        driver_name=args.driver_name,
+        driver_name=driver_name,
         feature_gates=args.feature_gates,
         consumable_shares=args.consumable_shares,
         device_nodes=getattr(args, "fake_device_nodes", False),
     )
 
 
-PLUGINS = ("gpus", "compute-domains")  # NVIDIA's chart names its two kubelet plugin containers so
-COMPUTE_DOMAINS = "compute-domains"
-
-
-def plugin_flag(parser: argparse.ArgumentParser) -> None:
-    """`--plugin gpus|compute-domains`: which of NVIDIA's two kubelet plugins to be."""
-    flag(
-        parser,
-        "--plugin",
-        env="FAKEPLUGIN_PLUGIN",
-        default="gpus",
-        choices=PLUGINS,
-        help="which NVIDIA kubelet plugin: gpus (gpu.nvidia.com) or compute-domains "
-        "(compute-domain.nvidia.com: IMEX channels and daemons, docs/compute-domains.md)",
-    )
+def compute_domain_driver_name(driver_name: str) -> str:
+    """The ComputeDomain driver's name beside the GPU driver `driver_name`: compute-domain.<the rest>, the
+    rule of the DeviceClass names (mig.<the rest>: fakeplugin.publish.deviceclasses), so the default
+    gpu.nvidia.com gives NVIDIA's compute-domain.nvidia.com."""
+    return f"compute-domain.{driver_name.removeprefix('gpu.')}"
 
 
 def plugin_driver_name(args: argparse.Namespace) -> str:
-    """--driver-name, whose default for --plugin compute-domains is compute-domain.nvidia.com."""
-    if args.plugin == COMPUTE_DOMAINS and args.driver_name == DEFAULT_DRIVER_NAME:
-        from fakeplugin.apis.computedomain import DRIVER_NAME
-
-        return DRIVER_NAME
+    """The driver name of the kubelet plugin --plugin picks: --driver-name's GPU driver, or its
+    ComputeDomain driver."""
+    if args.plugin == COMPUTE_DOMAINS:
+        return compute_domain_driver_name(args.driver_name)
     return str(args.driver_name)
-
-
-def consumable_shares_flag(parser: argparse.ArgumentParser) -> None:
-    """`--consumable-shares` of serve, render and fleet (main 95932046 cmd/gpu-kubelet-plugin/main.go)."""
-    flag(
-        parser,
-        "--consumable-shares",
-        env="CONSUMABLE_SHARES",
-        default=consumableshares.DISABLED,
-        metavar="MODE",
-        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
-        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
-    )
 
 
 # Command modules, in the order `fakeplugin --help` lists them. Each defines add_parser(subparsers).

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.commands import flag
-from fakeplugin.commands.cluster import state_dir_flag
+from fakeplugin.commands import flag, shared_flags
 
 DESCRIPTION = """\
 Show what the kubelet asked a plugin and what it answered: every gRPC call (GetInfo,
@@ -44,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(p, "--node", env="FAKEPLUGIN_CALLS_NODE", metavar="NODE", help="local cluster: only this node")
+    shared_flags(p, "--node")
     flag(
         p,
         "--claim",
@@ -69,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="read this call log (calls.jsonl) instead of the local cluster's",
     )
-    state_dir_flag(p)
+    shared_flags(p, "--state-dir")
     p.set_defaults(func=run)
 
 

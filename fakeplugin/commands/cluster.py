@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakeplugin.commands import flag, inventory_flag
+from fakeplugin.commands import flag, shared_flags
 
 if TYPE_CHECKING:
     from fakeplugin.cluster.kueue import KueueRequest
@@ -43,22 +43,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cluster",
         help="a real local Kubernetes cluster (no Docker) for tests and demos",
         description="Run a real local Kubernetes cluster (1.34 to 1.37): control plane, real kubelets with "
-        "a fake CRI for GPU nodes, kwok-simulated nodes for the rest, and this plugin on every node.",
+        "a fake CRI for GPU nodes, kwok-simulated nodes for the rest, and fakeplugin as every node's "
+        "kubelet plugins.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     up = actions.add_parser("up", help="start a cluster for an inventory")
-    inventory_flag(up, "inventory YAML (nodes, their labels, `kubelet`, GPUs)")
-    state_dir_flag(up)
-    kubernetes_version_flag(up)
+    shared_flags(up, "--inventory", "--state-dir", "--kubernetes-version")
     flag(
         up,
         "--kubernetes-feature-gates",
         env="KUBERNETES_FEATURE_GATES",
-        deprecated=("--feature-gates",),
-        deprecated_env=("KUBE_FEATURE_GATES",),
         default="",
         metavar="LIST",
         help="Kubernetes feature gates for every component, over the version's defaults (1.34, 1.35: "
@@ -71,15 +68,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         env="FAKEPLUGIN_PLUGIN_ARGS",
         default="",
         metavar="ARGS",
-        help="extra `fakeplugin serve` flags for every node's plugin, e.g. "
-        "'--feature-gates=DynamicMIG=true --device-health'",
+        help="extra flags for every node's kubelet plugin, e.g. '--feature-gates=DynamicMIG=true "
+        "--device-health': all to `fakeplugin serve`, and to `fakeplugin fleet` those it takes too "
+        "(--feature-gates, --fake-device-nodes, --driver-release, --consumable-shares)",
     )
     flag(
         up,
         "--simulated-nodes",
         env="FAKEPLUGIN_SIMULATED_NODES",
-        deprecated=("--workers",),
-        deprecated_env=("FAKEPLUGIN_WORKERS",),
         default=0,
         type=int,
         metavar="N",
@@ -90,7 +86,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--no-plugin",
         env="FAKEPLUGIN_NO_PLUGIN",
         action="store_true",
-        help="do not run `fakeplugin serve` on the kubelet nodes (nor create the DeviceClasses)",
+        help="run no kubelet plugin on any node: no `fakeplugin serve`, no `fakeplugin fleet` (nor the "
+        "DeviceClasses)",
     )
     flag(
         up,
@@ -102,7 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run N `fakeplugin fleet` processes for the simulated nodes, each its shard of them "
         "(default: 1, or 2 above 1000 simulated nodes)",
     )
-    with_flags(up)
+    shared_flags(up, "--with", "--kueue-version")
     flag(
         up,
         "--build",
@@ -113,18 +110,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.set_defaults(func=run_up)
 
     down = actions.add_parser("down", help="stop the cluster started in the state dir, remove its state")
-    state_dir_flag(down)
+    shared_flags(down, "--state-dir")
     flag(down, "--purge", env="FAKEPLUGIN_PURGE", action="store_true", help="also remove the logs")
     down.set_defaults(func=run_down)
 
     status = actions.add_parser(
         "status", help="processes, memory and nodes of the cluster; exit 1 unless running"
     )
-    state_dir_flag(status)
+    shared_flags(status, "--state-dir")
     status.set_defaults(func=run_status)
 
     build = actions.add_parser("build", help="build the Kubernetes binaries, etcd, helm and the fake CRI")
-    kubernetes_version_flag(build)
+    shared_flags(build, "--kubernetes-version")
     flag(
         build,
         "--only",
@@ -134,57 +131,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="comma-separated subset, e.g. kubelet,fakecri",
     )
     build.set_defaults(func=run_build)
-
-
-def with_flags(p: argparse.ArgumentParser) -> None:
-    """--with kueue[=CONFIG] and --kueue-version, for every command that starts a local cluster."""
-    flag(
-        p,
-        "--with",
-        env="FAKEPLUGIN_WITH",
-        dest="with_addon",
-        default="",
-        metavar="kueue[=CONFIG]",
-        help="also run Kueue (sigs.k8s.io/kueue, built from its Go module) against the cluster, its "
-        "webhooks reachable by the API server; CONFIG: a Kueue Configuration file (default: "
-        "examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and mig.nvidia.com; docs/kueue.md)",
-    )
-    flag(
-        p,
-        "--kueue-version",
-        env="FAKEPLUGIN_KUEUE_VERSION",
-        default="",
-        metavar="v0.19.Z",
-        help="the Kueue release --with kueue runs (default: fakeplugin/cluster/versions.py's)",
-    )
-
-
-def state_dir_flag(p: argparse.ArgumentParser) -> None:
-    """--state-dir, for every command that works on a local cluster."""
-    from fakeplugin.cluster.binaries import DEFAULT_STATE_DIR
-
-    flag(
-        p,
-        "--state-dir",
-        env="FAKEPLUGIN_CLUSTER_DIR",
-        default=str(DEFAULT_STATE_DIR),
-        metavar="DIR",
-        help="where the cluster keeps data, logs, pid records and the kubeconfig",
-    )
-
-
-def kubernetes_version_flag(p: argparse.ArgumentParser) -> None:
-    """--kubernetes-version, for every command that builds or runs a local cluster."""
-    from fakeplugin.cluster import versions
-
-    flag(
-        p,
-        "--kubernetes-version",
-        env=versions.ENV,
-        default=versions.DEFAULT_VERSION,
-        metavar="vX.Y.Z",
-        help="Kubernetes version of the local cluster, any 1.34.x to 1.37.x the Go module proxy serves",
-    )
 
 
 def run_up(args: argparse.Namespace) -> int:

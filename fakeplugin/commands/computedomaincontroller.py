@@ -6,16 +6,14 @@ import argparse
 import logging
 import re
 import signal
-import socket
 import threading
 import uuid
 
 from fakeplugin import __version__, featuregates, releases
-from fakeplugin.commands import flag
+from fakeplugin.commands import flag, shared_flags
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_NODES_PER_IMEX_DOMAIN = 18  # cmd/compute-domain-controller/main.go: GB200/GB300's limit
 # NVIDIA's chart names the Lease `<chart name>-controller`, in the driver's namespace
 # (templates/controller.yaml; the binary's own default is nvidia-compute-domain-controller in default).
 DEFAULT_LEASE_NAME = "dra-driver-nvidia-gpu-controller"
@@ -63,11 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--print-crds", action="store_true", help="print the two CRDs as YAML and exit")
-    flag(
-        p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE", help="kubeconfig; empty: in-cluster"
-    )
-    flag(p, "--namespace", env="NAMESPACE", default="default", help="the driver's namespace")
-    flag(p, "--pod-name", env="POD_NAME", default=socket.gethostname(), help="this pod (leader identity)")
+    shared_flags(p, "--kubeconfig", "--namespace", "--pod-name")
     flag(
         p,
         "--image-name",
@@ -76,15 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="IMAGE",
         help="the image of the daemon pods",
     )
-    flag(
-        p,
-        "--max-nodes-per-imex-domain",
-        env="MAX_NODES_PER_IMEX_DOMAIN",
-        default=DEFAULT_MAX_NODES_PER_IMEX_DOMAIN,
-        type=int,
-        metavar="N",
-        help="the most nodes an IMEX domain (a clique) holds; handed to the daemons",
-    )
+    shared_flags(p, "--max-nodes-per-imex-domain")
     flag(
         p,
         "--log-verbosity-cd-daemon",
@@ -102,23 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="comma-separated imagePullSecrets of the daemon pods",
     )
-    flag(
-        p,
-        "--driver-release",
-        env="DRIVER_RELEASE",
-        default="",
-        metavar="RELEASE",
-        help=f"NVIDIA driver release to emulate (its gates); known: {releases.known()}",
-    )
-    flag(
-        p,
-        "--feature-gates",
-        env="FEATURE_GATES",
-        default="",
-        metavar="LIST",
-        help="NVIDIA driver feature gates, e.g. ComputeDomainCliques=false; known (by release): "
-        + ", ".join(featuregates.KNOWN),
-    )
+    shared_flags(p, "--driver-release", "--feature-gates")
     flag(
         p,
         "--imex-mode",

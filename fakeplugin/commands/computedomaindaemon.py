@@ -15,7 +15,7 @@ import signal
 import threading
 from pathlib import Path
 
-from fakeplugin.commands import flag
+from fakeplugin.commands import flag, shared_flags
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ("--cliqueid", "CLIQUE_ID", "this node's clique ID (the daemon claim's CDI env)"),
         ("--compute-domain-uuid", "COMPUTE_DOMAIN_UUID", "the ComputeDomain's UID"),
         ("--compute-domain-name", "COMPUTE_DOMAIN_NAME", "the ComputeDomain's name"),
-        ("--node-name", "NODE_NAME", "this node"),
         ("--pod-ip", "POD_IP", "this pod's IP"),
-        ("--pod-uid", "POD_UID", "this pod's UID"),
-        ("--pod-name", "POD_NAME", "this pod"),
         ("--pod-namespace", "POD_NAMESPACE", "this pod's namespace (the driver's)"),
     ):
         flag(p, name, env=env, default="", help=what)
@@ -55,10 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="default",
         help="its namespace",
     )
-    flag(p, "--max-nodes-per-imex-domain", env="MAX_NODES_PER_IMEX_DOMAIN", default=18, type=int, metavar="N")
-    flag(
-        p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE", help="kubeconfig; empty: in-cluster"
-    )
+    shared_flags(p, "--node-name", "--pod-uid", "--pod-name", "--max-nodes-per-imex-domain", "--kubeconfig")
     flag(
         p, "--imex-dir", env="IMEX_DIR", default="/imexd", type=Path, metavar="DIR", help="the IMEX directory"
     )

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from fakeplugin.commands import flag
-from fakeplugin.commands.cluster import kubernetes_version_flag, kueue_request, with_flags
+from fakeplugin.commands import flag, shared_flags
+from fakeplugin.commands.cluster import kueue_request
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -34,7 +34,7 @@ examples:
   fakeplugin demo
   fakeplugin demo --kubernetes-version v1.37.2     the same on Kubernetes 1.37 (built on first use)
   fakeplugin demo --with kueue                      and Kueue's GPU quota (Kueue built on first use)
-  fakeplugin demo --keep     then: export KUBECONFIG=~/.cache/fakeplugin/demo/admin.kubeconfig
+  fakeplugin demo --keep     then: export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig
 """
 
 
@@ -55,16 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="leave the cluster running afterwards (stop it with `fakeplugin cluster down --state-dir ...`)",
     )
-    flag(
-        p,
-        "--state-dir",
-        env="FAKEPLUGIN_DEMO_DIR",
-        default=str(Path.home() / ".cache/fakeplugin/demo"),
-        metavar="DIR",
-        help="the demo cluster's state dir",
-    )
-    kubernetes_version_flag(p)
-    with_flags(p)
+    shared_flags(p, "--state-dir", "--kubernetes-version", "--with", "--kueue-version")
     p.set_defaults(func=run)
 
 

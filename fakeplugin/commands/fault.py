@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from urllib.parse import quote
 
-from fakeplugin.commands import flag
+from fakeplugin.commands import shared_flags
 from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 from fakeplugin.prepare import claimfaults as claim_faults
 from fakeplugin.publish import devicefaults, fabricfaults
@@ -48,8 +47,8 @@ ComputeDomain faults of a node (annotations on the Node; each option sets one, t
       status.nodes) and enters again when the fault is cleared
   fakeplugin fault compute-domain gb200-0 --clear                           remove all three
 
-the local cluster (`fakeplugin cluster up`):
-  fakeplugin fault --state-dir ~/.cache/fakeplugin/cluster node big --xid gpu-3=48
+the local cluster (`fakeplugin cluster up` prints its KUBECONFIG):
+  fakeplugin fault --kubeconfig ~/.cache/fakeplugin/cluster/admin.kubeconfig node big --xid gpu-3=48
 """
 
 
@@ -61,22 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    flag(
-        p,
-        "--kubeconfig",
-        env="KUBECONFIG",
-        default="",
-        metavar="FILE",
-        help="kubeconfig; empty: ~/.kube/config",
-    )
-    flag(
-        p,
-        "--state-dir",
-        env="FAKEPLUGIN_CLUSTER_DIR",
-        default="",
-        metavar="DIR",
-        help="a local cluster's state dir (`fakeplugin cluster up`): use its admin kubeconfig",
-    )
+    shared_flags(p, "--kubeconfig")
     targets = p.add_subparsers(dest="target", required=True, metavar="{claim,node,compute-domain}")
 
     claim = targets.add_parser("claim", help="faults of one ResourceClaim's Prepare and Unprepare")
@@ -87,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--prepare-delay", metavar="DURATION", help="Prepare waits first (Go duration, <= 10m)"
     )
     claim.add_argument("--unprepare-error", metavar="MESSAGE", help="every Unprepare fails with MESSAGE")
-    claim.add_argument("--clear", action="store_true", help="remove all of the claim's fault annotations")
+    clear_flag(claim)
     claim.set_defaults(func=run_claim)
 
     node = targets.add_parser("node", help="device faults of one node (taints, health)")
@@ -98,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     node.add_argument(
         "--gpu-lost", action="append", default=[], metavar="DEVICE", help="DEVICE is lost (repeatable)"
     )
-    node.add_argument("--clear", action="store_true", help="remove the node's device faults")
+    clear_flag(node)
     node.set_defaults(func=run_node)
 
     cd = targets.add_parser(
@@ -114,10 +98,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cd.add_argument(
         "--left-clique", metavar="REASON", help="the node's daemon leaves its ComputeDomainClique"
     )
-    cd.add_argument(
-        "--clear", action="store_true", help="remove the node's fabric and ComputeDomain daemon faults"
-    )
+    clear_flag(cd)
     cd.set_defaults(func=run_compute_domain)
+
+
+def clear_flag(target: argparse.ArgumentParser) -> None:
+    target.add_argument(
+        "--clear", action="store_true", help="remove every fault this target's options set (see the examples)"
+    )
 
 
 def claim_annotations(args: argparse.Namespace) -> dict[str, str | None]:
@@ -214,24 +202,10 @@ def run_compute_domain(args: argparse.Namespace) -> int:
 def _annotate(args: argparse.Namespace, path: str, patch: dict[str, str | None], what: str) -> None:
     from fakeplugin.kube import Kube, describe_api_error, new_api_client
 
-    kubeconfig = _kubeconfig(args)
-    kube = Kube(new_api_client(kubeconfig, connections=1))
+    kube = Kube(new_api_client(args.kubeconfig or None, connections=1))
     try:
         kube.annotate(path, patch)
     except Exception as exc:  # the API's answer, or no answer: one readable line
         raise RuntimeError(f"annotating {what}: {describe_api_error(exc)}") from exc
     for key, value in patch.items():
         print(f"{what}: {key}={value!r}" if value is not None else f"{what}: {key} removed")
-
-
-def _kubeconfig(args: argparse.Namespace) -> str:
-    if args.state_dir and args.kubeconfig:
-        raise ValueError("--state-dir and --kubeconfig: give one")
-    if args.state_dir:
-        from fakeplugin.cluster.layout import StateLayout
-
-        path = StateLayout(Path(args.state_dir)).kubeconfig
-        if not path.is_file():
-            raise ValueError(f"--state-dir {args.state_dir}: no cluster there (no {path.name})")
-        return str(path)
-    return args.kubeconfig or str(Path.home() / ".kube" / "config")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
@@ -11,9 +10,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakeplugin.commands import emulated, emulation_flags, flag, inventory_flag
+from fakeplugin.commands import compute_domain_driver_name, emulated, emulation_flags, flag, shared_flags
 
 if TYPE_CHECKING:
+    from fakeplugin.fleet.api import FleetKube
     from fakeplugin.runtime.driver import Driver
 
 log = logging.getLogger("fakeplugin.fleet")
@@ -37,8 +37,9 @@ checkpoints hold that no active pod there uses, or whose ResourceClaim is gone, 
 force-deleted while it was down, say); records of gone pods and the files of deleted nodes are removed.
 Restarting it after a crash is safe: pods bound meanwhile are prepared (docs/local-cluster.md).
 
-With --compute-domains every simulated node also runs NVIDIA's second kubelet plugin,
-compute-domain.nvidia.com (IMEX channels and daemons, docs/compute-domains.md), and since no container
+With --compute-domains every simulated node also runs NVIDIA's second kubelet plugin, the ComputeDomain
+driver (compute-domain.nvidia.com, or compute-domain.<rest> for --driver-name gpu.<rest>; IMEX channels
+and daemons, docs/compute-domains.md), and since no container
 runs on a simulated node, the fleet plays each ComputeDomain daemon's part when its daemon claim is
 prepared: it labels the daemon pod, enters the node into its ComputeDomainClique and marks it Ready.
 The ComputeDomain controller (`fakeplugin compute-domain-controller`) must run in the cluster.
@@ -49,16 +50,17 @@ examples:
   fakeplugin fleet --print-kwok-config > kwok.yaml
   kwok --kubeconfig ~/.kube/config --config kwok.yaml \\
       --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake &
-  fakeplugin fleet --inventory fleet.yaml --kubeconfig ~/.kube/config --state-dir /tmp/fleet
-  fakeplugin fleet --inventory fleet.yaml --state-dir /tmp/fleet --shard 0/2 &     # two processes
-  fakeplugin fleet --inventory fleet.yaml --state-dir /tmp/fleet --shard 1/2 &     # for one fleet
+  fakeplugin fleet --inventory fleet.yaml --kubeconfig ~/.kube/config --nodes-dir /tmp/fleet
+  fakeplugin fleet --inventory fleet.yaml --nodes-dir /tmp/fleet --shard 0/2 &     # two processes
+  fakeplugin fleet --inventory fleet.yaml --nodes-dir /tmp/fleet --shard 1/2 &     # for one fleet
   fakeplugin fleet --inventory fleet.yaml --create-nodes my-fleet    # it makes the Nodes, too
   fakeplugin fleet --inventory examples/gb200-nvl72.yaml --compute-domains \\
-      --namespace nvidia-dra-driver-gpu --state-dir /tmp/fleet     # NVL72 racks with ComputeDomains
+      --namespace nvidia-dra-driver-gpu --nodes-dir /tmp/fleet     # NVL72 racks with ComputeDomains
 
-files: <state-dir>/nodes/<node>/cdi (CDI specs), plugins/<driver>/ (checkpoint, nvidia-smi data) and
+files: <nodes-dir>/<node>/cdi (CDI specs), plugins/<driver>/ (checkpoint, nvidia-smi data) and
 containers/<namespace>_<pod>_<container>.json (what each container would receive: CDI IDs, env, mounts).
-`fakeplugin cluster up` starts kwok and the fleet for every `kubelet: false` node by itself.
+`fakeplugin cluster up` starts kwok and the fleet for every `kubelet: false` node by itself, its nodes
+dir the state dir's nodes/.
 """
 
 
@@ -70,25 +72,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inventory_flag(p, "inventory YAML of the fleet's GPUs")
-    flag(
-        p, "--kubeconfig", env="KUBECONFIG", default="", metavar="FILE", help="kubeconfig; empty: in-cluster"
-    )
-    emulation_flags(p, driver_name_help="DRA driver name", device_nodes=True)
+    shared_flags(p, "--inventory", "--kubeconfig")
+    emulation_flags(p, device_nodes=True)
     flag(
         p,
-        "--state-dir",
-        env="FAKEPLUGIN_FLEET_STATE_DIR",
+        "--nodes-dir",
+        env="FAKEPLUGIN_FLEET_NODES_DIR",
         default="/var/lib/fakeplugin-fleet",
         metavar="DIR",
-        help="per-node CDI specs, checkpoints and container records go to DIR/nodes/<node>/",
+        help="the simulated nodes' files: DIR/<node>/ holds a node's CDI specs, plugin dirs (checkpoint, "
+        "nvidia-smi data) and container records",
     )
     flag(
         p,
         "--threads",
         env="FAKEPLUGIN_FLEET_THREADS",
-        deprecated=("--workers",),
-        deprecated_env=("FAKEPLUGIN_FLEET_WORKERS",),
         default=8,
         type=int,
         metavar="N",
@@ -99,18 +97,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--compute-domains",
         env="FAKEPLUGIN_FLEET_COMPUTE_DOMAINS",
         action="store_true",
-        help="also run compute-domain.nvidia.com on every simulated node, doing each ComputeDomain "
-        "daemon's part (clique entry, Ready) when its daemon claim is prepared",
+        help="also run the ComputeDomain driver (compute-domain.nvidia.com, named after --driver-name) on "
+        "every simulated node, doing each ComputeDomain daemon's part (clique entry, Ready) when its "
+        "daemon claim is prepared",
     )
-    flag(
-        p,
-        "--namespace",
-        env="NAMESPACE",
-        default="default",
-        metavar="NS",
-        help="with --compute-domains: the driver's namespace, where the controller keeps "
-        "ComputeDomainCliques (NVIDIA's chart: the release namespace)",
-    )
+    shared_flags(p, "--namespace")
     flag(
         p,
         "--shard",
@@ -180,28 +171,15 @@ def run(args: argparse.Namespace) -> int:
             "--owner-cluster-role: only with --create-nodes (it owns the Nodes the fleet creates)"
         )
 
-    from fakeplugin.apis.computedomain import DRIVER_NAME
-    from fakeplugin.drivers.computedomain import ComputeDomainDriver
-    from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import new_api_client
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
-    emulation = emulated(args, inventory.inventory.driver_release)
     # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch.
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=3 * args.threads + 5))
-    # No fsync of the simulated nodes' checkpoints (a third of the fleet's time on 5000 nodes, issue 20):
-    # the rename is atomic, so a kill -9 of the fleet leaves each checkpoint old or new, and the page cache
-    # outlives the process; only a crash of the machine loses unsynced writes, and that is a new boot,
-    # whose checkpoints start empty anyway (prepare.checkpoint: one boot ID per checkpoint).
-    drivers: list[Driver] = [GpuDriver(emulation, sync_checkpoints=False)]
-    if args.compute_domains:
-        cd = dataclasses.replace(emulation, driver_name=DRIVER_NAME)
-        drivers.append(
-            ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True, retry_seconds=0)
-        )
+    drivers = fleet_drivers(args, inventory.inventory.driver_release, kube)
     node_owner = None
     if args.create_nodes:
         from fakeplugin.fleet.nodeobjects import NodeOwner, cluster_role_owner
@@ -212,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         kube,
         inventory=inventory,
         drivers=drivers,
-        state_dir=Path(args.state_dir),
+        nodes_dir=Path(args.nodes_dir),
         threads=args.threads,
         shard=shard,
         label_selector=args.label_selector,
@@ -229,7 +207,28 @@ def run(args: argparse.Namespace) -> int:
             shard,
             f" matching {args.label_selector}" if args.label_selector else "",
         )
-    log.info("state in %s", args.state_dir)
+    log.info("node files in %s", args.nodes_dir)
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0
+
+
+def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetKube) -> list[Driver]:
+    """The drivers every simulated node runs: the GPU driver --driver-name names and, with
+    --compute-domains, its ComputeDomain driver (commands.compute_domain_driver_name)."""
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver
+    from fakeplugin.drivers.gpu import GpuDriver
+
+    # No fsync of the simulated nodes' checkpoints (a third of the fleet's time on 5000 nodes, issue 20):
+    # the rename is atomic, so a kill -9 of the fleet leaves each checkpoint old or new, and the page cache
+    # outlives the process; only a crash of the machine loses unsynced writes, and that is a new boot,
+    # whose checkpoints start empty anyway (prepare.checkpoint: one boot ID per checkpoint).
+    drivers: list[Driver] = [
+        GpuDriver(emulated(args, inventory_release, args.driver_name), sync_checkpoints=False)
+    ]
+    if args.compute_domains:
+        cd = emulated(args, inventory_release, compute_domain_driver_name(args.driver_name))
+        drivers.append(
+            ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True, retry_seconds=0)
+        )
+    return drivers

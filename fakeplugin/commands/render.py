@@ -16,9 +16,8 @@ from fakeplugin.commands import (
     emulated,
     emulation_flags,
     flag,
-    inventory_flag,
     plugin_driver_name,
-    plugin_flag,
+    shared_flags,
 )
 from fakeplugin.inventory.schema import Inventory, load_inventory
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
@@ -41,15 +40,19 @@ DynamicMIG=true shows MIG-capable GPUs as partitionable devices with shared coun
 default 25.12): its feature gates, attributes, DeviceClasses and slice names (0.4.1 names slices
 <index>-<driver>-<node>-...). docs/driver-releases.md lists the differences.
 
---plugin compute-domains prints what compute-domain.nvidia.com's plugin publishes instead: its two
-DeviceClasses and, per node with GPUs, one slice with devices channel-0 and daemon-0.
+--kubernetes-version lays the slices out for that API server (DynamicMIG: before 1.35 each GPU's counter
+set shares its slice with the GPU's devices).
+
+--plugin compute-domains prints what the ComputeDomain driver's plugin publishes instead
+(compute-domain.nvidia.com, or compute-domain.<rest> for --driver-name gpu.<rest>): its two DeviceClasses
+and, per node with GPUs, one slice with devices channel-0 and daemon-0.
 """
 
 EPILOG = """\
 examples:
   fakeplugin render --inventory examples/seed-lab.yaml
   fakeplugin render --inventory examples/seed-lab.yaml --node capi-dralabs-md-gpua5000-jw4mx-d64jz
-  fakeplugin render --inventory fleet.yaml --node worker-7 --node-labels gpu=t4,zone=a
+  fakeplugin render --inventory inv.yaml --node worker-7 --node-labels gpu=t4,zone=a
   fakeplugin render --inventory inv.yaml --driver-name gpu.fake.nvidia.com | kubectl apply -f -
   fakeplugin render --inventory examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
   fakeplugin render --inventory examples/seed-lab.yaml --driver-release 0.4.1
@@ -65,8 +68,7 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inventory_flag(p, "inventory YAML file (required)")
-    flag(p, "--node", env="NODE_NAME", metavar="NAME", help="render only this node's slices")
+    shared_flags(p, "--inventory", "--node")
     flag(
         p,
         "--node-labels",
@@ -75,22 +77,9 @@ def add_parser(subparsers: Any) -> None:
         help="labels of --node, to pick its entry by selector when it is not named in the inventory",
     )
     flag(p, "--node-uid", env="NODE_UID", metavar="UID", help="UID of --node for the ownerReference")
-    plugin_flag(p)
-    emulation_flags(
-        p,
-        driver_name_help="DRA driver name (compute-domain.nvidia.com with --plugin compute-domains); "
-        "DeviceClass names follow it",
-        device_nodes=False,
-    )
-    flag(
-        p,
-        "--kubernetes-version",
-        env=versions.ENV,
-        default=versions.DEFAULT_VERSION,
-        metavar="vX.Y.Z",
-        help="the API server's version the slices are laid out for (DynamicMIG: before 1.35 each GPU's "
-        "counter set shares its slice with the GPU's devices)",
-    )
+    shared_flags(p, "--plugin")
+    emulation_flags(p, device_nodes=False)
+    shared_flags(p, "--kubernetes-version")
     p.set_defaults(func=run, parser=p)
 
 
@@ -104,11 +93,11 @@ def run(args: argparse.Namespace) -> int:
         release = releases.get(args.driver_release or inv.driver_release)
     except ValueError as exc:
         args.parser.error(f"--driver-release: {exc}")
-    args.driver_name = plugin_driver_name(args)
+    driver_name = plugin_driver_name(args)
     try:
         labels = parse_labels(args.node_labels or "")
-        check_driver_name(args.driver_name)
-        emulation = emulated(args, release.name)
+        check_driver_name(driver_name)
+        emulation = emulated(args, release.name, driver_name)
         server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
@@ -123,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plugin == COMPUTE_DOMAINS:
         cd_docs = render_compute_domains(
             inv,
-            driver=args.driver_name,
+            driver=driver_name,
             node=args.node,
             labels=labels,
             node_uid=args.node_uid,
@@ -133,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     docs = render_documents(
         inv,
-        driver=args.driver_name,
+        driver=driver_name,
         node=args.node,
         labels=labels,
         node_uid=args.node_uid,

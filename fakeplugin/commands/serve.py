@@ -12,9 +12,8 @@ from fakeplugin.commands import (
     emulated,
     emulation_flags,
     flag,
-    inventory_flag,
     plugin_driver_name,
-    plugin_flag,
+    shared_flags,
 )
 from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
 from fakeplugin.server import metrics
@@ -34,9 +33,10 @@ what it does:
 
 --plugin picks which of NVIDIA's two kubelet plugins this is (the chart runs both on a GPU node):
   gpus             gpu.nvidia.com: the node's GPUs, MIG devices, opaque GpuConfig/MigDeviceConfig
-  compute-domains  compute-domain.nvidia.com: devices channel-0 and daemon-0; a channel claim labels
-                   the node resource.nvidia.com/computeDomain=<cdUID>, waits (retryable error) until
-                   this node is Ready in the domain's ComputeDomainClique in --namespace, then gets
+  compute-domains  compute-domain.nvidia.com (compute-domain.<rest> for --driver-name gpu.<rest>):
+                   devices channel-0 and daemon-0; a channel claim labels the node
+                   resource.nvidia.com/computeDomain=<cdUID>, waits (retryable error) until this node
+                   is Ready in the domain's ComputeDomainClique in --namespace, then gets
                    /dev/nvidia-caps-imex-channels/channel0 (the inventory's nodes[].fabric: its clique)
 
 examples:
@@ -58,23 +58,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inventory_flag(p, "inventory YAML describing the fleet's GPUs (see examples/seed-lab.yaml)")
-    flag(p, "--node-name", env="NODE_NAME", metavar="NAME", help="this node's name")
-    plugin_flag(p)
-    emulation_flags(
-        p,
-        driver_name_help="DRA driver name (compute-domain.nvidia.com with --plugin compute-domains); change "
-        "it to run beside NVIDIA's real driver",
-        device_nodes=True,
-    )
-    flag(
-        p,
-        "--namespace",
-        env="NAMESPACE",
-        default="default",
-        metavar="NS",
-        help="the driver's namespace (compute-domains: where the controller keeps ComputeDomainCliques)",
-    )
+    shared_flags(p, "--inventory", "--node-name", "--plugin")
+    emulation_flags(p, device_nodes=True)
+    shared_flags(p, "--namespace")
     flag(
         p,
         "--cdi-root",
@@ -99,14 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the kubelet's plugins dir; ours is <dir>/<driver> (DRA socket, checkpoint, lock)",
     )
-    flag(
-        p,
-        "--pod-uid",
-        env="POD_UID",
-        default="",
-        metavar="UID",
-        help="the plugin pod's UID: socket names carry it, so old and new pods overlap in rolling updates",
-    )
+    shared_flags(p, "--pod-uid")
     flag(
         p,
         "--healthcheck-port",
@@ -124,14 +103,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="ADDR",
         help="address the health service binds to (0.0.0.0 in a pod, so the kubelet can probe it)",
     )
-    flag(
-        p,
-        "--kubeconfig",
-        env="KUBECONFIG",
-        default="",
-        metavar="FILE",
-        help="kubeconfig; empty: the in-cluster service account, else ~/.kube/config",
-    )
+    shared_flags(p, "--kubeconfig")
     flag(
         p,
         "--boot-id-file",
@@ -192,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise ValueError("--node-name (or NODE_NAME) is required")
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
-    args.driver_name = plugin_driver_name(args)
-    emulation = emulated(args, inventory.inventory.driver_release)
+    driver_name = plugin_driver_name(args)
+    emulation = emulated(args, inventory.inventory.driver_release, driver_name)
     log.info("fakeplugin for node %s: %s", args.node_name, emulation.describe())
     threads = ServerSettings.threads
     # A connection per DRA worker thread (any may run a Prepare: its claim GET), plus the publisher's watch
@@ -214,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     )
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),
-        plugin_dir=Path(args.kubelet_plugins_directory_path) / args.driver_name,
+        plugin_dir=Path(args.kubelet_plugins_directory_path) / driver_name,
     )
     nodes = Nodes(inventory, lambda name: driver.node(name, inventory, dirs=dirs, get_claim=kube.get_claim))
     plugin = nodes.add(args.node_name)  # ValueError names the entry
@@ -226,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
     settings = ServerSettings(
         threads=threads,
-        driver_name=args.driver_name,
+        driver_name=driver_name,
         registrar_dir=Path(args.kubelet_registrar_directory_path),
         plugins_dir=Path(args.kubelet_plugins_directory_path),
         pod_uid=args.pod_uid,

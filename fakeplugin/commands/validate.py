@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from fakeplugin.commands import inventory_flag
+from fakeplugin.commands import shared_flags
 from fakeplugin.inventory.schema import Inventory, InventoryError, load_inventory
 from fakeplugin.publish.node import node_devices
 
@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inventory_flag(p, "inventory YAML file (required)")
+    shared_flags(p, "--inventory")
     p.set_defaults(func=run, parser=p)
 
 

@@ -1,5 +1,5 @@
 """Where a fleet keeps each simulated node's files: the layout of a kubelet's root, one per node, under the
-fleet's state dir (a leaf: the fleet makes it, the reconciler removes gone nodes' dirs through it)."""
+fleet's nodes dir (a leaf: the fleet makes it, the reconciler removes gone nodes' dirs through it)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 
 
 class FleetDirs:
-    """<root>/nodes/<node>/: a simulated node's CDI root, each driver's plugin dir (checkpoint, nvidia-smi
-    data) and container records."""
+    """<root>/<node>/ (root: the fleet's --nodes-dir): a simulated node's CDI root, each driver's plugin
+    dir (checkpoint, nvidia-smi data) and container records."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def node(self, name: str) -> Path:
-        return self.root / "nodes" / name
+        return self.root / name
 
     def cdi(self, name: str) -> Path:
         return self.node(name) / "cdi"

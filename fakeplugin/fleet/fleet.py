@@ -4,7 +4,7 @@ The nodes are the Node objects kwok manages (annotation kwok.x-k8s.io/node=fake,
 selector); on each, every driver of the fleet (gpu.nvidia.com, and compute-domain.nvidia.com when asked)
 runs as the NodePlugin `fakeplugin serve` runs on a kubelet node, all reading one inventory file, each
 driver hosted by the same runtime loops (runtime.host). A node's prepare side is made on its first pod
-with claims; its files live in <state-dir>/nodes/<node>/ (cdi/, plugins/<driver>/, containers/), the
+with claims; its files live in <nodes dir>/<node>/ (cdi/, plugins/<driver>/, containers/), the
 layout of a kubelet's root. On start and every minute the fleet reconciles as a kubelet does
 (fleet.reconcile): what was prepared for pods or claims that are gone is unprepared, and the files of
 nodes that are gone are removed.
@@ -52,13 +52,13 @@ class Fleet:
         *,
         inventory: InventoryFile,
         drivers: Sequence[Driver],
-        state_dir: Path,
+        nodes_dir: Path,
         threads: int = 8,
         shard: Shard = WHOLE,
         label_selector: str = "",
         node_owner: NodeOwner | None = None,
     ) -> None:
-        self.dirs = FleetDirs(state_dir)
+        self.dirs = FleetDirs(nodes_dir)
         self._node_owner = node_owner
         self._shard = shard
         self._dra = PodDRA(

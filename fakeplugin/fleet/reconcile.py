@@ -89,7 +89,7 @@ class Reconciler:
     """`served()`: the nodes the fleet serves now; `plugins(node)`: driver name → its plugin there;
     `pods_on(node)`: the pods with claims bound there, as the pod watch knows them; `forget(node)`: drop
     the plugins of a node no longer served; `owns(node)`: whether the node is of this fleet's shard
-    (fleet.shard; several fleets may share one state dir). `dirs`: fleet.dirs.FleetDirs."""
+    (fleet.shard; several fleets may share one nodes dir). `dirs`: fleet.dirs.FleetDirs."""
 
     def __init__(
         self,
@@ -164,11 +164,11 @@ class Reconciler:
 
     def _drop_gone_nodes(self) -> int:
         """Remove the files of simulated nodes of this shard whose Node is gone; only directories with the
-        fleet's plugins/ (a local cluster's kubelet nodes keep theirs in the same nodes/ directory, without).
+        fleet's plugins/ (a local cluster's kubelet nodes keep theirs in the same directory, without).
         Invariant: a node's files go only once its Node object is deleted, never because another fleet (a
-        shard, or one of another kwok's selector) serves it from the same state dir."""
+        shard, or one of another kwok's selector) serves it from the same nodes dir."""
         try:
-            entries = list(os.scandir(self._dirs.root / "nodes"))
+            entries = list(os.scandir(self._dirs.root))
         except FileNotFoundError:
             return 0
         served = self._served()

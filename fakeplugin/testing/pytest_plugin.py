@@ -2,8 +2,7 @@
 
 Fixtures: `fakeplugin_cluster` (session; a fakeplugin.testing.FakepluginCluster), `fakeplugin_namespace`
 (a fresh namespace per test, deleted after it), `fakeplugin_inventory` (session; the inventory a
-started cluster gets: override it in a conftest to generate one; `fakeplugin_config`, its old name,
-still works). Nothing starts unless a test asks for
+started cluster gets: override it in a conftest to generate one). Nothing starts unless a test asks for
 `fakeplugin_cluster`; this module imports nothing heavy before that.
 
 Options (command line, or the ini key without `--` and with `_`):
@@ -19,8 +18,6 @@ Options (command line, or the ini key without `--` and with `_`):
                                  (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
   --fakeplugin-with kueue[=CONFIG]  also run real Kueue against the started cluster (docs/kueue.md);
                                  CONFIG: a Kueue Configuration (default: examples/kueue/config.yaml)
-Deprecated, still accepted: --fakeplugin-config, --fakeplugin-workers, --fakeplugin-feature-gates (and
-their ini keys).
 """
 
 from __future__ import annotations
@@ -48,29 +45,19 @@ OPTIONS = {
     "with": "kueue[=CONFIG]: also run real Kueue against the started cluster, CONFIG its Configuration "
     "(default: examples/kueue/config.yaml; docs/kueue.md)",
 }
-# Old name → new name: still read when the new one is not set.
-DEPRECATED = {
-    "config": "inventory",
-    "workers": "simulated-nodes",
-    "feature-gates": "kubernetes-feature-gates",
-}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fakeplugin", "fakeplugin: a cluster with the fake gpu.nvidia.com DRA driver")
-    options = {**OPTIONS, **{old: f"deprecated: use --fakeplugin-{new}" for old, new in DEPRECATED.items()}}
-    for name, help_text in options.items():
+    for name, help_text in OPTIONS.items():
         group.addoption(f"--fakeplugin-{name}", dest=f"fakeplugin_{name.replace('-', '_')}", help=help_text)
         parser.addini(f"fakeplugin_{name.replace('-', '_')}", help_text)
 
 
 def option(config: pytest.Config, name: str) -> str:
     """A fakeplugin option: the command line's, else the ini file's, else ""."""
-    names = [name, *(old for old, new in DEPRECATED.items() if new == name)]
-    for key in (f"fakeplugin_{n.replace('-', '_')}" for n in names):
-        if value := config.getoption(key) or str(config.getini(key) or ""):
-            return value
-    return ""
+    key = f"fakeplugin_{name.replace('-', '_')}"
+    return str(config.getoption(key) or config.getini(key) or "")
 
 
 @pytest.fixture(scope="session")
@@ -83,15 +70,8 @@ def fakeplugin_inventory(pytestconfig: pytest.Config) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fakeplugin_config(fakeplugin_inventory: Path) -> Path:
-    """Deprecated name of `fakeplugin_inventory`; the cluster asks for this one, so overriding
-    either works."""
-    return fakeplugin_inventory
-
-
-@pytest.fixture(scope="session")
 def fakeplugin_cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, fakeplugin_inventory: Path
 ) -> Iterator[FakepluginCluster]:
     """The session's cluster: attached to (--fakeplugin-kubeconfig), else started (and stopped after)."""
     from fakeplugin.cluster import kueue, parse_feature_gates, versions
@@ -106,7 +86,7 @@ def fakeplugin_cluster(
     version = option(config, "kubernetes-version") or versions.selected()
     kueue_config = kueue.parse_with(option(config, "with"))
     cluster = FakepluginCluster.start(
-        request.getfixturevalue("fakeplugin_config"),
+        fakeplugin_inventory,
         Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
         simulated_nodes=int(option(config, "simulated-nodes") or 0),
         plugin_args=shlex.split(option(config, "plugin-args")),

@@ -38,7 +38,7 @@ def t10_claim(name: str, annotations: dict[str, str]) -> dict[str, Any]:
 
 def fault(cluster: Any, *args: str) -> str:
     """`fakeplugin fault` against the local cluster, as a user runs it."""
-    argv = [sys.executable, "-m", "fakeplugin", "fault", "--state-dir", str(cluster.layout.root), *args]
+    argv = [sys.executable, "-m", "fakeplugin", "fault", "--kubeconfig", str(cluster.kubeconfig), *args]
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 

@@ -9,7 +9,7 @@ from tests.harness.paths import SEED_LAB
 
 
 def render_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """`fakeplugin render --config examples/seed-lab.yaml ARGS`; a failure is returned, not raised."""
+    """`fakeplugin render --inventory examples/seed-lab.yaml ARGS`; a failure is returned, not raised."""
     return subprocess.run(
         [sys.executable, "-m", "fakeplugin", "render", "--inventory", str(SEED_LAB), *args],
         capture_output=True,
