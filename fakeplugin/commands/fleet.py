@@ -187,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.kube import new_api_client
     from fakeplugin.publish.node import InventoryFile
+    from fakeplugin.runtime.bootid import read_boot_id
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     emulation = emulated(args, inventory.inventory.driver_release)
@@ -212,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         kube,
         inventory=inventory,
         drivers=drivers,
+        boot_id=read_boot_id(),  # the host's: the simulated nodes share its boots
         state_dir=Path(args.state_dir),
         threads=args.threads,
         shard=shard,
