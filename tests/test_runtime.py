@@ -19,7 +19,7 @@ from fakeplugin.drivers.gpu import GpuDriver
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare import claimfaults
 from fakeplugin.publish.node import InventoryFile
-from fakeplugin.runtime import claims
+from fakeplugin.runtime import bootid, claims
 from fakeplugin.runtime import nodes as runtime_nodes
 from fakeplugin.runtime.claims import CheckedClaims
 from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, NodePlugin
@@ -376,3 +376,14 @@ def test_a_host_closes_every_plugin_it_made(tmp_path: Path) -> None:
     nodes.on_event("DELETED", node_obj("n2"))  # dropped, its plugin kept: closed too
     nodes.close()
     assert [(p.node_name, p.closed) for p in made] == [("n1", 1), ("n2", 1)]
+
+
+def test_the_boot_id_file_is_read_and_named_when_unusable(tmp_path: Path) -> None:
+    path = tmp_path / "boot_id"
+    path.write_text(BOOT + "\n")
+    assert bootid.read_boot_id(path) == BOOT
+    path.write_text("\n")
+    with pytest.raises(bootid.BootIdError, match=f"boot ID file {path} is empty"):
+        bootid.read_boot_id(path)
+    with pytest.raises(bootid.BootIdError, match="cannot read the boot ID from"):
+        bootid.read_boot_id(tmp_path / "missing")

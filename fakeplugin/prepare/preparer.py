@@ -139,6 +139,7 @@ class Preparer(NodePreparer[Request]):
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         """Claim UID → error ("" = success). Unknown claims succeed; a GET only where a fault can apply."""
+        self.open()
         results: dict[str, str] = {}
         refs: list[ClaimRef] = []
         for ref in claims:

@@ -131,20 +131,20 @@ class NodePreparer(ABC, Generic[R]):
     # -- one batch ------------------------------------------------------------------------------------------
 
     def _prepare_batch(self, requests: list[R]) -> dict[str, PrepareResult]:
-        return self._locked(
+        return self._under_lock(
             _unique(requests, lambda r: r.ref.uid),
             self._prepare_locked,
             lambda r, message: (r.ref.uid, self._prepare_unlocked(r.ref, message)),
         )
 
     def _unprepare_batch(self, refs: list[ClaimRef]) -> dict[str, str]:
-        return self._locked(
+        return self._under_lock(
             _unique(refs, lambda ref: ref.uid),
             self._unprepare_locked,
             lambda ref, message: (ref.uid, self._unprepare_unlocked(ref, message)),
         )
 
-    def _locked(
+    def _under_lock(
         self,
         items: list[T],
         run: Callable[[list[T]], dict[str, V]],

@@ -127,7 +127,7 @@ class ComputeDomainNode:
             cdi_root=dirs.cdi_root,
             plugin_dir=dirs.plugin_dir,
             boot_id=boot_id,
-            startup=self._start,
+            plugin_start=self._start,
             daemons=self._daemons,
         )
 
@@ -250,7 +250,7 @@ class ComputeDomainNode:
             return {}
 
     def _start(self) -> None:
-        """The plugin's start, before its prepare side's (Preparer `startup`)."""
+        """The plugin's start, before its prepare side's (Preparer `plugin_start`)."""
         self._read_fabric()
         if self._label:
             self._label.set(self.clique_id())  # at start, fatal there as upstream's

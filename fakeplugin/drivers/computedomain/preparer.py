@@ -73,7 +73,7 @@ def unprepare_error(ref: ClaimRef, message: str) -> str:
 
 
 class Preparer(NodePreparer[Request]):
-    """The node's prepare side (runtime.preparer.NodePreparer). `startup`: the plugin's own start work
+    """The node's prepare side (runtime.preparer.NodePreparer). `plugin_start`: the plugin's own start work
     before the prepare side's (fabric.py, cliquelabel.py), run by `open`; `get_claim`: the cleanup's read
     of stale claims."""
 
@@ -87,7 +87,7 @@ class Preparer(NodePreparer[Request]):
         cdi_root: Path,
         plugin_dir: Path,
         boot_id: str,
-        startup: Callable[[], None],
+        plugin_start: Callable[[], None],
         daemons: EmulatedDaemons | None = None,
         lock_timeout: float = 10.0,
         now: Callable[[], float] = time.time,
@@ -95,7 +95,7 @@ class Preparer(NodePreparer[Request]):
         super().__init__(plugin_dir, lock_timeout=lock_timeout)
         self._driver, self._node, self._get_claim = driver_name, node_name, get_claim
         self._domains, self._plugin_dir, self._cdi_root = domains, plugin_dir, cdi_root
-        self._boot_id, self._now, self._startup_first = boot_id, now, startup
+        self._boot_id, self._now, self._plugin_start = boot_id, now, plugin_start
         self._daemons = daemons  # serve --emulate-daemon
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME)
         self._specs = SpecFiles(cdi_root, driver_name)
@@ -103,7 +103,7 @@ class Preparer(NodePreparer[Request]):
     def _startup(self) -> None:
         """The plugin's start, then NewDeviceState: base CDI spec, checkpoint of this boot; then the
         checkpoint cleanup, once."""
-        self._startup_first()
+        self._plugin_start()
         self._cdi_root.mkdir(parents=True, exist_ok=True)
         self._plugin_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
