@@ -1,6 +1,6 @@
 """What of a claim is ours to prepare (pure): its allocation results for our pool.
 
-Texts follow the upstream kubeletplugin helper and the real driver, so pod events read the same.
+A malformed result fails its claim (`ClaimError`) with a text naming the claim and the field at fault.
 """
 
 from __future__ import annotations
