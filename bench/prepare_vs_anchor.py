@@ -468,7 +468,8 @@ KINDS: list[tuple[str, Callable[[str], bool]]] = [
     ("file ops (temp file, write, rename)", lambda f: "atomicfile.py:" in f or "/tempfile.py:" in f),
 ]
 PY_SPY_RATE = 250
-PREPARER = "fakeplugin/prepare/preparer.py:"  # its prepare() and unprepare(): a call's time in the core
+# runtime.claims prepare() and unprepare(): a call's time in the core (the claim GET and checks, the Preparer)
+CORE = "fakeplugin/runtime/claims.py:"
 
 
 def profile_shares(files: list[Path], ours: Samples) -> dict:
@@ -485,7 +486,7 @@ def profile_shares(files: list[Path], ours: Samples) -> dict:
             main_samples = sum(n for frames, n in stacks if _function(frames[0]) == "_run_module_as_main")
             period_ms = float(path.with_suffix(".seconds").read_text()) * 1000 / max(main_samples, 1)
             for frames, n in stacks:
-                if any(_function(f) == op and PREPARER in f for f in frames):
+                if any(_function(f) == op and CORE in f for f in frames):
                     ms[_category(frames)] += n * period_ms
         calls = len(ours.sequential[op])
         in_core = sum(ms.values()) / calls

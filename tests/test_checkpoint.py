@@ -177,17 +177,6 @@ def test_a_version_1_checkpoint_loads_without_its_env_strings(
     )
 
 
-def test_read_boot_id(tmp_path: Path) -> None:
-    path = tmp_path / "boot_id"
-    path.write_text(BOOT + "\n")
-    assert cp.read_boot_id(path) == BOOT
-    path.write_text("\n")
-    with pytest.raises(cp.CheckpointError, match=f"boot ID file {path} is empty"):
-        cp.read_boot_id(path)
-    with pytest.raises(cp.CheckpointError, match="cannot read the boot ID from"):
-        cp.read_boot_id(tmp_path / "missing")
-
-
 @pytest.mark.parametrize("sync", [True, False])
 def test_a_checkpoint_is_fsynced_unless_its_owner_is_a_fleet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: bool

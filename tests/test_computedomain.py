@@ -27,7 +27,7 @@ from fakeplugin.prepare import smi
 from fakeplugin.prepare.cdi import validate_spec
 from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.releases import get as release
-from fakeplugin.runtime.driver import NodeDirs
+from fakeplugin.runtime.driver import Claim, NodeDirs
 from fakeplugin.runtime.emulation import emulation
 from tests.harness.computedomain import (
     BOOT,
@@ -44,6 +44,7 @@ from tests.harness.computedomain import (
     inventory,
 )
 from tests.harness.golden import check_golden
+from tests.harness.hosted import Hosted
 from tests.harness.server import RPC_TIMEOUT_S, WIRE
 
 # -- inventory ----------------------------------------------------------------------------------------------
@@ -262,20 +263,17 @@ def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
 def make_node(tmp_path: Path, *, retry_seconds: float) -> Any:
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(inventory(clique=2, clusterUUID=CLUSTER)))
-    boot = tmp_path / "boot_id"
-    boot.write_text(BOOT)
     api = Api()
     driver = ComputeDomainDriver(
         emulation(release="", driver_name=CD_DRIVER),
         api,
         namespace=NAMESPACE,
-        boot_id_file=boot,
         retry_seconds=retry_seconds,
     )
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
-    plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, get_claim=api.get_claim)
+    plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, boot_id=BOOT, get_claim=api.get_claim)
     plugin.set_node(api.node)
-    return plugin, api, dirs
+    return Hosted(plugin, api.get_claim), api, dirs
 
 
 @pytest.fixture
@@ -411,14 +409,15 @@ def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, cap
     (plugin_dir / "checkpoint.json").write_bytes(cp.encode(old))
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(inventory(clique=2, clusterUUID=CLUSTER)))
-    (tmp_path / "boot").write_text(BOOT)
     api = Api()
     api.node["metadata"]["labels"] = {"resource.nvidia.com/computeDomain": CD_UID}
-    driver = ComputeDomainDriver(
-        emulation(release="", driver_name=CD_DRIVER), api, boot_id_file=tmp_path / "boot", retry_seconds=0
-    )
+    driver = ComputeDomainDriver(emulation(release="", driver_name=CD_DRIVER), api, retry_seconds=0)
     plugin = driver.node(
-        NODE, InventoryFile(inv), dirs=NodeDirs(tmp_path / "cdi", plugin_dir), get_claim=api.get_claim
+        NODE,
+        InventoryFile(inv),
+        dirs=NodeDirs(tmp_path / "cdi", plugin_dir),
+        boot_id=BOOT,
+        get_claim=api.get_claim,
     )
     with caplog.at_level(logging.INFO):
         plugin.open()
@@ -464,22 +463,23 @@ def test_a_retryable_failure_is_retried_within_the_call_with_upstream_backoff() 
     tried: list[tuple[float, list[str]]] = []
     ready_at = {"c1": 1.0, "c2": 99.0}  # c1 turns Ready after a second; c2 never within the call
 
-    def prepare(claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        tried.append((clock[0], [c.name for c in claims]))
+    def prepare(claims: Sequence[Claim]) -> dict[str, PrepareResult]:
+        tried.append((clock[0], [c.ref.name for c in claims]))
         out = {}
         for c in claims:
-            if c.name == "bad":
-                out[c.uid] = PrepareResult(error="error decoding config parameters")  # permanent
-            elif clock[0] >= ready_at[c.name]:
-                out[c.uid] = PrepareResult()
+            name, uid = c.ref.name, c.ref.uid
+            if name == "bad":
+                out[uid] = PrepareResult(error="error decoding config parameters")  # permanent
+            elif clock[0] >= ready_at[name]:
+                out[uid] = PrepareResult()
             else:
-                out[c.uid] = PrepareResult(error=f"{c.name} not ready", retryable=True)
+                out[uid] = PrepareResult(error=f"{name} not ready", retryable=True)
         return out
 
     def sleep(seconds: float) -> None:
         clock[0] += seconds
 
-    claims = [ClaimRef("ns", f"uid-{n}", n) for n in ("c1", "c2", "bad")]
+    claims = [Claim(ClaimRef("ns", f"uid-{n}", n), {}) for n in ("c1", "c2", "bad")]
     results = retry.prepare_retrying(prepare, claims, timeout=10.0, clock=lambda: clock[0], sleep=sleep)
     assert results["uid-c1"] == PrepareResult()
     assert results["uid-c2"].error == "c2 not ready"  # the last error, at the deadline
@@ -498,9 +498,9 @@ def test_a_retryable_failure_is_retried_within_the_call_with_upstream_backoff() 
 def test_no_retry_window_tries_once() -> None:
     calls = []
 
-    def prepare(claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+    def prepare(claims: Sequence[Claim]) -> dict[str, PrepareResult]:
         calls.append(len(claims))
-        return {c.uid: PrepareResult(error="not ready", retryable=True) for c in claims}
+        return {c.ref.uid: PrepareResult(error="not ready", retryable=True) for c in claims}
 
-    out = retry.prepare_retrying(prepare, [ClaimRef("ns", "u", "c")], timeout=0)
+    out = retry.prepare_retrying(prepare, [Claim(ClaimRef("ns", "u", "c"), {})], timeout=0)
     assert calls == [1] and out["u"].error == "not ready"

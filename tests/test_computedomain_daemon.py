@@ -47,6 +47,7 @@ from tests.harness.computedomain import (
     add_claim,
     inventory,
 )
+from tests.harness.hosted import Hosted
 from tests.harness.kube import wait_for
 
 CLIQUE = api.clique_path(NAMESPACE, api.clique_name(CD_UID, CLIQUE_ID))
@@ -198,21 +199,18 @@ def test_check_answers_from_the_state_file(tmp_path: Path) -> None:
 def emulating(tmp_path: Path) -> Any:
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(inventory(clique=2, clusterUUID=CLUSTER)))
-    boot = tmp_path / "boot_id"
-    boot.write_text(BOOT)
     kube = StoreApi()
     driver = ComputeDomainDriver(
         emulation(release="", driver_name=CD_DRIVER),
         kube,
         namespace=NAMESPACE,
-        boot_id_file=boot,
         emulate_daemon=True,
         retry_seconds=0,
     )
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
-    plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, get_claim=kube.get_claim)
+    plugin = driver.node(NODE, InventoryFile(inv), dirs=dirs, boot_id=BOOT, get_claim=kube.get_claim)
     plugin.set_node(kube.node)
-    return plugin, kube
+    return Hosted(plugin, kube.get_claim), kube
 
 
 def test_emulated_daemon_enters_the_clique_at_prepare_and_leaves_at_unprepare(emulating: Any) -> None:

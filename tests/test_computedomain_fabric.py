@@ -36,6 +36,7 @@ from tests.harness.computedomain import (
     add_claim,
     inventory,
 )
+from tests.harness.hosted import Hosted
 
 GPU1 = gpu_uuid(NODE, 1)
 NOT_ATTACHED = (
@@ -49,17 +50,15 @@ def plugin_for(
 ) -> Any:
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(inventory(clique=2, clusterUUID=CLUSTER)))
-    boot = tmp_path / "boot_id"
-    boot.write_text(BOOT)
     driver = ComputeDomainDriver(
         emulation(release=release, driver_name=CD_DRIVER, feature_gates=gates),
         api,
         namespace=NAMESPACE,
-        boot_id_file=boot,
         gpu_clique_label=label,
     )
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugins" / CD_DRIVER)
-    return driver.node(node, InventoryFile(inv), dirs=dirs, get_claim=api.get_claim)
+    plugin = driver.node(node, InventoryFile(inv), dirs=dirs, boot_id=BOOT, get_claim=api.get_claim)
+    return Hosted(plugin, api.get_claim)
 
 
 def faulted(value: str) -> Api:
@@ -228,7 +227,7 @@ def test_the_clique_label_is_set_at_start_and_removed_at_stop(tmp_path: Path) ->
     assert GPU_CLIQUE_LABEL not in api.node["metadata"]["labels"]  # not before the start
     plugin.open()
     assert api.node["metadata"]["labels"][GPU_CLIQUE_LABEL] == CLIQUE_ID
-    plugin.stop()
+    plugin.close()
     assert GPU_CLIQUE_LABEL not in api.node["metadata"]["labels"]
 
 

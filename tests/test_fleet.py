@@ -19,6 +19,7 @@ from fakeplugin.fleet.records import record_name, resolve
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.publish.node import NodeDevices
+from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER
 
 
@@ -220,12 +221,13 @@ class _Plugin:
         self.calls: list[list[str]] = []
         self.prepared: list[ClaimRef] = []
 
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        self.calls.append([c.name for c in claims])
-        self.prepared += claims
+    def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
+        refs = [c.ref for c in claims]
+        self.calls.append([r.name for r in refs])
+        self.prepared += refs
         cdi = f"k8s.{self.driver}/claim={self.driver}"
         return {
-            c.uid: PrepareResult((PreparedDevice("n", self.driver, (), (f"{cdi}-{c.uid}",)),)) for c in claims
+            r.uid: PrepareResult((PreparedDevice("n", self.driver, (), (f"{cdi}-{r.uid}",)),)) for r in refs
         }
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:

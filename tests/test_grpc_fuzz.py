@@ -57,8 +57,7 @@ class Plugin:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.preparer = h.preparer(root)
-        self.server = Server(self.preparer, h.settings(root))
+        self.server = Server(h.core(root), h.settings(root))
         self.server.start()
         self.dra_channel = grpc.insecure_channel(f"unix:{self.server.paths.dra}")
         self.reg_channel = grpc.insecure_channel(f"unix:{self.server.paths.registration}")

@@ -22,6 +22,7 @@ from fakeplugin.profiles import load_profile, profile_names
 from fakeplugin.publish.devices import gpu_uuid
 from fakeplugin.publish.node import NodeDevices
 from fakeplugin.publish.slices import MAX_DEVICES_RESTRICTED, partitionable_layout, resource_slices
+from fakeplugin.runtime.driver import Claim
 from tests.harness.golden import check_golden
 from tests.harness.inventory import devices, inventory
 
@@ -546,7 +547,7 @@ def prepare(tmp_path: Path, pool: NodeDevices, claims: dict[str, list[str]]) -> 
         boot_id="0b00b00b-0000-4000-8000-000000000001",
     )
     refs = [ClaimRef("ns", uid, f"claim-{uid}") for uid in claims]
-    outcome = preparer.prepare(refs)
+    outcome = preparer.prepare([Claim(ref, get_claim(ref.namespace, ref.name)) for ref in refs])
     assert {uid: r.error for uid, r in outcome.items()} == dict.fromkeys(claims, "")
     return {
         r.uid: yaml.safe_load(

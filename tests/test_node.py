@@ -18,6 +18,7 @@ from fakeplugin.model import ClaimRef
 from fakeplugin.prepare.claimfaults import Injector
 from fakeplugin.prepare.resolve import Resolver, pool_reader
 from fakeplugin.publish.node import NodeDevices, node_devices
+from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER
 
 
@@ -130,7 +131,6 @@ def test_prepare_reads_one_consistent_pool_while_the_inventory_switches(tmp_path
         driver_name=DRIVER,
         node_name="n",
         pool=pool_reader(devices),
-        get_claim=lambda namespace, name: claim,
         faults=Injector(lambda namespace, name: claim, lambda seconds: None),
         feature_gates={},
         release=releases.get(None),
@@ -154,7 +154,7 @@ def test_prepare_reads_one_consistent_pool_while_the_inventory_switches(tmp_path
         switcher.start()
         for _ in range(100_000):  # before the fix: from 3 to 70 of them failed
             try:
-                request = resolver.resolve(ref)
+                request = resolver.resolve(Claim(ref, claim))
             except Exception as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
                 continue

@@ -24,6 +24,7 @@ from fakeplugin.prepare import cdi, opaqueconfig, smi
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.devices import devices_for_node
+from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER
 from tests.harness.factories import H200, T10, numbered
 from tests.harness.golden import check_golden_text
@@ -451,18 +452,19 @@ def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
         plugin_dir=plugin,
         boot_id="0b00b00b-0000-4000-8000-000000000001",
     )
+    preparer.open()
     script, program = plugin / "bin/nvidia-smi", plugin / "bin/nvidia-smi.awk"
     assert script.read_text() == smi.script_text() and script.stat().st_mode & 0o777 == 0o755
     assert program.read_text() == smi.program_text() and program.stat().st_mode & 0o777 == 0o644
     assert "exec awk " in smi.script_text() and "function csv_value(" in smi.program_text()
 
-    assert preparer.prepare([ref])[UUID_A].error == ""
+    assert preparer.prepare([Claim(ref, claim)])[UUID_A].error == ""
     data = plugin / "smi" / UUID_A / "gpu-1.env"
     assert data.read_text() == smi.render_data(t10(1))
     assert f"uuid={t10(1).uuid}\n" in data.read_text()
 
     data.unlink()  # e.g. the plugin dir was cleaned while the checkpoint survived
-    assert preparer.prepare([ref])[UUID_A].error == ""
+    assert preparer.prepare([Claim(ref, claim)])[UUID_A].error == ""
     assert data.read_text() == smi.render_data(t10(1))
 
     assert preparer.unprepare([ref]) == {UUID_A: ""}

@@ -16,9 +16,8 @@ import pytest
 from fakeplugin import releases
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import versions
-from fakeplugin.drivers.gpu import GpuDriver
 from fakeplugin.inventory import schema as inventory
-from fakeplugin.prepare import checkpoint
+from fakeplugin.runtime import bootid
 from fakeplugin.server import app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,14 +29,14 @@ def read(path: str) -> str:
     return (REPO / path).read_text()
 
 
-def test_serve_defaults_are_the_servers_and_the_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_defaults_are_the_servers_and_the_runtimes(monkeypatch: pytest.MonkeyPatch) -> None:
     for env in ("KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "BOOT_ID_FILE"):
         monkeypatch.delenv(env, raising=False)  # the flags' defaults come from the environment first
     args = build_parser().parse_args(["serve"])
     assert Path(args.kubelet_registrar_directory_path) == app.KUBELET_REGISTRY_DIR
     assert Path(args.kubelet_plugins_directory_path) == app.KUBELET_PLUGINS_DIR
-    assert Path(args.boot_id_file) == checkpoint.BOOT_ID_FILE
-    assert inspect.signature(GpuDriver).parameters["boot_id_file"].default == checkpoint.BOOT_ID_FILE
+    assert Path(args.boot_id_file) == bootid.BOOT_ID_FILE
+    assert inspect.signature(bootid.read_boot_id).parameters["path"].default == bootid.BOOT_ID_FILE
 
 
 def field_rows(text: str) -> dict[str, str]:

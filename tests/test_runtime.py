@@ -3,6 +3,8 @@ driver of our own hosted beside gpu.nvidia.com with no runtime change."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -12,15 +14,19 @@ import pytest
 import yaml
 
 from fakeplugin import consumableshares
+from fakeplugin.drivers.computedomain import ComputeDomainDriver
 from fakeplugin.drivers.gpu import GpuDriver
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare import claimfaults
+from fakeplugin.runtime import bootid, claims
 from fakeplugin.runtime import nodes as runtime_nodes
-from fakeplugin.runtime.driver import GetClaim, NodeDirs, NodePlugin
+from fakeplugin.runtime.claims import CheckedClaims
+from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, NodePlugin
 from fakeplugin.runtime.emulation import emulation
 from fakeplugin.runtime.nodes import Nodes
 from fakeplugin.runtime.retry import Backoff
+from tests.harness.computedomain import CD_DRIVER, Api
 from tests.harness.prepare import BOOT, claim_object, result
 from tests.harness.prepare import ref as prepare_ref
 
@@ -78,7 +84,7 @@ def gpu_nodes(tmp_path: Path, entries: list[dict[str, Any]], **kw: Any) -> Nodes
 
     def make(name: str) -> NodePlugin:
         dirs = NodeDirs(cdi_root=tmp_path / name / "cdi", plugin_dir=tmp_path / name / "plugin")
-        return driver.node(name, inventory, dirs=dirs, get_claim=lambda ns, n: {}, quiet=True)
+        return driver.node(name, inventory, dirs=dirs, boot_id=BOOT, get_claim=lambda ns, n: {}, quiet=True)
 
     return Nodes(inventory, make, **kw)
 
@@ -140,11 +146,11 @@ def test_the_nodes_unprepare_faults_annotation_makes_unprepare_read_the_claim(tm
 
     inventory = InventoryFile(write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "t10"}]}]))
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
-    driver = GpuDriver(emulation(release=""), boot_id_file=write_boot_id(tmp_path / "boot_id"))
-    plugin = driver.node("n1", inventory, dirs=dirs, get_claim=get_claim)
+    driver = GpuDriver(emulation(release=""))
+    plugin = driver.node("n1", inventory, dirs=dirs, boot_id=BOOT, get_claim=get_claim)
     plugin.set_node(node_obj("n1"))
     ref = prepare_ref(1)
-    assert plugin.prepare([ref])[ref.uid].error == ""
+    assert claims.prepare(plugin, [ref], get_claim)[ref.uid].error == ""
     claim["metadata"]["annotations"] = {claimfaults.UNPREPARE_ERROR: "stuck"}  # after Prepare
     annotated = node_obj("n1")
     annotated["metadata"]["annotations"][claimfaults.UNPREPARE_FAULTS] = "true"
@@ -159,21 +165,19 @@ def test_the_nodes_unprepare_faults_annotation_makes_unprepare_read_the_claim(tm
     assert plugin.unprepare([ref]) == {ref.uid: ""}
 
 
-def write_boot_id(path: Path) -> Path:
-    path.write_text(BOOT + "\n")
-    return path
-
-
 # -- a second driver, on the same runtime -----------------------------------------------------------------
 
 
 class EchoNode:
-    """A NodePlugin of a driver that is not gpu.nvidia.com: one device per node, prepared as its name."""
+    """A NodePlugin of a driver that is not gpu.nvidia.com: one device per node, prepared as its name;
+    it records what the runtime hands it."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._uid = ""
-        self.prepared: list[ClaimRef] = []
+        self.prepared: list[Claim] = []
+        self.unprepared: list[ClaimRef] = []
+        self.closed = 0
 
     @property
     def node_name(self) -> str:
@@ -201,15 +205,19 @@ class EchoNode:
     def open(self) -> None:
         pass
 
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+    def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
         self.prepared.extend(claims)
-        return {c.uid: PrepareResult() for c in claims}
+        return {c.ref.uid: PrepareResult() for c in claims}
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        self.unprepared.extend(claims)
         return {c.uid: "" for c in claims}
 
     def prepared_claims(self) -> list[ClaimRef]:
-        return list(self.prepared)
+        return [c.ref for c in self.prepared]
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 class EchoDriver:
@@ -221,17 +229,25 @@ class EchoDriver:
         inventory: InventoryFile,
         *,
         dirs: NodeDirs,
+        boot_id: str,
         get_claim: GetClaim,
         quiet: bool = False,
     ) -> NodePlugin:
         return EchoNode(node_name)
 
 
+def echo_claim(ref: ClaimRef) -> dict[str, Any]:
+    return claim_object(ref, result("echo-0", driver="echo.example.com", pool="n2"))
+
+
 def test_a_driver_of_our_own_runs_on_the_runtime_unchanged(tmp_path: Path) -> None:
     inventory = InventoryFile(write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "t10"}]}]))
     driver = EchoDriver()
     dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
-    nodes = Nodes(inventory, lambda name: driver.node(name, inventory, dirs=dirs, get_claim=lambda ns, n: {}))
+    nodes = Nodes(
+        inventory,
+        lambda name: driver.node(name, inventory, dirs=dirs, boot_id=BOOT, get_claim=lambda ns, n: {}),
+    )
     nodes.on_list([node_obj("n1"), node_obj("n2")])
     assert {n: s[0]["spec"]["devices"] for n, s in nodes.desired(SERVER).items()} == {
         "n1": [{"name": "echo-0"}],
@@ -239,5 +255,135 @@ def test_a_driver_of_our_own_runs_on_the_runtime_unchanged(tmp_path: Path) -> No
     }
     plugin = nodes.get("n2")
     assert plugin is not None
-    assert plugin.prepare([ClaimRef("ns", "uid-1", "claim")]) == {"uid-1": PrepareResult()}
-    assert plugin.prepared_claims() == [ClaimRef("ns", "uid-1", "claim")]
+    ref = prepare_ref(1)
+    assert claims.prepare(plugin, [ref], lambda ns, n: echo_claim(ref)) == {ref.uid: PrepareResult()}
+    assert plugin.prepared_claims() == [ref]
+    shares = emulation(release="0.5.0-dev", feature_gates="ConsumableShares=true", consumable_shares="memory")
+    assert shares.consumable_shares == "memory" != consumableshares.DISABLED
+    assert "consumable shares: memory" in shares.describe()
+
+
+# -- the runtime's claim checks (runtime.claims) ----------------------------------------------------------
+
+
+class ApiClaims:
+    """The API server's claims; every read recorded, with whether `lock` (a node lock file) was free."""
+
+    def __init__(self, lock: Path, claims: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self._lock, self._claims = lock, claims
+        self.reads: list[tuple[str, bool]] = []  # (name, the node lock was free)
+
+    def __call__(self, namespace: str, name: str) -> dict[str, Any]:
+        self.reads.append((name, self._lock_free()))
+        try:
+            return self._claims[(namespace, name)]
+        except KeyError:
+            raise RuntimeError(f'resourceclaims.resource.k8s.io "{name}" not found') from None
+
+    def _lock_free(self) -> bool:
+        if not self._lock.exists():
+            return True
+        fd = os.open(self._lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: held by NodeLock ⇒ fails
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)  # releases ours
+
+
+def refused_claims() -> tuple[list[ClaimRef], dict[tuple[str, str], dict[str, Any]], dict[str, str]]:
+    """References (one of them hostile), the API server's claims, and the runtime's answer for each refused
+    one; the last reference, `elsewhere`, passes the checks (allocated on another node)."""
+    unallocated, replaced, missing, elsewhere = (prepare_ref(n) for n in (2, 3, 4, 5))
+    hostile = ClaimRef("ns", "../../escaped", "claim-6")
+    api = {
+        ("ns", unallocated.name): claim_object(unallocated, allocated=False),
+        ("ns", replaced.name): claim_object(prepare_ref(33), result("gpu-0")),
+        ("ns", elsewhere.name): claim_object(elsewhere, result("gpu-0", pool="another-node")),
+        ("ns", hostile.name): claim_object(hostile, result("gpu-0")),
+    }
+    refused = {
+        unallocated.uid: "claim ns/claim-2 not allocated",
+        replaced.uid: "claim ns/claim-3 got replaced",
+        missing.uid: 'retrieve claim ns/claim-4: resourceclaims.resource.k8s.io "claim-4" not found',
+        hostile.uid: f"invalid claim reference {str(hostile)!r}: uid '../../escaped' must be lowercase "
+        "letters, digits and '-', at most 63 characters, starting and ending with a letter or digit",
+    }
+    return [unallocated, replaced, missing, hostile, elsewhere], api, refused
+
+
+def test_the_runtime_reads_and_checks_each_claim_once_and_hands_the_driver_the_rest(tmp_path: Path) -> None:
+    refs, objects, refused = refused_claims()
+    api = ApiClaims(tmp_path / "pu.lock", objects)
+    plugin = EchoNode("n2")
+
+    results = CheckedClaims(plugin, api).prepare(refs)
+
+    assert {uid: r.error for uid, r in results.items()} == {**refused, refs[-1].uid: ""}
+    assert [name for name, _ in api.reads] == ["claim-2", "claim-3", "claim-4", "claim-5"]  # not the hostile
+    assert plugin.prepared == [Claim(refs[-1], objects[("ns", "claim-5")])]  # the object read, as read
+    assert CheckedClaims(plugin, api).unprepare(refs) == dict.fromkeys((r.uid for r in refs), "")
+    assert plugin.unprepared == [r for r in refs if r.name != "claim-6"]  # the hostile one: nothing to undo
+    assert len(api.reads) == 4  # Unprepare reads no claim for the runtime
+
+
+def gpu_node(tmp_path: Path, get_claim: GetClaim) -> NodePlugin:
+    inventory = InventoryFile(write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "t10"}]}]))
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    return GpuDriver(emulation(release="")).node(
+        "n1", inventory, dirs=dirs, boot_id=BOOT, get_claim=get_claim
+    )
+
+
+def compute_domain_node(tmp_path: Path, get_claim: GetClaim) -> NodePlugin:
+    inv = write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "gb200", "count": 4}]}])
+    driver = ComputeDomainDriver(emulation(release="", driver_name=CD_DRIVER), Api(), retry_seconds=0)
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    return driver.node("n1", InventoryFile(inv), dirs=dirs, boot_id=BOOT, get_claim=get_claim)
+
+
+@pytest.mark.parametrize("make", [gpu_node, compute_domain_node], ids=["gpu", "compute-domain"])
+def test_both_drivers_get_each_claim_read_once_before_their_node_lock(tmp_path: Path, make: Any) -> None:
+    refs, objects, refused = refused_claims()
+    api = ApiClaims(tmp_path / "plugin" / "pu.lock", objects)
+    plugin = make(tmp_path, api)
+    plugin.set_node(node_obj("n1"))
+    plugin.open()  # the lock file exists: a read under the lock would be seen
+    assert (tmp_path / "plugin" / "pu.lock").exists()
+
+    results = CheckedClaims(plugin, api).prepare(refs)
+
+    assert results == {
+        **{uid: PrepareResult(error=e) for uid, e in refused.items()},
+        refs[-1].uid: PrepareResult(),
+    }
+    assert api.reads == [(name, True) for name in ("claim-2", "claim-3", "claim-4", "claim-5")]
+    assert plugin.prepared_claims() == []
+
+
+def test_a_host_closes_every_plugin_it_made(tmp_path: Path) -> None:
+    inventory = InventoryFile(write(tmp_path / "inv.yaml", [{"name": "n1", "gpus": [{"profile": "t10"}]}]))
+    made: list[EchoNode] = []
+
+    def make(name: str) -> NodePlugin:
+        made.append(EchoNode(name))
+        return made[-1]
+
+    nodes = Nodes(inventory, make)
+    nodes.on_list([node_obj("n1"), node_obj("n2")])
+    nodes.on_event("DELETED", node_obj("n2"))  # dropped, its plugin kept: closed too
+    nodes.close()
+    assert [(p.node_name, p.closed) for p in made] == [("n1", 1), ("n2", 1)]
+
+
+def test_the_boot_id_file_is_read_and_named_when_unusable(tmp_path: Path) -> None:
+    path = tmp_path / "boot_id"
+    path.write_text(BOOT + "\n")
+    assert bootid.read_boot_id(path) == BOOT
+    path.write_text("\n")
+    with pytest.raises(bootid.BootIdError, match=f"boot ID file {path} is empty"):
+        bootid.read_boot_id(path)
+    with pytest.raises(bootid.BootIdError, match="cannot read the boot ID from"):
+        bootid.read_boot_id(tmp_path / "missing")

@@ -175,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import new_api_client
+    from fakeplugin.runtime.bootid import read_boot_id
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch.
@@ -190,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         kube,
         inventory=inventory,
         drivers=drivers,
+        boot_id=read_boot_id(),  # the host's: the simulated nodes share its boots
         nodes_dir=Path(args.nodes_dir),
         threads=args.threads,
         shard=shard,

@@ -15,7 +15,7 @@ from fakeplugin.commands import (
     plugin_driver_name,
     shared_flags,
 )
-from fakeplugin.prepare.checkpoint import BOOT_ID_FILE
+from fakeplugin.runtime.bootid import BOOT_ID_FILE
 from fakeplugin.server import metrics
 from fakeplugin.server.app import DRA_EXTRA_THREADS, KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
 
@@ -149,10 +149,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fakeplugin.drivers.computedomain import ComputeDomainDriver, ComputeDomainNode
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import Kube, new_api_client
+    from fakeplugin.runtime.bootid import read_boot_id
+    from fakeplugin.runtime.claims import CheckedClaims
     from fakeplugin.runtime.driver import NodeDirs
     from fakeplugin.runtime.host import Host
     from fakeplugin.runtime.nodes import Nodes
@@ -171,24 +173,26 @@ def run(args: argparse.Namespace) -> int:
     # A connection per DRA worker thread (any may run a Prepare: its claim GET), plus the publisher's watch
     # and its writes, plus the node watch.
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 3))
-    boot_id_file = Path(args.boot_id_file)
+    boot_id = read_boot_id(Path(args.boot_id_file))  # BootIdError: fatal at start
     driver: GpuDriver | ComputeDomainDriver = (
         ComputeDomainDriver(
             emulation,
             kube,
             namespace=args.namespace,
-            boot_id_file=boot_id_file,
             emulate_daemon=args.emulate_daemon,
             gpu_clique_label=args.gpu_clique_label_enabled,
         )
         if args.plugin == COMPUTE_DOMAINS
-        else GpuDriver(emulation, boot_id_file=boot_id_file)
+        else GpuDriver(emulation)
     )
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),
         plugin_dir=Path(args.kubelet_plugins_directory_path) / driver_name,
     )
-    nodes = Nodes(inventory, lambda name: driver.node(name, inventory, dirs=dirs, get_claim=kube.get_claim))
+    nodes = Nodes(
+        inventory,
+        lambda name: driver.node(name, inventory, dirs=dirs, boot_id=boot_id, get_claim=kube.get_claim),
+    )
     plugin = nodes.add(args.node_name)  # ValueError names the entry
     plugin.open()  # a corrupt checkpoint or a held node lock is fatal at start
     stop = threading.Event()
@@ -211,10 +215,9 @@ def run(args: argparse.Namespace) -> int:
         device_health_of=plugin.health_of,
     )
     try:
-        run_server(plugin, settings)
+        run_server(CheckedClaims(plugin, kube.get_claim), settings)
     finally:
         stop.set()
-        if isinstance(plugin, ComputeDomainNode):
-            plugin.stop()  # its node label (--gpu-clique-label-enabled)
+        nodes.close()  # e.g. compute-domains' node label (--gpu-clique-label-enabled)
     log.info("stopped; ResourceSlices are left to the kubelet (as upstream drivers do)")
     return 0

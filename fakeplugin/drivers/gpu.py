@@ -1,24 +1,21 @@
 """gpu.nvidia.com on the runtime: a node's publish.node.NodeDevices and its prepare.Preparer.
 
-The Preparer is made on first use (`open`): it takes the node lock, removes stale files, installs the
-fake nvidia-smi and loads the checkpoint, which a fleet of a thousand nodes need not do at start.
+Making a node does no I/O; its Preparer opens on first use (`open`): it takes the node lock, removes stale
+files, installs the fake nvidia-smi and loads the checkpoint, which a fleet of a thousand nodes need not
+do at start.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
-from collections.abc import Callable, Collection, Sequence
-from pathlib import Path
+from collections.abc import Collection, Sequence
 
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.prepare import claimfaults
-from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish.node import NodeDevices
-from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
+from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
 
 log = logging.getLogger(__name__)
@@ -28,17 +25,9 @@ class GpuDriver:
     """`sync_checkpoints`: fsync each node's checkpoint before it replaces the old one (as the kubelet's
     checkpoint store does); a fleet turns it off, see fakeplugin.commands.fleet."""
 
-    def __init__(
-        self, emulation: Emulation, *, boot_id_file: Path = BOOT_ID_FILE, sync_checkpoints: bool = True
-    ) -> None:
+    def __init__(self, emulation: Emulation, *, sync_checkpoints: bool = True) -> None:
         self.emulation = emulation
-        self._boot_id_file = boot_id_file
-        self._sync_checkpoints = sync_checkpoints
-
-    @functools.cached_property
-    def _boot_id(self) -> str:
-        """Read once: a boot outlives the process (a fleet makes a Preparer for each of its nodes)."""
-        return read_boot_id(self._boot_id_file)
+        self.sync_checkpoints = sync_checkpoints
 
     @property
     def name(self) -> str:
@@ -50,33 +39,12 @@ class GpuDriver:
         inventory: InventoryFile,
         *,
         dirs: NodeDirs,
+        boot_id: str,
         get_claim: GetClaim,
         quiet: bool = False,
     ) -> GpuNode:
-        return GpuNode(self, node_name, inventory, dirs=dirs, get_claim=get_claim, quiet=quiet)
-
-    def preparer(
-        self,
-        devices: NodeDevices,
-        dirs: NodeDirs,
-        get_claim: GetClaim,
-        read_unprepare_faults: Callable[[], bool],
-    ) -> Preparer:
-        e = self.emulation
-        return Preparer(
-            driver_name=e.driver_name,
-            node_name=devices.node_name,
-            devices=devices,
-            get_claim=get_claim,
-            cdi_root=dirs.cdi_root,
-            plugin_dir=dirs.plugin_dir,
-            feature_gates=e.feature_gates,
-            release=e.release,
-            consumable_shares=e.consumable_shares,
-            device_nodes=e.device_nodes,
-            boot_id=self._boot_id,
-            sync_checkpoint=self._sync_checkpoints,
-            read_unprepare_faults=read_unprepare_faults,
+        return GpuNode(
+            self, node_name, inventory, dirs=dirs, boot_id=boot_id, get_claim=get_claim, quiet=quiet
         )
 
 
@@ -90,6 +58,7 @@ class GpuNode:
         inventory: InventoryFile,
         *,
         dirs: NodeDirs,
+        boot_id: str,
         get_claim: GetClaim,
         quiet: bool,
     ) -> None:
@@ -104,13 +73,24 @@ class GpuNode:
             consumable_shares=e.consumable_shares,
             log_level=logging.DEBUG if quiet else logging.INFO,
         )
-        self._driver = driver
-        self._dirs = dirs
-        self._get_claim = get_claim
-        self._opening = threading.Lock()
-        self._preparer: Preparer | None = None
         self._unprepare_faults = False  # the Node's fakeplugin.dev/unprepare-faults (prepare.claimfaults)
         self._log_level = logging.DEBUG if quiet else logging.INFO
+        # One Preparer per node: it owns the node's checkpoint and files.
+        self._preparer = Preparer(
+            driver_name=e.driver_name,
+            node_name=node_name,
+            devices=self._devices,
+            get_claim=get_claim,
+            cdi_root=dirs.cdi_root,
+            plugin_dir=dirs.plugin_dir,
+            feature_gates=e.feature_gates,
+            release=e.release,
+            consumable_shares=e.consumable_shares,
+            device_nodes=e.device_nodes,
+            boot_id=boot_id,
+            sync_checkpoint=driver.sync_checkpoints,
+            read_unprepare_faults=lambda: self._unprepare_faults,
+        )
 
     @property
     def node_name(self) -> str:
@@ -147,21 +127,16 @@ class GpuNode:
         return (fault.healthy, fault.message) if fault else None
 
     def open(self) -> None:
-        self._open()
+        self._preparer.open()
 
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        return self._open().prepare(claims)
+    def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
+        return self._preparer.prepare(claims)
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        return self._open().unprepare(claims)
+        return self._preparer.unprepare(claims)
 
     def prepared_claims(self) -> list[ClaimRef]:
-        return self._open().prepared_claims()
+        return self._preparer.prepared_claims()
 
-    def _open(self) -> Preparer:
-        with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
-            if self._preparer is None:
-                self._preparer = self._driver.preparer(
-                    self._devices, self._dirs, self._get_claim, lambda: self._unprepare_faults
-                )
-            return self._preparer
+    def close(self) -> None:
+        self._preparer.close()

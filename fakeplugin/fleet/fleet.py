@@ -42,6 +42,7 @@ def is_simulated(node: Obj) -> bool:
 
 class Fleet:
     """`drivers`: the DRA drivers every simulated node runs, each published and prepared for on its own,
+    with `boot_id` (runtime.bootid) for every node's checkpoint,
     as a node's kubelet plugins are. `shard`, `label_selector`: the nodes of this process when several
     share the cluster (fleet.shard). `node_owner`: keeps the inventory's Node objects, when the fleet
     owns them (fleet.nodeobjects)."""
@@ -52,6 +53,7 @@ class Fleet:
         *,
         inventory: InventoryFile,
         drivers: Sequence[Driver],
+        boot_id: str,
         nodes_dir: Path,
         threads: int = 8,
         shard: Shard = WHOLE,
@@ -59,8 +61,10 @@ class Fleet:
         node_owner: NodeOwner | None = None,
     ) -> None:
         self.dirs = FleetDirs(nodes_dir)
+        self._boot_id = boot_id
         self._node_owner = node_owner
         self._shard = shard
+        self._kube = kube
         self._dra = PodDRA(
             kube, plugins=self.plugins, containers_dir=self.dirs.containers, cdi_root=self.dirs.cdi
         )
@@ -90,14 +94,24 @@ class Fleet:
     def _nodes(self, driver: Driver, inventory: InventoryFile) -> Nodes:
         def make(name: str) -> NodePlugin:
             dirs = NodeDirs(cdi_root=self.dirs.cdi(name), plugin_dir=self.dirs.plugin(name, driver.name))
-            return driver.node(name, inventory, dirs=dirs, get_claim=self._dra.get_claim, quiet=True)
+            return driver.node(
+                name, inventory, dirs=dirs, boot_id=self._boot_id, get_claim=self._kube.get_claim, quiet=True
+            )
 
         return Nodes(
             inventory, make, accept=lambda n: is_simulated(n) and self._shard.owns(n["metadata"]["name"])
         )
 
     def run(self, stop: threading.Event) -> None:
-        """Until `stop`: follow the nodes and the inventory, publish, prepare. Returns when stopped."""
+        """Until `stop`: follow the nodes and the inventory, publish, prepare. Returns when stopped, every
+        node's plugins closed."""
+        try:
+            self._run(stop)
+        finally:
+            for nodes in self.nodes.values():
+                nodes.close()
+
+    def _run(self, stop: threading.Event) -> None:
         if self._node_owner:
             threading.Thread(
                 target=self._node_owner.run, args=(stop,), name="node-objects", daemon=True

@@ -10,7 +10,6 @@ Invariant: a pod is annotated PREPARED only once every claim's CDI spec is on di
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.records import record_name, write_record
 from fakeplugin.kube import describe_api_error
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
+from fakeplugin.runtime import claims as runtime_claims
 from fakeplugin.runtime.driver import NodePlugin
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,6 @@ class PodDRA:
         self.plugins = plugins
         self._containers_dir = containers_dir
         self._cdi_root = cdi_root
-        self._fetched = threading.local()  # claims this thread just read, for the prepare side's get_claim
-
-    def get_claim(self, namespace: str, name: str) -> Obj:
-        """The prepare side's claim read: the claim this thread read a moment ago (checked against the pod),
-        else a fresh GET."""
-        claim = getattr(self._fetched, "claims", {}).get((namespace, name))
-        return claim if claim is not None else self._kube.get_claim(namespace, name)
 
     def prepare(self, obj: Obj) -> bool:
         """Prepare the pod's claims on its node; False: failed (event sent), try again later."""
@@ -78,16 +71,15 @@ class PodDRA:
                     return self._failed(obj, claim_name, message, wrapped=False)
                 by_driver.setdefault(driver, []).append(ref)
         devices: dict[str, list[PreparedDevice]] = {name: [] for _, name in fetched}
-        self._fetched.claims = fetched
-        try:
-            for driver, refs in by_driver.items():  # one call per driver, as the kubelet makes
-                results = plugins[driver].prepare(refs)
-                for ref in refs:
-                    if results[ref.uid].error:
-                        return self._failed(obj, ref.name, results[ref.uid].error)
-                    devices[ref.name] += results[ref.uid].devices
-        finally:
-            self._fetched.claims = {}
+        for driver, refs in by_driver.items():  # one call per driver, as the kubelet makes
+            # The runtime's checks on the claims just read (and checked against the pod): no second GET.
+            results = runtime_claims.prepare(
+                plugins[driver], refs, lambda namespace, name: fetched[(namespace, name)]
+            )
+            for ref in refs:
+                if results[ref.uid].error:
+                    return self._failed(obj, ref.name, results[ref.uid].error)
+                devices[ref.name] += results[ref.uid].devices
         by_name = {name: PrepareResult(tuple(d)) for name, d in devices.items()}
         for container in obj["spec"].get("containers") or []:
             ids = podclaims.container_cdi_devices(obj, container, by_name)

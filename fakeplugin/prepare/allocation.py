@@ -1,6 +1,6 @@
-"""What of a claim is ours to prepare (pure): its reference checked, its allocation results for our pool.
+"""What of a claim is ours to prepare (pure): its allocation results for our pool.
 
-Texts follow the upstream kubeletplugin helper and the real driver, so pod events read the same.
+A malformed result fails its claim (`ClaimError`) with a text naming the claim and the field at fault.
 """
 
 from __future__ import annotations
@@ -9,31 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fakeplugin.k8snames import DNS_LABEL, DNS_SUBDOMAIN, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN
 from fakeplugin.model import ClaimRef, PreparedDevice
 from fakeplugin.prepare.cdi import cdi_device_id
-
-# Claim UIDs name files (CDI specs) and CDI devices, so they must be DNS labels: every Kubernetes UID (a
-# lowercase UUID) is one, and nothing that could leave a directory ('/', '.') or break a CDI device name is.
 
 
 class ClaimError(Exception):
     """Fails one claim; the message is what the kubelet reports for it."""
-
-
-def validate_claim_ref(ref: ClaimRef) -> None:
-    """Reject references whose parts could not have come from the API server (before any path or API call)."""
-    rules = (
-        ("uid", ref.uid, DNS_LABEL, MAX_DNS_LABEL, "lowercase letters, digits and '-'"),
-        ("namespace", ref.namespace, DNS_LABEL, MAX_DNS_LABEL, "a DNS label"),
-        ("name", ref.name, DNS_SUBDOMAIN, MAX_DNS_SUBDOMAIN, "a DNS subdomain"),
-    )
-    for field, value, pattern, max_len, what in rules:
-        if len(value) > max_len or not pattern.fullmatch(value):
-            raise ClaimError(
-                f"invalid claim reference {str(ref)!r}: {field} {value!r} must be {what}, "
-                f"at most {max_len} characters, starting and ending with a letter or digit"
-            )
 
 
 @dataclass(frozen=True)
@@ -52,17 +33,11 @@ def allocated_devices(
 ) -> dict[str, Allocated]:
     """Device name → base request names and access of the allocation results that are ours (driver, pool).
 
-    Raises ClaimError with the upstream library's texts for an unallocated or replaced claim.
+    `claim`: allocated, its UID the reference's (the runtime checked: runtime.claims). ClaimError names a
+    malformed result.
     """
     claim_name = f"claim {ref.namespace}/{ref.name}"
-    status = claim.get("status") or {}
-    allocation = status.get("allocation") if isinstance(status, Mapping) else None
-    if not allocation:
-        raise ClaimError(f"{claim_name} not allocated")
-    metadata = claim.get("metadata") or {}
-    if not isinstance(metadata, Mapping) or metadata.get("uid") != ref.uid:
-        raise ClaimError(f"{claim_name} got replaced")
-    results = (allocation.get("devices") or {}).get("results") or []
+    results = (claim["status"]["allocation"].get("devices") or {}).get("results") or []
     devices: dict[str, list[str]] = {}
     non_admin: set[str] = set()
     for i, result in enumerate(results):

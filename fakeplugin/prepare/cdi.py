@@ -462,3 +462,21 @@ def remove_spec(path: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+class SpecFiles:
+    """The claim specs of `driver_name` in `cdi_root`, one file per claim (`spec_path`): every driver's."""
+
+    def __init__(self, cdi_root: Path, driver_name: str) -> None:
+        self.root = cdi_root
+        self._driver = driver_name
+
+    def claim_path(self, claim_uid: str) -> Path:
+        return spec_path(self.root, claim_uid, driver_name=self._driver)
+
+    def write_claim(self, claim_uid: str, spec: Mapping[str, Any]) -> None:
+        write_spec(self.claim_path(claim_uid), spec)
+
+    def remove_claim(self, claim_uid: str) -> bool:
+        """False when it was already gone."""
+        return remove_spec(self.claim_path(claim_uid))

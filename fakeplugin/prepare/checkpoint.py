@@ -94,20 +94,6 @@ class CheckpointError(Exception):
     """The checkpoint file cannot be used (corrupt, unsupported); the message names the file."""
 
 
-# The kernel's ID of this boot; a node's fake one in the local cluster (`serve --boot-id-file`).
-BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
-
-
-def read_boot_id(path: Path) -> str:
-    try:
-        boot_id = path.read_text().strip()
-    except OSError as e:
-        raise CheckpointError(f"cannot read the boot ID from {path}: {e}") from e
-    if not boot_id:
-        raise CheckpointError(f"boot ID file {path} is empty")
-    return boot_id
-
-
 # ---------------------------------------------------------------------------------------------------------
 # JSON form (pure).
 

@@ -32,12 +32,12 @@ class ClaimFiles:
 
     def __init__(self, *, driver_name: str, cdi_root: Path, plugin_dir: Path, device_nodes: bool) -> None:
         self._driver_name = driver_name
-        self._cdi_root = cdi_root
+        self._specs = cdi.SpecFiles(cdi_root, driver_name)
         self._plugin_dir = plugin_dir
         self._device_nodes = device_nodes
 
     def spec_path(self, uid: str) -> Path:
-        return cdi.spec_path(self._cdi_root, uid, driver_name=self._driver_name)
+        return self._specs.claim_path(uid)
 
     def present(self, ref: ClaimRef, devices: Sequence[PreparedDevice]) -> bool:
         names = [d.device_name for d in devices]
@@ -72,7 +72,7 @@ class ClaimFiles:
         )
         path = self.spec_path(ref.uid)
         try:
-            cdi.write_spec(path, spec)
+            self._specs.write_claim(ref.uid, spec)
         except (OSError, ValueError) as e:
             raise ClaimError(prepare_error(ref, f"prepare devices failed: write CDI spec {path}: {e}")) from e
 
@@ -94,7 +94,7 @@ class ClaimFiles:
         (an unprepare's, or a prepare's when it rolls back an attempt that died midway)."""
         path = self.spec_path(ref.uid)
         try:
-            cdi.remove_spec(path)
+            self._specs.remove_claim(ref.uid)
         except OSError as e:
             raise ClaimError(wrap(ref, f"remove CDI spec {path}: {e}")) from e
         data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)

@@ -1,9 +1,12 @@
-"""Prepare and unprepare claims on this node: validation, the node lock, the checkpoint state machine, files.
+"""Prepare and unprepare gpu.nvidia.com claims on this node: the checkpoint state machine, files.
+
+The skeleton (opened once, batches under the node lock) is runtime.preparer's; the claims come read and
+checked by the runtime (runtime.claims: GET, allocated, UID).
 
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
-    validate ref ─▶ GET claim ─▶ our allocated devices ─▶ injected faults (prepare.claimfaults: delay, error,
-    fail count)                 (prepare.resolve: in the caller's thread, outside the lock)
+    our allocated devices ─▶ injected faults (prepare.claimfaults: delay, error, fail count)
+                             (prepare.resolve: in the caller's thread, outside the lock)
     ─▶ [node lock, with every claim queued meanwhile: runtime.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
@@ -30,40 +33,39 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from fakeplugin import consumableshares, featuregates, releases
 from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare import claimfaults, smi, stale
-from fakeplugin.prepare.allocation import ClaimError, validate_claim_ref
+from fakeplugin.prepare.allocation import ClaimError
 from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.prepare.overlap import conflict
 from fakeplugin.prepare.resolve import Request, Resolver, pool_reader
 from fakeplugin.releases import DriverRelease
-from fakeplugin.runtime.groupcommit import GroupCommit
-from fakeplugin.runtime.nodelock import FILE_NAME as LOCK_FILE
-from fakeplugin.runtime.nodelock import LockTimeoutError, NodeLock
+from fakeplugin.runtime.driver import Claim, GetClaim
+from fakeplugin.runtime.preparer import NodePreparer
 
 log = logging.getLogger(__name__)
 
 
-class Preparer:
-    """Prepares and unprepares claims for `driver_name` on `node_name`; safe across threads and processes.
+class Preparer(NodePreparer[Request]):
+    """Prepares and unprepares claims for `driver_name` on `node_name` (runtime.preparer.NodePreparer).
 
     `devices` (device name → GpuDevice of this node's pool) may be live (prepare.resolve.LiveDevices, such
     as publish.node.NodeDevices): each claim reads one snapshot of it.
+    `get_claim`: Unprepare's read of a claim's unprepare-error (prepare.claimfaults).
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
     `read_unprepare_faults()`: the node asks for every Unprepare to read its claim's unprepare-error
     (prepare.claimfaults; else only claims that had one at their Prepare are read).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
     the default release) rule what claims' opaque configs may do. `consumable_shares` (the mode, fakeplugin.
     consumableshares.parse): any but `disabled` lets claims share a device when their configs for it agree.
-    Construction creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
+    `open()` creates `cdi_root` and `plugin_dir` if needed and loads the checkpoint once, as the real
     driver does at start: a checkpoint from another boot is replaced by an empty one, a corrupt one raises
-    `checkpoint.CheckpointError`, an unreadable boot ID file too; a held lock raises `LockTimeoutError`.
-    The CDI specs of prepared claims that an earlier fakeplugin version wrote are brought to the current
-    shape then (`ClaimFiles.upgrade_specs`).
+    `checkpoint.CheckpointError`; a held lock raises `LockTimeoutError`. The CDI specs of prepared claims
+    that an earlier fakeplugin version wrote are brought to the current shape then
+    (`ClaimFiles.upgrade_specs`).
     """
 
     def __init__(
@@ -72,7 +74,7 @@ class Preparer:
         driver_name: str,
         node_name: str,
         devices: Mapping[str, GpuDevice],
-        get_claim: Callable[[str, str], dict],
+        get_claim: GetClaim,
         cdi_root: Path,
         plugin_dir: Path,
         boot_id: str,
@@ -85,18 +87,18 @@ class Preparer:
         sleep: Callable[[float], None] = time.sleep,
         read_unprepare_faults: Callable[[], bool] = claimfaults.never,
     ) -> None:
+        super().__init__(plugin_dir, lock_timeout=lock_timeout)
+        self._driver_name, self._cdi_root, self._plugin_dir = driver_name, cdi_root, plugin_dir
         self._faults = claimfaults.Injector(get_claim, sleep, read_unprepare_faults)
         self._claims = Resolver(
             driver_name=driver_name,
             node_name=node_name,
             pool=pool_reader(devices),  # may be live (the inventory): one snapshot per claim
-            get_claim=get_claim,
             faults=self._faults,
             feature_gates=dict(feature_gates),
             release=release or releases.get(None),
             shared=consumable_shares != consumableshares.DISABLED,
         )
-        self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(
             plugin_dir / cp.FILE_NAME,
             boot_id=boot_id,
@@ -105,101 +107,74 @@ class Preparer:
         self._files = ClaimFiles(
             driver_name=driver_name, cdi_root=cdi_root, plugin_dir=plugin_dir, device_nodes=device_nodes
         )
-        self._prepares = GroupCommit(self._prepare_batch)
-        self._unprepares = GroupCommit(self._unprepare_batch)
-        cdi_root.mkdir(parents=True, exist_ok=True)
-        plugin_dir.mkdir(parents=True, exist_ok=True)
+
+    def _startup(self) -> None:
+        self._cdi_root.mkdir(parents=True, exist_ok=True)
+        self._plugin_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            stale.remove_stale_files(cdi_root, plugin_dir, driver_name=driver_name)  # no writer is midway
+            # No writer is midway: we hold the lock.
+            stale.remove_stale_files(self._cdi_root, self._plugin_dir, driver_name=self._driver_name)
             # The fake nvidia-smi, replacing an older plugin's version before any spec of ours mounts it:
             # the awk program first (the script runs it, upgraded specs mount it), the script once every
             # spec that mounts it mounts the program too (an earlier script was self-contained).
-            smi.install_program(plugin_dir)
+            smi.install_program(self._plugin_dir)
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 checkpoint = self._checkpoint.load()
                 self._checkpoint.save(checkpoint)
                 completed = cp.ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
-            smi.install_script(plugin_dir)
+            smi.install_script(self._plugin_dir)
 
-    # -- public ---------------------------------------------------------------------------------------------
-
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        """One result per claim UID. Each claim is resolved in this thread; then every claim queued by any
-        caller meanwhile is prepared in one batch under the node lock."""
-        results: dict[str, PrepareResult] = {}
-        requests: list[Request] = []
-        for ref in claims:
-            try:
-                request = self._claims.resolve(ref)
-            except Exception as e:  # ClaimError; or a bug, which must fail this claim only, never the RPC
-                results[ref.uid] = _prepare_failed(ref, e)
-                continue
-            if request is None:
-                log.info("prepared claim %s: no devices of ours on this node", ref)
-                results[ref.uid] = PrepareResult()
-            else:
-                requests.append(request)
-        if requests:
-            batch = self._prepares.submit(requests)
-            results |= {r.ref.uid: batch[r.ref.uid] for r in requests}
-        return results
+    def _request(self, claim: Claim) -> Request | PrepareResult:
+        """The claim resolved in this thread (its faults' delay waited here)."""
+        try:
+            request = self._claims.resolve(claim)
+        except Exception as e:  # ClaimError; or a bug, which must fail this claim only, never the RPC
+            return _prepare_failed(claim.ref, e)
+        if request is None:
+            log.info("prepared claim %s: no devices of ours on this node", claim.ref)
+            return PrepareResult()
+        return request
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         """Claim UID → error ("" = success). Unknown claims succeed; a GET only where a fault can apply."""
+        self.open()
         results: dict[str, str] = {}
         refs: list[ClaimRef] = []
         for ref in claims:
-            try:
-                validate_claim_ref(ref)
-            except ClaimError as e:
-                # Such a claim can never have been prepared (prepare rejects it too): nothing to undo.
-                # Failing would leave its pod Terminating forever.
-                log.warning("unprepare %s: nothing to do: %s", ref, e)
-                results[ref.uid] = ""
-                continue
             if failure := self._faults.unprepare_failure(ref):
                 results[ref.uid] = _unprepare_failed(ref, ClaimError(unprepare_error(ref, failure)))
             else:
                 refs.append(ref)
-        if refs:
-            batch = self._unprepares.submit(refs)
-            results |= {ref.uid: batch[ref.uid] for ref in refs}
-        return results
+        return results | super().unprepare(refs)
 
-    def prepared_claims(self) -> list[ClaimRef]:
-        """The claims the checkpoint holds, in any state: what Unprepare would undo."""
-        return [ClaimRef(e.namespace, uid, e.name) for uid, e in self._checkpoint.load().claims.items()]
+    def _checkpoint_claims(self) -> Mapping[str, cp.ClaimEntry]:
+        return self._checkpoint.load().claims
+
+    def _prepare_unlocked(self, ref: ClaimRef, message: str) -> PrepareResult:
+        return _prepare_failed(ref, ClaimError(message))
+
+    def _unprepare_unlocked(self, ref: ClaimRef, message: str) -> str:
+        return _unprepare_failed(ref, ClaimError(message))
 
     # -- under the lock: one batch --------------------------------------------------------------------------
 
-    def _prepare_batch(self, requests: list[Request]) -> dict[str, PrepareResult]:
-        results: dict[str, PrepareResult] = {}
-        try:
-            with self._lock:
-                self._prepare_locked(_unique(requests, lambda r: r.ref.uid), results)
-        except LockTimeoutError as e:
-            for r in requests:
-                results.setdefault(
-                    r.ref.uid, _prepare_failed(r.ref, ClaimError(f"error acquiring prep/unprep lock: {e}"))
-                )
-        return results
-
-    def _prepare_locked(self, requests: list[Request], results: dict[str, PrepareResult]) -> None:
+    def _prepare_locked(self, requests: list[Request]) -> dict[str, PrepareResult]:
         log.debug("prepare batch of %d claims", len(requests))
+        results: dict[str, PrepareResult] = {}
         try:
             checkpoint = self._checkpoint.load()
         except cp.CheckpointError as e:
             for r in requests:
                 failure = ClaimError(prepare_error(r.ref, f"unable to get checkpoint: {e}"))
                 results[r.ref.uid] = _prepare_failed(r.ref, failure)
-            return
+            return results
         before = checkpoint
         started: list[Request] = []
         for r in requests:
             try:
-                checkpoint = self._start(r, checkpoint, results, {s.ref.uid for s in started})
+                checkpoint = self._started(r, checkpoint, results, {s.ref.uid for s in started})
             except Exception as e:  # ClaimError; a bug fails this claim only
                 results[r.ref.uid] = _prepare_failed(r.ref, e)
                 continue
@@ -208,7 +183,7 @@ class Preparer:
         if checkpoint is not before and (failure := self._save(checkpoint)):
             for r in started:
                 results[r.ref.uid] = _prepare_failed(r.ref, ClaimError(prepare_error(r.ref, failure)))
-            return
+            return results
         completed: list[Request] = []
         for r in started:
             try:
@@ -229,8 +204,9 @@ class Preparer:
             else:
                 log.info("prepared claim %s: %s", r.ref, ", ".join(d.device_name for d in r.prepared))
                 results[r.ref.uid] = PrepareResult(devices=r.prepared)
+        return results
 
-    def _start(
+    def _started(
         self, r: Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
     ) -> cp.Checkpoint:
         """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared).
@@ -269,26 +245,15 @@ class Preparer:
         )
         return checkpoint.with_claim(uid, started)
 
-    def _unprepare_batch(self, refs: list[ClaimRef]) -> dict[str, str]:
+    def _unprepare_locked(self, refs: list[ClaimRef]) -> dict[str, str]:
         results: dict[str, str] = {}
-        try:
-            with self._lock:
-                self._unprepare_locked(_unique(refs, lambda ref: ref.uid), results)
-        except LockTimeoutError as e:
-            for ref in refs:
-                results.setdefault(
-                    ref.uid, _unprepare_failed(ref, ClaimError(f"error acquiring prep/unprep lock: {e}"))
-                )
-        return results
-
-    def _unprepare_locked(self, refs: list[ClaimRef], results: dict[str, str]) -> None:
         try:
             checkpoint = self._checkpoint.load()
         except cp.CheckpointError as e:
             for ref in refs:
                 failure = ClaimError(unprepare_error(ref, f"unable to get checkpoint: {e}"))
                 results[ref.uid] = _unprepare_failed(ref, failure)
-            return
+            return results
         removed: list[ClaimRef] = []
         for ref in refs:
             entry = checkpoint.claims.get(ref.uid)
@@ -309,6 +274,7 @@ class Preparer:
             results[ref.uid] = (
                 _unprepare_failed(ref, ClaimError(unprepare_error(ref, failure))) if failure else ""
             )
+        return results
 
     def _save(self, checkpoint: cp.Checkpoint) -> str:
         """Write the checkpoint; the failure, naming the file, or ""."""
@@ -334,11 +300,3 @@ def _failure(operation: str, ref: ClaimRef, error: Exception, wrap: Callable[[Cl
         return str(error)
     log.error("%s %s: unexpected failure", operation, ref, exc_info=error)
     return wrap(ref, str(error))
-
-
-def _unique(items: list[Any], key: Callable[[Any], str]) -> list[Any]:
-    """The first of each claim: concurrent calls for one claim share its result."""
-    seen: dict[str, Any] = {}
-    for item in items:
-        seen.setdefault(key(item), item)
-    return list(seen.values())

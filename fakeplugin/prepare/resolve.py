@@ -1,7 +1,8 @@
 """What one claim asks of this node, resolved outside the node lock (prepare.preparer's first step).
 
-A claim reference → GET the claim → the devices of ours its allocation names on this node → injected faults
-(prepare.claimfaults; a delay waits here, in the caller's thread) → the pool's devices for them. Then, for the
+A claim as the runtime read and checked it (runtime.claims) → the devices of ours its allocation names on
+this node → injected faults (prepare.claimfaults; a delay waits here, in the caller's thread) → the pool's
+devices for them. Then, for the
 steps under the lock: the claim's normalized configs (the overlap check of prepare.overlap, with
 consumable shares) and the settings its opaque configs apply (prepare.opaqueconfig).
 
@@ -18,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.prepare import claimfaults, opaqueconfig
-from fakeplugin.prepare.allocation import ClaimError, allocated_devices, prepared_devices, validate_claim_ref
+from fakeplugin.prepare.allocation import ClaimError, allocated_devices, prepared_devices
 from fakeplugin.prepare.claimfiles import prepare_error
 from fakeplugin.prepare.opaqueconfig import DeviceConfig
 from fakeplugin.prepare.overlap import (
@@ -30,6 +31,7 @@ from fakeplugin.prepare.overlap import (
     validated,
 )
 from fakeplugin.releases import DriverRelease
+from fakeplugin.runtime.driver import Claim
 
 
 @runtime_checkable
@@ -70,19 +72,14 @@ class Resolver:
     driver_name: str
     node_name: str
     pool: Callable[[], Mapping[str, GpuDevice]]
-    get_claim: Callable[[str, str], dict]
     faults: claimfaults.Injector
     feature_gates: Mapping[str, bool]
     release: DriverRelease
     shared: bool
 
-    def resolve(self, ref: ClaimRef) -> Request | None:
+    def resolve(self, c: Claim) -> Request | None:
         """The claim's devices on this node, or None when none of its allocation is ours."""
-        validate_claim_ref(ref)
-        try:
-            claim = self.get_claim(ref.namespace, ref.name)
-        except Exception as e:  # whatever the API client raises
-            raise ClaimError(f"retrieve claim {ref.namespace}/{ref.name}: {e}") from e
+        ref, claim = c.ref, c.obj
         wanted = allocated_devices(claim, ref, driver_name=self.driver_name, pool_name=self.node_name)
         if not wanted:
             return None  # nothing of ours on this node: no checkpoint entry, no CDI spec

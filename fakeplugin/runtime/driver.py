@@ -1,9 +1,15 @@
 """The contract between the runtime and a DRA driver: what a driver does on a node, and nothing else.
 
-As upstream's kubeletplugin helper puts it, the runtime registers with the kubelet, serves the DRA
-services, keeps the published ResourceSlices in place and retries; a driver only says what a node
-publishes and how it prepares and unprepares claims. `serve` hosts one node, `fleet` every simulated node;
-both ask the same `Driver` for the same `NodePlugin`s (fakeplugin.drivers holds the drivers).
+As upstream's kubeletplugin helper puts it (k8s.io/dynamic-resource-allocation v0.34.0,
+kubeletplugin/draplugin.go: the `DRAPlugin` interface, PrepareResourceClaims(ctx, []*ResourceClaim) and
+UnprepareResourceClaims(ctx, []NamespacedObject)), the runtime registers with the kubelet, serves the DRA
+services, keeps the published ResourceSlices in place, reads the claims to prepare and checks them
+(runtime.claims), and owns the node's boot ID (runtime.bootid); a driver says what a node publishes
+(`Publishing`) and how it prepares and unprepares claims there (`Preparing`). `serve` hosts one node,
+`fleet` every simulated node; both ask the same `Driver` for the same `NodePlugin`s (fakeplugin.drivers
+holds the drivers).
+
+Invariant: making a NodePlugin does no I/O (no file, no lock, no API call); `Preparing.open` does.
 """
 
 from __future__ import annotations
@@ -20,13 +26,22 @@ if TYPE_CHECKING:
     from fakeplugin.runtime.emulation import Emulation
 
 Obj = dict[str, Any]
-# The claim read Prepare makes: (namespace, name) → the ResourceClaim object.
+# A claim read: (namespace, name) → the ResourceClaim object.
 GetClaim = Callable[[str, str], Obj]
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A claim to prepare as the runtime read it: `obj` is the ResourceClaim, allocated, its UID the ref's."""
+
+    ref: ClaimRef
+    obj: Obj
+
+
 class Claims(Protocol):
-    """Prepare and unprepare, as the gRPC edge (fakeplugin.server) and the fleet's pods call them. Both
-    block (API calls, file locks): callers run them in worker threads, never on an event loop."""
+    """Prepare and unprepare by claim reference, as the gRPC edge (fakeplugin.server) calls them
+    (runtime.claims.CheckedClaims). Both block (API calls, file locks): callers run them in worker
+    threads, never on an event loop."""
 
     def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
         """Prepare the claims; the result is keyed by claim UID."""
@@ -37,8 +52,8 @@ class Claims(Protocol):
         ...
 
 
-class NodePlugin(Claims, Protocol):
-    """A driver on one node: what it publishes there, how it prepares there."""
+class Publishing(Protocol):
+    """What a driver publishes on one node: its devices, its slices, their health."""
 
     @property
     def node_name(self) -> str: ...
@@ -67,14 +82,35 @@ class NodePlugin(Claims, Protocol):
         """An injected fault of the device (healthy, message), None when it has none."""
         ...
 
+
+class Preparing(Protocol):
+    """How a driver prepares claims on one node. prepare and unprepare block (file locks, the driver's
+    own API calls) and open on first use."""
+
     def open(self) -> None:
         """Make the prepare side ready (node lock, stale files, checkpoint); idempotent. `serve` calls it
-        at start, where a failure is fatal; prepare and unprepare call it on first use."""
+        at start, where a failure is fatal; prepare, unprepare and prepared_claims call it on first use."""
+        ...
+
+    def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
+        """Prepare the claims the runtime read and checked; the result is keyed by claim UID."""
+        ...
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        """Unprepare the claims (references the runtime checked); claim UID → error ("" = success)."""
         ...
 
     def prepared_claims(self) -> list[ClaimRef]:
         """The claims prepared on this node (its checkpoint), e.g. for a pod deleted while we were down."""
         ...
+
+    def close(self) -> None:
+        """The host stops: undo what only a running plugin keeps (e.g. a node label); idempotent."""
+        ...
+
+
+class NodePlugin(Publishing, Preparing, Protocol):
+    """A driver on one node: what it publishes there, how it prepares there."""
 
 
 @dataclass(frozen=True)
@@ -105,10 +141,13 @@ class Driver(Protocol):
         inventory: InventoryFile,
         *,
         dirs: NodeDirs,
+        boot_id: str,
         get_claim: GetClaim,
         quiet: bool = False,
     ) -> NodePlugin:
-        """The driver on `node_name`, reading the shared `inventory`.
-        `quiet`: one of many (a fleet): per-node lines at debug. ValueError names the inventory entry
-        whose devices cannot be made."""
+        """The driver on `node_name`, reading the shared `inventory`; no I/O (see the module docstring).
+        `boot_id`: this boot's (runtime.bootid), for the checkpoint. `get_claim`: for the driver's own claim
+        reads (injected unprepare faults, a start's cleanup); Prepare's claims come read and checked.
+        `quiet`: one of many (a fleet): per-node lines at debug. ValueError names the inventory entry whose
+        devices cannot be made."""
         ...

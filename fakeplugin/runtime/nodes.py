@@ -113,6 +113,13 @@ class Nodes:
             if name not in self._seen:
                 self._plugins.pop(name, None)
 
+    def close(self) -> None:
+        """The host stops: every plugin made is closed (runtime.driver.Preparing.close)."""
+        with self._mutex:
+            plugins = list(self._plugins.values())
+        for plugin in plugins:
+            plugin.close()
+
     # -- the inventory --------------------------------------------------------------------------------
 
     def poll_inventory(self, stop: threading.Event) -> None:

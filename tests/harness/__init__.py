@@ -8,6 +8,7 @@ Unit and contract tests (tests/*.py):
   `claim_object`, `prepared`, `gpu`), opaque configs in an allocation (`opaque`, `with_configs`).
 - server: the gRPC server on its own loop (`Running`) over a stand-in core (`CannedDriver`), wire claims.
 - plugin: the real core and server over JSON claims, in-process or as `python -m tests.harness.plugin`.
+- hosted: a NodePlugin as a host drives it (`Hosted`: Prepare through the runtime's claim checks).
 - nvidia_smi: the fake nvidia-smi in a container view made from real CDI specs; the real tool's capture.
 - smi_shells: the shell/awk pairs the fake nvidia-smi runs under (dash+mawk, busybox, gawk --posix).
 - inventory: one node's devices from inventory GPU entries (MIG layouts, shares).

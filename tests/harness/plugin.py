@@ -1,6 +1,7 @@
 """The real plugin core and gRPC server over real files, with claims from JSON files instead of an API server.
 
-Test-only wiring, nothing else: the Preparer, the Server, the checkpoint and CDI code are the product's.
+Test-only wiring, nothing else: the runtime's claim checks, the Preparer, the Server, the checkpoint and
+CDI code are the product's.
 `fakeplugin serve` needs an API server for its claims and slices; this harness replaces only that edge.
 
 As a process (what `test_crash.py` kills): `python -m tests.harness.plugin ROOT` serves until SIGTERM, with
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.model import ClaimRef, GpuDevice
-from fakeplugin.prepare.checkpoint import read_boot_id
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.runtime.bootid import read_boot_id
+from fakeplugin.runtime.claims import CheckedClaims
 from fakeplugin.server import ServerSettings, run
 from tests.harness import DRIVER
 from tests.harness.factories import T10, numbered
@@ -87,26 +89,30 @@ class JsonClaims:
             raise RuntimeError(f'resourceclaims.resource.k8s.io "{name}" not found') from None
 
 
-def preparer(root: Path, **overrides: Any) -> Preparer:
+def core(root: Path, **overrides: Any) -> CheckedClaims:
+    """What `serve` hands the gRPC edge: the runtime's claim checks over a Preparer, opened (as at start)."""
     boot_id = root / "boot_id"
     if not boot_id.exists():
         boot_id.write_text(BOOT_ID + "\n")
+    claims = JsonClaims(root)
     kwargs: dict[str, Any] = {
         "driver_name": DRIVER,
         "node_name": NODE,
         "devices": devices(),
-        "get_claim": JsonClaims(root),
+        "get_claim": claims,
         "cdi_root": cdi_root(root),
         "plugin_dir": plugin_dir(root),
         "boot_id": read_boot_id(boot_id),
         **overrides,
     }
-    return Preparer(**kwargs)
+    preparer = Preparer(**kwargs)
+    preparer.open()
+    return CheckedClaims(preparer, claims)
 
 
 def main(argv: list[str]) -> int:
     root = Path(argv[0])
-    run(preparer(root), settings(root))
+    run(core(root), settings(root))
     return 0
 
 

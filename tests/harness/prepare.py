@@ -1,8 +1,10 @@
 """One node of Preparer tests over real files: its directories, its API server's claims, the claims' parts.
 
-`Node` (root = a test's tmp_path) holds the claims `get_claim` returns; `ref`, `result`, `claim_object`,
-`prepared` build claims, allocation results and expected results; `opaque`, `timeslicing` and
-`with_configs` add opaque device configs to an allocation, as the scheduler copies them.
+`Node` (root = a test's tmp_path) holds the claims `get_claim` returns; `preparer()` is the Preparer behind
+the runtime's claim checks (runtime.claims), as `serve` hands it to the gRPC edge, opened as at start;
+`ref`, `result`, `claim_object`, `prepared` build claims, allocation results and expected results;
+`opaque`, `timeslicing` and `with_configs` add opaque device configs to an allocation, as the scheduler
+copies them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice
 from fakeplugin.prepare import cdi
 from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.runtime.bootid import read_boot_id
+from fakeplugin.runtime.claims import CheckedClaims
 from tests.harness import DRIVER
 from tests.harness.factories import T10, numbered
 
@@ -86,7 +90,7 @@ class Node:
         except KeyError:
             raise RuntimeError(f'resourceclaims.resource.k8s.io "{name}" not found') from None
 
-    def preparer(self, **overrides: Any) -> Preparer:
+    def preparer(self, **overrides: Any) -> CheckedClaims:
         kwargs: dict[str, Any] = {
             "driver_name": DRIVER,
             "node_name": NODE,
@@ -94,10 +98,12 @@ class Node:
             "get_claim": self.get_claim,
             "cdi_root": self.cdi_root,
             "plugin_dir": self.plugin_dir,
-            "boot_id": cp.read_boot_id(self.boot_id_file),
+            "boot_id": read_boot_id(self.boot_id_file),
             **overrides,
         }
-        return Preparer(**kwargs)
+        preparer = Preparer(**kwargs)
+        preparer.open()
+        return CheckedClaims(preparer, self.get_claim)
 
     def spec_path(self, claim: ClaimRef) -> Path:
         return cdi.spec_path(self.cdi_root, claim.uid, driver_name=DRIVER)

@@ -27,14 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.prepare.cdi import (
-    VISIBLE_DEVICES_VOID,
-    remove_spec,
-    required_version,
-    spec_path,
-    vendor,
-    write_spec,
-)
+from fakeplugin.prepare.cdi import VISIBLE_DEVICES_VOID, required_version, vendor, write_spec
 
 CLAIM_CLASS = "claim"
 DEVICE_CLASS = "device"  # the base spec's class (cdiDeviceClass)
@@ -51,11 +44,6 @@ NVIDIA_CAPS_MAJOR = 511
 FABRIC_IMEX_MGMT_MINOR = 4323
 FABRIC_IMEX_MGMT_MODE = 0o400
 MOUNT_OPTIONS = ("rw", "nosuid", "nodev", "bind")
-
-
-def cdi_device_id(driver_name: str, claim_uid: str, device_name: str) -> str:
-    """`k8s.<driver>/claim=<claimUID>-<device>`."""
-    return f"{vendor(driver_name)}/{CLAIM_CLASS}={claim_uid}-{device_name}"
 
 
 def base_device_id(driver_name: str) -> str:
@@ -124,24 +112,7 @@ def base_spec(driver_name: str) -> dict[str, Any]:
     return spec
 
 
-class SpecFiles:
-    """The CDI spec files of `driver_name` in `cdi_root`."""
-
-    def __init__(self, cdi_root: Path, driver_name: str) -> None:
-        self._root = cdi_root
-        self._driver = driver_name
-
-    def claim_path(self, claim_uid: str) -> Path:
-        return spec_path(self._root, claim_uid, driver_name=self._driver)
-
-    def write_base(self) -> None:
-        self._root.mkdir(parents=True, exist_ok=True)
-        write_spec(
-            self._root / f"{vendor(self._driver)}-{DEVICE_CLASS}_{BASE_SPEC_ID}.yaml", base_spec(self._driver)
-        )
-
-    def write_claim(self, claim_uid: str, spec: Mapping[str, Any]) -> None:
-        write_spec(self.claim_path(claim_uid), spec)
-
-    def remove_claim(self, claim_uid: str) -> None:
-        remove_spec(self.claim_path(claim_uid))
+def write_base_spec(cdi_root: Path, driver_name: str) -> None:
+    """The base spec (CreateStandardDeviceSpecFile): `<vendor>-device_base.yaml`."""
+    cdi_root.mkdir(parents=True, exist_ok=True)
+    write_spec(cdi_root / f"{vendor(driver_name)}-{DEVICE_CLASS}_{BASE_SPEC_ID}.yaml", base_spec(driver_name))

@@ -23,6 +23,7 @@ from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
 from fakeplugin.drivers.computedomain.opaqueconfig import ConfigGroup, check
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, MAX_CHANNELS
 from fakeplugin.model import ClaimRef
+from fakeplugin.prepare.cdi import cdi_device_id
 
 DOMAINS_DIR = "domains"  # ComputeDomainDaemonConfigFilesDirName
 CONFIG_TEMPLATE = "imexd.cfg.tmpl"
@@ -76,7 +77,7 @@ def prepare_groups(
             name = str(result["device"])
             ids = [cdi.base_device_id(driver_name)] if device_type == DAEMON else []
             if edits is not None:
-                ids.append(cdi.cdi_device_id(driver_name, ref.uid, name))
+                ids.append(cdi_device_id(ref.uid, name, driver_name=driver_name))
                 spec_devices.append((name, edits))
             device = {"Requests": [result["request"]], "PoolName": result.get("pool", ""), "DeviceName": name}
             typed = {"info": {"id": 0}, "device": {**device, "CDIDeviceIDs": ids}}  # CheckpointedDevice

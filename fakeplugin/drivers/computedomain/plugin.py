@@ -2,18 +2,17 @@
 `ComputeDomainNode` (NodePlugin) over the slices, the domain manager and the Preparer.
 
 The node's inventory entry says whether the plugin runs there (GPUs) and its clique ID; both are read
-afresh when the inventory or the node's labels change. The Preparer is made on first use (`open`): the
-plugin's start, where it reads the node's NVLink fabric as upstream does (fabric.py: the fabric-state fault
-refuses the start, or without CrashOnNVLinkFabricErrors leaves the node without a clique until a restart)
-and, with `gpu_clique_label`, labels its node `nvidia.com/gpu.clique=<cliqueID>`.
+afresh when the inventory or the node's labels change. Making a node does no I/O; its Preparer opens on
+first use (`open`): the plugin's start, where it reads the node's NVLink fabric as upstream does
+(fabric.py: the fabric-state fault refuses the start, or without CrashOnNVLinkFabricErrors leaves the node
+without a clique until a restart) and, with `gpu_clique_label`, labels its node
+`nvidia.com/gpu.clique=<cliqueID>`; `close` removes that label again.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Collection, Sequence
-from pathlib import Path
 
 from fakeplugin.computedomain.daemon import node_faults
 from fakeplugin.drivers.computedomain import fabric, retry
@@ -25,10 +24,9 @@ from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.inventory.schema import NodeEntry
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare.checkpoint import BOOT_ID_FILE, read_boot_id
 from fakeplugin.publish import fabricfaults
 from fakeplugin.publish.node import node_devices
-from fakeplugin.runtime.driver import GetClaim, NodeDirs, Obj
+from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
 
 log = logging.getLogger(__name__)
@@ -51,7 +49,6 @@ class ComputeDomainDriver:
         api: DomainApi,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        boot_id_file: Path = BOOT_ID_FILE,
         emulate_daemon: bool = False,
         retry_seconds: float = retry.TIMEOUT_SECONDS,
         gpu_clique_label: bool = False,
@@ -59,7 +56,6 @@ class ComputeDomainDriver:
         self.emulation = emulation
         self.api = api
         self.namespace = namespace
-        self.boot_id_file = boot_id_file
         self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
         self.retry_seconds = retry_seconds
         self.gpu_clique_label = gpu_clique_label
@@ -74,10 +70,11 @@ class ComputeDomainDriver:
         inventory: InventoryFile,
         *,
         dirs: NodeDirs,
+        boot_id: str,
         get_claim: GetClaim,
         quiet: bool = False,
     ) -> ComputeDomainNode:
-        return ComputeDomainNode(self, node_name, inventory, dirs=dirs, get_claim=get_claim)
+        return ComputeDomainNode(self, node_name, inventory, dirs=dirs, boot_id=boot_id, get_claim=get_claim)
 
 
 class ComputeDomainNode:
@@ -90,13 +87,12 @@ class ComputeDomainNode:
         inventory: InventoryFile,
         *,
         dirs: NodeDirs,
+        boot_id: str,
         get_claim: GetClaim,
     ) -> None:
         self._driver = driver
         self._node = node_name
         self._inventory = inventory
-        self._dirs = dirs
-        self._get_claim = get_claim
         self._labels: dict[str, str] = {}
         self._uid = ""
         self._node_obj: Obj = {}
@@ -115,8 +111,26 @@ class ComputeDomainNode:
         # Set at start when no GPU's fabric was attached (the fabric-state fault, gate off): no clique.
         self._detached = False
         self._label = CliqueLabel(driver.api, node_name) if driver.gpu_clique_label else None
-        self._opening = threading.Lock()
-        self._preparer: Preparer | None = None
+        e = driver.emulation
+        domains = DomainManager(
+            driver.api,
+            node_name=node_name,
+            namespace=driver.namespace,
+            clique_id=self.clique_id,
+            cliques_gate=e.feature_gates.get("ComputeDomainCliques", True),
+        )
+        # One Preparer per node: it owns the node's checkpoint and files.
+        self._preparer = Preparer(
+            driver_name=e.driver_name,
+            node_name=node_name,
+            get_claim=get_claim,
+            domains=domains,
+            cdi_root=dirs.cdi_root,
+            plugin_dir=dirs.plugin_dir,
+            boot_id=boot_id,
+            plugin_start=self._start,
+            daemons=self._daemons,
+        )
 
     @property
     def node_name(self) -> str:
@@ -150,11 +164,6 @@ class ComputeDomainNode:
         self._relabel(before)
         return before != self._entry
 
-    def stop(self) -> None:
-        """The plugin stops: its nvidia.com/gpu.clique label goes (gpu_clique_label)."""
-        if self._label and self._preparer is not None:
-            self._label.remove()
-
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
         e = self._driver.emulation
         return node_slices(
@@ -169,28 +178,35 @@ class ComputeDomainNode:
         return None  # no device faults for channels and daemons
 
     def open(self) -> None:
-        self._open()
+        self._preparer.open()
 
     # A host that opens on first use (the fleet) cannot crash one node: a refused start fails each call.
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+    def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
         try:
-            preparer = self._open()
+            self._preparer.open()
         except START_ERRORS as e:
-            return {c.uid: PrepareResult(error=str(e)) for c in claims}  # not retryable: the start is over
-        return retry.prepare_retrying(preparer.prepare, claims, timeout=self._driver.retry_seconds)
+            return {
+                c.ref.uid: PrepareResult(error=str(e)) for c in claims
+            }  # not retryable: the start is over
+        return retry.prepare_retrying(self._preparer.prepare, claims, timeout=self._driver.retry_seconds)
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         try:
-            preparer = self._open()
+            self._preparer.open()
         except START_ERRORS as e:
             return {c.uid: str(e) for c in claims}
-        return preparer.unprepare(claims)
+        return self._preparer.unprepare(claims)
 
     def prepared_claims(self) -> list[ClaimRef]:
         try:
-            return self._open().prepared_claims()
+            return self._preparer.prepared_claims()
         except START_ERRORS:
             return []  # never started: nothing prepared
+
+    def close(self) -> None:
+        """The plugin stops: its nvidia.com/gpu.clique label goes (gpu_clique_label)."""
+        if self._label and self._preparer.opened:
+            self._label.remove()
 
     def _lookup(self) -> NodeEntry | None:
         return self._inventory.inventory.node_entry(self._node, self._labels)
@@ -201,7 +217,7 @@ class ComputeDomainNode:
     def _relabel(self, entry_before: NodeEntry | None) -> None:
         """A new clique ID of a started plugin goes onto the node's label."""
         before = entry_before.clique_id if entry_before and not self._detached else ""
-        if self._label and self._preparer is not None and self.clique_id() != before:
+        if self._label and self._preparer.opened and self.clique_id() != before:
             self._label.refresh(self.clique_id())
 
     def _read_fabric(self) -> None:
@@ -234,30 +250,8 @@ class ComputeDomainNode:
             )
             return {}
 
-    def _open(self) -> Preparer:
-        with self._opening:  # one Preparer per node: it owns the node's checkpoint and files
-            if self._preparer is None:
-                self._read_fabric()
-                if self._label:
-                    self._label.set(self.clique_id())  # at start, fatal there as upstream's
-                d, e = self._driver, self._driver.emulation
-                domains = DomainManager(
-                    d.api,
-                    node_name=self._node,
-                    namespace=d.namespace,
-                    clique_id=self.clique_id,
-                    cliques_gate=e.feature_gates.get("ComputeDomainCliques", True),
-                )
-                preparer = Preparer(
-                    driver_name=e.driver_name,
-                    node_name=self._node,
-                    get_claim=self._get_claim,
-                    domains=domains,
-                    cdi_root=self._dirs.cdi_root,
-                    plugin_dir=self._dirs.plugin_dir,
-                    boot_id=read_boot_id(d.boot_id_file),
-                    daemons=self._daemons,
-                )
-                preparer.open()
-                self._preparer = preparer
-            return self._preparer
+    def _start(self) -> None:
+        """The plugin's start, before its prepare side's (Preparer `plugin_start`)."""
+        self._read_fabric()
+        if self._label:
+            self._label.set(self.clique_id())  # at start, fatal there as upstream's

@@ -1,7 +1,10 @@
 """Prepare and unprepare compute-domain.nvidia.com claims on one node (`device_state.go` Prepare,
 Unprepare; `driver.go`; `cleanup.go`).
 
-Prepare, per claim: GET claim and its results of ours (caller's thread, outside the lock) ─▶ [node lock,
+The skeleton (opened once, batches under the node lock) is runtime.preparer's; the claims come read and
+checked by the runtime (runtime.claims: GET, allocated, UID).
+
+Prepare, per claim: its results of ours (caller's thread, outside the lock) ─▶ [node lock,
 with every claim queued meanwhile: runtime.groupcommit] PrepareCompleted ⇒ its devices; PrepareAborted
 with the same status ⇒ permanent error; overlap with a completed claim ⇒ error; PrepareStarted (one
 checkpoint write for the batch) ─▶ configs, domain steps, CDI spec (devices.py) ─▶ PrepareCompleted (one
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,12 +39,10 @@ from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.opaqueconfig import OpaqueConfigError, config_groups
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from fakeplugin.prepare.allocation import ClaimError, allocated_devices, validate_claim_ref
-from fakeplugin.prepare.cdi import vendor
-from fakeplugin.runtime.driver import GetClaim
-from fakeplugin.runtime.groupcommit import GroupCommit
-from fakeplugin.runtime.nodelock import FILE_NAME as LOCK_FILE
-from fakeplugin.runtime.nodelock import LockTimeoutError, NodeLock
+from fakeplugin.prepare.allocation import ClaimError, allocated_devices
+from fakeplugin.prepare.cdi import SpecFiles, vendor
+from fakeplugin.runtime.driver import Claim, GetClaim
+from fakeplugin.runtime.preparer import NodePreparer
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,10 @@ def unprepare_error(ref: ClaimRef, message: str) -> str:
     return f"error unpreparing devices for claim '{ref}': {message}"
 
 
-class Preparer:
-    """The node's prepare side; `open()` (idempotent) takes the lock for start-up work, then cleans up."""
+class Preparer(NodePreparer[Request]):
+    """The node's prepare side (runtime.preparer.NodePreparer). `plugin_start`: the plugin's own start work
+    before the prepare side's (fabric.py, cliquelabel.py), run by `open`; `get_claim`: the cleanup's read
+    of stale claims."""
 
     def __init__(
         self,
@@ -84,30 +87,31 @@ class Preparer:
         cdi_root: Path,
         plugin_dir: Path,
         boot_id: str,
+        plugin_start: Callable[[], None],
         daemons: EmulatedDaemons | None = None,
         lock_timeout: float = 10.0,
         now: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(plugin_dir, lock_timeout=lock_timeout)
         self._driver, self._node, self._get_claim = driver_name, node_name, get_claim
         self._domains, self._plugin_dir, self._cdi_root = domains, plugin_dir, cdi_root
-        self._boot_id, self._now = boot_id, now
+        self._boot_id, self._now, self._plugin_start = boot_id, now, plugin_start
         self._daemons = daemons  # serve --emulate-daemon
-        self._lock = NodeLock(plugin_dir / LOCK_FILE, timeout=lock_timeout)
         self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME)
-        self._specs = cdi.SpecFiles(cdi_root, driver_name)
-        self._prepares = GroupCommit(self._prepare_batch)
-        self._unprepares = GroupCommit(self._unprepare_batch)
+        self._specs = SpecFiles(cdi_root, driver_name)
 
-    def open(self) -> None:
-        """NewDeviceState: base CDI spec, checkpoint of this boot; then the checkpoint cleanup, once."""
+    def _startup(self) -> None:
+        """The plugin's start, then NewDeviceState: base CDI spec, checkpoint of this boot; then the
+        checkpoint cleanup, once."""
+        self._plugin_start()
         self._cdi_root.mkdir(parents=True, exist_ok=True)
         self._plugin_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             remove_stale_temp_files(self._plugin_dir)  # no writer is midway: we hold the lock
             remove_stale_temp_files(self._cdi_root, target_prefix=vendor(self._driver))
-            self._specs.write_base()
+            cdi.write_base_spec(self._cdi_root, self._driver)
             self._checkpoint.save(self._this_boot())  # CheckpointError: fatal at start, as upstream
-        self.cleanup()
+        self._cleanup()
 
     def _this_boot(self) -> cp.Checkpoint:
         if not self._checkpoint.exists():
@@ -124,11 +128,11 @@ class Preparer:
         )
         return cp.Checkpoint(self._boot_id)
 
-    def cleanup(self) -> None:
+    def _cleanup(self) -> None:
         """CheckpointCleanupManager.cleanup: unprepare stale PrepareStarted claims, drop expired
         PrepareAborted entries."""
         for ref in stale_claims(self._checkpoint.load(), self._get_claim):
-            if error := self.unprepare([ref])[ref.uid]:
+            if error := self._unprepares.submit([ref])[ref.uid]:  # not unprepare(): open() is running
                 log.warning(
                     "Checkpointed RC cleanup: error during unprepare for %s (retried later): %s", ref, error
                 )
@@ -142,45 +146,24 @@ class Preparer:
             if old:
                 self._checkpoint.save(checkpoint)
 
-    def prepared_claims(self) -> list[ClaimRef]:
-        return [ClaimRef(e.namespace, uid, e.name) for uid, e in self._checkpoint.load().claims.items()]
+    def _checkpoint_claims(self) -> Mapping[str, cp.Entry]:
+        return self._checkpoint.load().claims
 
     # -- prepare ---------------------------------------------------------------------------------------------
 
-    def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        results: dict[str, PrepareResult] = {}
-        requests = []
-        for ref in claims:
-            try:
-                validate_claim_ref(ref)
-                claim = self._get_claim(ref.namespace, ref.name)
-            except Exception as e:
-                results[ref.uid] = PrepareResult(
-                    error=_logged(ref, f"retrieve claim {ref.namespace}/{ref.name}: {e}")
-                )
-                continue
-            try:
-                ours = allocated_devices(claim, ref, driver_name=self._driver, pool_name=self._node)
-            except ClaimError as e:
-                results[ref.uid] = PrepareResult(error=_logged(ref, str(e)))
-                continue
-            if not ours:
-                results[ref.uid] = PrepareResult()  # nothing of ours on this node
-                continue
-            own = frozenset(d for d, a in ours.items() if not a.admin_access)
-            requests.append(Request(ref, claim["status"], own))
-        if requests:
-            batch = self._prepares.submit(requests)
-            results |= {r.ref.uid: batch[r.ref.uid] for r in requests}
-        return results
-
-    def _prepare_batch(self, requests: list[Request]) -> dict[str, PrepareResult]:
+    def _request(self, claim: Claim) -> Request | PrepareResult:
+        ref = claim.ref
         try:
-            with self._lock:
-                return self._prepare_locked(requests)
-        except LockTimeoutError as e:
-            message = f"error acquiring prep/unprep lock: {e}"
-            return {r.ref.uid: PrepareResult(error=_logged(r.ref, message), retryable=True) for r in requests}
+            ours = allocated_devices(claim.obj, ref, driver_name=self._driver, pool_name=self._node)
+        except ClaimError as e:
+            return PrepareResult(error=_logged(ref, str(e)))
+        if not ours:
+            return PrepareResult()  # nothing of ours on this node
+        own = frozenset(d for d, a in ours.items() if not a.admin_access)
+        return Request(ref, claim.obj["status"], own)
+
+    def _prepare_unlocked(self, ref: ClaimRef, message: str) -> PrepareResult:
+        return PrepareResult(error=_logged(ref, message), retryable=True)
 
     def _prepare_locked(self, requests: list[Request]) -> dict[str, PrepareResult]:
         results: dict[str, PrepareResult] = {}
@@ -191,8 +174,6 @@ class Preparer:
         started: list[Request] = []
         for r in requests:
             entry = checkpoint.claims.get(r.ref.uid)
-            if r.ref.uid in results or any(s.ref.uid == r.ref.uid for s in started):
-                continue  # the same claim twice in a batch: one answer
             if entry is not None and entry.state is cp.State.PREPARE_COMPLETED:
                 results[r.ref.uid] = PrepareResult(devices=_kubelet_devices(entry))
                 continue
@@ -258,18 +239,8 @@ class Preparer:
 
     # -- unprepare -------------------------------------------------------------------------------------------
 
-    def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        return self._unprepares.submit(list(claims))
-
-    def _unprepare_batch(self, refs: list[ClaimRef]) -> dict[str, str]:
-        try:
-            with self._lock:
-                return self._unprepare_locked(refs)
-        except LockTimeoutError as e:
-            return {
-                ref.uid: _logged(ref, f"error acquiring prep/unprep lock: {e}", unprepare_error)
-                for ref in refs
-            }
+    def _unprepare_unlocked(self, ref: ClaimRef, message: str) -> str:
+        return _logged(ref, message, unprepare_error)
 
     def _unprepare_locked(self, refs: list[ClaimRef]) -> dict[str, str]:
         results: dict[str, str] = {}

@@ -1,8 +1,9 @@
 """compute-domain.nvidia.com's retry within a Prepare call (`cmd/compute-domain-kubelet-plugin/driver.go`
-PrepareResourceClaims, `pkg/workqueue` DefaultPrepUnprepRateLimiter): each claim is tried until it is done
-or ErrorRetryMaxTimeout (45 s) has passed, a retryable failure again after its own backoff of 250 ms
-doubling to 3 s; a success or a permanent failure is done at once. So a channel claim of a node whose
-daemon turns Ready a second later is prepared in that call, not on the kubelet's next pod sync.
+PrepareResourceClaims, `pkg/workqueue` DefaultPrepUnprepRateLimiter): each claim, as the runtime read it
+once (runtime.claims), is tried until it is done or ErrorRetryMaxTimeout (45 s) has passed, a retryable
+failure again after its own backoff of 250 ms doubling to 3 s; a success or a permanent failure is done at
+once. So a channel claim of a node whose daemon turns Ready a second later is prepared in that call, not on
+the kubelet's next pod sync.
 
 [differs] A claim still failing at the deadline: upstream leaves it out of its answer (the kubelet then
 reports `NodePrepareResources skipped 1 ResourceClaims`); we answer with its last error. [U] The workqueue's
@@ -14,15 +15,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.model import PrepareResult
+from fakeplugin.runtime.driver import Claim
 
 TIMEOUT_SECONDS = 45.0  # ErrorRetryMaxTimeout
 FIRST_DELAY, MAX_DELAY = 0.25, 3.0  # the per-claim exponential failure rate limiter
 
 
 def prepare_retrying(
-    prepare: Callable[[Sequence[ClaimRef]], dict[str, PrepareResult]],
-    claims: Sequence[ClaimRef],
+    prepare: Callable[[Sequence[Claim]], dict[str, PrepareResult]],
+    claims: Sequence[Claim],
     *,
     timeout: float = TIMEOUT_SECONDS,
     clock: Callable[[], float] = time.monotonic,
@@ -31,20 +33,21 @@ def prepare_retrying(
     """`prepare(claims)`, the claims with retryable failures again until done or `timeout` has passed."""
     deadline = clock() + timeout
     results: dict[str, PrepareResult] = {}
-    due = {ref.uid: clock() for ref in claims}  # claim → when it is tried next
-    delay = {ref.uid: FIRST_DELAY for ref in claims}
+    due = {c.ref.uid: clock() for c in claims}  # claim → when it is tried next
+    delay = {c.ref.uid: FIRST_DELAY for c in claims}
     pending = list(claims)
     while pending:
         now = clock()
-        batch = [ref for ref in pending if due[ref.uid] <= now]
+        batch = [c for c in pending if due[c.ref.uid] <= now]
         answers = prepare(batch) if batch else {}
-        for ref in batch:
-            result = results[ref.uid] = answers[ref.uid]
-            if result.error and result.retryable and now + delay[ref.uid] < deadline:
-                due[ref.uid] = now + delay[ref.uid]
-                delay[ref.uid] = min(2 * delay[ref.uid], MAX_DELAY)
+        for c in batch:
+            uid = c.ref.uid
+            result = results[uid] = answers[uid]
+            if result.error and result.retryable and now + delay[uid] < deadline:
+                due[uid] = now + delay[uid]
+                delay[uid] = min(2 * delay[uid], MAX_DELAY)
             else:
-                pending.remove(ref)
+                pending.remove(c)
         if pending:
-            sleep(max(0.0, min(due[ref.uid] for ref in pending) - clock()))
+            sleep(max(0.0, min(due[c.ref.uid] for c in pending) - clock()))
     return results
