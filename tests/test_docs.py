@@ -19,19 +19,23 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.cluster import binaries
 from fakeplugin.server.calllog import read_calls
 from fakeplugin.testing import FakepluginCluster
 from tests.e2e.test_docs import E2E
 from tests.harness.docblocks import Block, Ref, block, blocks, commands, run, shows, shows_yaml
 from tests.harness.paths import REPO
+from tests.harness.tooling import unavailable
 
 # Blocks nobody runs, and why. One entry per block; "" as the start of a first line: every block of its page.
 NOT_RUNNABLE: dict[Ref, str] = {
     Ref("README.md", "hack/demo.sh"): "the two commands themselves: hack/test.sh runs this suite, and "
     "tests/e2e/test_demo.py runs `fakeplugin demo`, which is what hack/demo.sh runs after hack/setup.sh",
-    Ref("README.md", "cat > my.yaml <<'YAML'"): "brings up a second cluster in the user's default state dir; "
+    Ref(
+        "docs/local-cluster.md", "cat > my.yaml <<'YAML'"
+    ): "brings up a second cluster in the user's default state dir; "
     "tests/e2e/test_cluster.py runs `cluster up`, `status` and `down`",
-    Ref("README.md", "fakeplugin fault compute-domain"): "needs a node with a fabric, which the e2e "
+    Ref("docs/faults.md", "fakeplugin fault compute-domain"): "needs a node with a fabric, which the e2e "
     "session's seed lab has not; tests/test_faults.py checks the annotations these commands write",
     Ref("docs/architecture.md", "fakeplugin serve (one node)"): "a diagram",
     Ref("docs/architecture.md", "publish/"): "a diagram",
@@ -81,6 +85,19 @@ def run_commands(b: Block) -> None:
                 assert shows_yaml(command.shown, out), f"{b}: {command.line} prints otherwise"
             else:
                 assert shows(command.shown, out) == [], f"{b}: {command.line} prints otherwise"
+
+
+def helm_template(b: Block) -> None:
+    """`helm install` as `helm template`: the chart renders with the doc's values, no cluster needed."""
+    try:
+        helm = binaries.find("helm")
+    except binaries.BinaryNotFound as exc:
+        unavailable(str(exc))
+    for command in commands(b):
+        assert command.line.startswith("helm install "), f"{b}: {command.line}"
+        out = output_of(command.line.replace("helm install ", f"{helm} template ", 1))
+        kinds = {doc["kind"] for doc in yaml.safe_load_all(out) if doc}
+        assert {"DaemonSet", "DeviceClass", "ConfigMap"} <= kinds, f"{b}: renders {sorted(kinds)}"
 
 
 def validate_inventory(b: Block, tmp: Path) -> None:
@@ -182,9 +199,11 @@ def a_conftest(b: Block, tmp: Path) -> None:
 # How each runnable block is run here.
 FAST: dict[Ref, Callable[..., None]] = {
     Ref("README.md", "$ fakeplugin render --inventory examples/seed-lab.yaml"): run_commands,
-    Ref("README.md", 'driverVersion: "580.126.20"'): validate_inventory,
-    Ref("README.md", 'driverVersion: "580.159.04"'): validate_inventory,
-    Ref("README.md", '{"time":'): a_call_log_record,
+    Ref("docs/emulation.md", "$ fakeplugin render --inventory examples/seed-lab.yaml"): run_commands,
+    Ref("docs/deploying.md", "helm install fakeplugin"): helm_template,
+    Ref("docs/inventory.md", 'driverVersion: "580.126.20"'): validate_inventory,
+    Ref("docs/local-cluster.md", 'driverVersion: "580.159.04"'): validate_inventory,
+    Ref("docs/plugin.md", '{"time":'): a_call_log_record,
     Ref("docs/compute-domains.md", "fakeplugin render"): run_commands,
     Ref("docs/compute-domains.md", "$ fakeplugin fault compute-domain --help"): run_commands,
     Ref("docs/compute-domains.md", "$ fakeplugin serve --help"): run_commands,
@@ -245,3 +264,9 @@ def test_a_block_nobody_runs_is_named_with_its_page_and_line() -> None:
     b = Block("new.md", 7, "sh", "fakeplugin something\n")
     assert where(b) == []
     assert str(b) == "new.md:7"
+
+
+def test_the_readme_indexes_every_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    index = readme[readme.index("## Docs") :]
+    assert [p.name for p in sorted((REPO / "docs").glob("*.md")) if f"(docs/{p.name})" not in index] == []

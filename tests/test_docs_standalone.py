@@ -146,7 +146,7 @@ def test_every_section_cited_by_title_is_a_heading_of_its_page() -> None:
     for path, content in texts():
         for m in SECTION.finditer(content):
             page = resolve(path, m.group(1))
-            title = (m.group(2) or m.group(3)).strip()
+            title = (m.group(2) or m.group(3)).replace("`", "").strip()
             if not page.exists() or page.suffix != ".md":
                 continue  # a missing page fails the tests above
             if not any(h.lower().startswith(title.lower()) for h in headings(page)):

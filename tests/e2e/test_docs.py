@@ -1,6 +1,7 @@
 """The docs' code blocks that need a cluster, run against the e2e session's (tests/e2e/conftest.py): the
-seed lab's nodes, the call log and faults of the README, the builders and the attached example of
-docs/testing.md. tests/test_docs.py checks that E2E, its own table and NOT_RUNNABLE cover every block.
+call log (docs/plugin.md) and faults (docs/faults.md) on the seed lab's nodes, the builders and the attached
+example of docs/testing.md. tests/test_docs.py checks that E2E, its own table and NOT_RUNNABLE cover
+every block.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from tests.harness.seedlab import T10
 
 pytestmark = pytest.mark.cluster
 
-CALLS = Ref("README.md", "fakeplugin calls --node")
-FAULTS = Ref("README.md", "fakeplugin fault claim team-a/my-gpu")
+CALLS = Ref("docs/plugin.md", "fakeplugin calls --node")
+FAULTS = Ref("docs/faults.md", "fakeplugin fault claim team-a/my-gpu")
 BUILDERS = Ref("docs/testing.md", "from fakeplugin.testing import claim_pod")
 EXAMPLE = Ref("docs/testing.md", "pytest examples/test_gpu_workload.py")
 
