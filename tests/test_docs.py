@@ -3,11 +3,12 @@ NOT_RUNNABLE with the reason (CONTRIBUTING.md, *Docs that stay true*).
 
 Here, the fast tier: commands that need no cluster (their output, where the doc shows it, compared with
 what they print), inventories through the real parser, manifests parsed, Python snippets executed. Blocks
-that need a cluster are run by tests/e2e/test_docs.py against the e2e session's cluster (E2E there).
+that need a cluster are run by tests/e2e/test_docs.py against the e2e session's cluster (docblocks.E2E).
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import sys
@@ -22,8 +23,8 @@ import yaml
 from fakeplugin.cluster import binaries
 from fakeplugin.server.calllog import read_calls
 from fakeplugin.testing import FakepluginCluster
-from tests.e2e.test_docs import E2E
-from tests.harness.docblocks import Block, Ref, block, blocks, commands, run, shows, shows_yaml
+from tests.harness import docblocks
+from tests.harness.docblocks import E2E, Block, Ref, block, blocks, commands, run, shows, shows_yaml
 from tests.harness.paths import REPO
 from tests.harness.tooling import unavailable
 
@@ -270,3 +271,13 @@ def test_the_readme_indexes_every_page() -> None:
     readme = (REPO / "README.md").read_text()
     index = readme[readme.index("## Docs") :]
     assert [p.name for p in sorted((REPO / "docs").glob("*.md")) if f"(docs/{p.name})" not in index] == []
+
+
+def test_the_e2e_module_runs_each_e2e_block() -> None:
+    source = ast.parse((REPO / "tests" / "e2e" / "test_docs.py").read_text())
+    used = {
+        n.id
+        for n in ast.walk(source)
+        if isinstance(n, ast.Name) and isinstance(getattr(docblocks, n.id, None), Ref)
+    }
+    assert {getattr(docblocks, name) for name in used} == set(E2E)

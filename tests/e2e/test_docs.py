@@ -1,7 +1,6 @@
 """The docs' code blocks that need a cluster, run against the e2e session's (tests/e2e/conftest.py): the
 call log (docs/plugin.md) and faults (docs/faults.md) on the seed lab's nodes, the builders and the attached
-example of docs/testing.md. tests/test_docs.py checks that E2E, its own table and NOT_RUNNABLE cover
-every block.
+example of docs/testing.md: the blocks of tests.harness.docblocks.E2E.
 """
 
 from __future__ import annotations
@@ -15,24 +14,10 @@ import pytest
 
 from fakeplugin.server.calllog import CALL_LOG_NAME
 from fakeplugin.testing import FakepluginCluster
-from tests.harness.docblocks import Ref, block, commands, run
+from tests.harness.docblocks import BUILDERS, CALLS, EXAMPLE, FAULTS, block, commands, run
 from tests.harness.seedlab import T10
 
 pytestmark = pytest.mark.cluster
-
-CALLS = Ref("docs/plugin.md", "fakeplugin calls --node")
-FAULTS = Ref("docs/faults.md", "fakeplugin fault claim team-a/my-gpu")
-BUILDERS = Ref("docs/testing.md", "from fakeplugin.testing import claim_pod")
-EXAMPLE = Ref("docs/testing.md", "pytest examples/test_gpu_workload.py")
-
-# The blocks this module runs (tests/test_docs.py reads it).
-E2E = {
-    CALLS: "`fakeplugin calls` on the session cluster, after a pod used team-a/my-gpu on the T10 node",
-    FAULTS: "`fakeplugin fault` on team-a/my-gpu and the T10 node, the annotations read back",
-    BUILDERS: "the snippet executed with the session cluster as `cluster`: the pod runs on a T10",
-    EXAMPLE: "the attached run (third command) with the session's kubeconfig and state dir; the first two "
-    "lines start clusters of their own",
-}
 
 
 @pytest.fixture

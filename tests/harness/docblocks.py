@@ -2,11 +2,11 @@
 true*).
 
 `blocks()`: every block of README.md, CONTRIBUTING.md and docs/*.md. A test names the blocks it runs by
-`Ref(page, first line)`; tests/test_docs.py fails on a block that no test runs and its one table of
-blocks that cannot run does not list. `commands(block)`: a shell block's commands, each with the output the
-doc shows after it (`$ command` lines followed by output); `run(command)` runs one as a user would, with
-the repository's `fakeplugin` first on PATH; `shows(expected, out)` and `shows_yaml` compare the doc's
-excerpt with what the command printed.
+`Ref(page, first line)`; `E2E` names those tests/e2e/test_docs.py runs. tests/test_docs.py fails on a block
+that no test runs and its one table of blocks that cannot run does not list. `commands(block)`: a shell
+block's commands, each with the output the doc shows after it (`$ command` lines followed by output);
+`run(command)` runs one as a user would, with the repository's `fakeplugin` first on PATH; `shows(expected,
+out)` and `shows_yaml` compare the doc's excerpt with what the command printed.
 """
 
 from __future__ import annotations
@@ -49,6 +49,21 @@ class Ref(NamedTuple):
 
     def matches(self, block: Block) -> bool:
         return block.page == self.page and block.first.startswith(self.starts)
+
+
+CALLS = Ref("docs/plugin.md", "fakeplugin calls --node")
+FAULTS = Ref("docs/faults.md", "fakeplugin fault claim team-a/my-gpu")
+BUILDERS = Ref("docs/testing.md", "from fakeplugin.testing import claim_pod")
+EXAMPLE = Ref("docs/testing.md", "pytest examples/test_gpu_workload.py")
+
+# The blocks tests/e2e/test_docs.py runs on the e2e session's cluster, and how.
+E2E = {
+    CALLS: "`fakeplugin calls` on the session cluster, after a pod used team-a/my-gpu on the T10 node",
+    FAULTS: "`fakeplugin fault` on team-a/my-gpu and the T10 node, the annotations read back",
+    BUILDERS: "the snippet executed with the session cluster as `cluster`: the pod runs on a T10",
+    EXAMPLE: "the attached run (third command) with the session's kubeconfig and state dir; the first two "
+    "lines start clusters of their own",
+}
 
 
 def pages() -> list[str]:
