@@ -20,9 +20,10 @@ from tests.harness.seedlab import T10
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def team_a(cluster: FakepluginCluster) -> Iterator[str]:
-    """The docs' namespace team-a with their claim my-gpu, used by a running pod on the T10 node."""
+    """The docs' namespace team-a with their claim my-gpu, used by a running pod on the T10 node; one for
+    the module (a namespace's deletion takes a while, and the docs name this one)."""
     cluster.kubectl("create", "namespace", "team-a")
     try:
         run_builders(cluster, "team-a", claim_name="my-gpu")
@@ -39,7 +40,8 @@ def run_builders(cluster: FakepluginCluster, ns: str, claim_name: str = "t10") -
 
 
 def env(cluster: FakepluginCluster) -> dict[str, str]:
-    return {"KUBECONFIG": str(cluster.kubeconfig), "FAKEPLUGIN_CLUSTER_DIR": str(cluster.layout.root)}
+    """As a user of the local cluster: its state dir (`calls` reads it, `fault` takes its kubeconfig)."""
+    return {"FAKEPLUGIN_CLUSTER_DIR": str(cluster.layout.root), "KUBECONFIG": ""}
 
 
 def test_the_builders_snippet_runs_a_pod_on_a_t10(cluster: FakepluginCluster, namespace: str) -> None:
