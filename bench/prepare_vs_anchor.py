@@ -319,7 +319,8 @@ def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
 
 
 def go_plugin(kc: str, binary: Path, root: Path, node: str, devices: int) -> Plugin:
-    """The Go test driver as a standalone kubelet plugin for `node` (as perf-anchor.md runs it)."""
+    """The Go test driver as a standalone kubelet plugin for `node` (its `kubelet-plugin` command,
+    docs/benchmarks.md)."""
     argv = [
         str(binary),
         "--kubeconfig",

@@ -1,4 +1,5 @@
-"""The real driver's feature gates (nvidia-driver-shape.md §10), parsed from "A=true,B=false".
+"""The real driver's feature gates (kubernetes-sigs/dra-driver-nvidia-gpu pkg/featuregates/featuregates.go
+at each release's tag: docs/driver-releases.md), parsed from "A=true,B=false".
 
 Which gates exist, and their defaults, depends on the driver release (fakeplugin.releases). `settings` is
 the list syntax alone, shared with Kubernetes' gates of the local cluster (cluster.components).

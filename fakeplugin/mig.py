@@ -1,6 +1,7 @@
 """MIG (Multi-Instance GPU) the way NVIDIA's driver names, places and publishes it (pure).
 
-Rules (nvidia-driver-shape.md §3, §5; the driver's mig.go and partitions.go):
+Rules (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0, cmd/gpu-kubelet-plugin/mig.go ToCanonicalName,
+CommonAttributesMig, partitions.go, deviceinfo.go MigDeviceInfo.GetDevice):
 - a MIG device is `gpu-<parentMinor>-mig-<P>-<giProfileId>-<placementStart>`, P being the profile name
   without dots, lower-cased, every character outside [a-z0-9-.] turned into '-' (`1g.18gb+me` → `1g18gb-me`);
 - a MIG device occupies the memory slices [start, start + size) of its placement; two MIG devices of one

@@ -176,7 +176,7 @@ RELEASES: dict[str, DriverRelease] = {
         ),
     )
 }
-DEFAULT_RELEASE = "25.12"  # the reference lab's (seed-lab.md)
+DEFAULT_RELEASE = "25.12"  # the reference lab's (docs/emulation.md, "The reference lab")
 NEWEST_RELEASE = "0.4.1"
 # Also accepted: the tag, with or without its "v" (v0.4.1, 25.12.0).
 _ALIASES = {alias: r.name for r in RELEASES.values() if r.tag for alias in (r.tag, r.tag.removeprefix("v"))}

@@ -1,5 +1,6 @@
 """MIG: static layouts and DynamicMIG partitions (publish: mig, inventory, devices, slices), their CDI
-specs and Prepare over real files. Expected values are the real driver's (nvidia-driver-shape.md §3, §5)."""
+specs and Prepare over real files. Expected values are the real driver's
+(kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0 cmd/gpu-kubelet-plugin/mig.go, deviceinfo.go)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Opaque device configs (prepare.opaqueconfig): decoding, precedence, gates, defaults, effects, errors.
 
-Expected messages are the real driver's (nvidia-driver-shape.md §9), below `prepare devices failed: `.
+Expected messages are the real driver's (kubernetes-sigs/dra-driver-nvidia-gpu
+api/nvidia.com/resource/v1beta1/ at v25.12.0 and v0.4.1), below `prepare devices failed: `.
 The helpers test release 0.4.1 unless told otherwise; the tests of 25.12's differences name it.
 """
 

@@ -57,7 +57,7 @@ def field_rows(text: str) -> dict[str, str]:
     "table",
     [
         pytest.param(inventory.__doc__ or "", id="inventory/schema.py"),
-        pytest.param(read("README.md"), id="README"),
+        pytest.param(read("docs/inventory.md"), id="docs/inventory.md"),
     ],
 )
 def test_the_inventory_field_tables_name_every_release_and_the_default(table: str) -> None:
@@ -68,11 +68,11 @@ def test_the_inventory_field_tables_name_every_release_and_the_default(table: st
     assert named == list(releases.RELEASES)
 
 
-def test_the_readmes_inventory_fields_are_those_of_the_modules_table() -> None:
+def test_the_docs_inventory_fields_are_those_of_the_modules_table() -> None:
     module = field_rows(inventory.__doc__ or "")
-    readme = set(field_rows(read("README.md")))
-    assert "nodes[].gpus[].pciBusID" in readme
-    assert readme - set(module) == set()
+    documented = set(field_rows(read("docs/inventory.md")))
+    assert "nodes[].gpus[].pciBusID" in documented
+    assert documented - set(module) == set()
 
 
 def lib_sh_default(name: str) -> str:

@@ -72,7 +72,7 @@ def h200_capture_device() -> dict[str, Any]:
 
 
 def test_device_matches_the_real_h200_slice_entry() -> None:
-    # nvidia-driver-shape.md §4.3: the device the real driver publishes for the captured host.
+    # The device the real driver publishes for the captured host (tests/data/nvidia-smi-h200).
     expected = yaml.safe_load(
         """
         name: gpu-0

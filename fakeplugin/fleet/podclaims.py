@@ -2,10 +2,10 @@
 
 Upstream: pkg/kubelet/cm/dra/manager.go (claims of a pod: spec.resourceClaims resolved through
 status.resourceClaimStatuses for template claims, plus status.extendedResourceClaimStatus; a claim's
-drivers: those of its allocation's results) and
-kuberuntime_container.go makeCDIDevices (wire-protocol.md §6.3 step 8): a container gets the CDI IDs of
-the devices whose request_names is empty or holds the request it references, sub-request suffix
-stripped; a reference without a request gets every device of the claim.
+drivers: those of its allocation's results) and pkg/kubelet/kuberuntime/kuberuntime_container.go
+makeCDIDevices (both kubernetes/kubernetes v1.35): a container gets the CDI IDs of the devices whose
+request_names is empty or holds the request it references, sub-request suffix stripped; a reference
+without a request gets every device of the claim.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What a kubelet's DRA manager does for one pod (wire-protocol.md §6.3, §6.4), against the drivers on
+"""What a kubelet's DRA manager does for one pod (kubernetes/kubernetes v1.35 pkg/kubelet/cm/dra/manager.go
+PrepareResources, UnprepareResources), against the drivers on
 the pod's node (runtime.driver.NodePlugin, by driver name):
 read and check the pod's claims, prepare each driver's claims with that driver (the drivers of a claim are
 those of its allocation's results), record what each container would get, tell kwok (fleet.stages) by

@@ -3,7 +3,8 @@
 kwok applies the first Stage whose selector matches an object (sigs.k8s.io/kwok, pkg/apis Stage:
 `selector.matchExpressions` keys are jq paths, operators In/NotIn/Exists/DoesNotExist). Pods that use
 ResourceClaims wait for the fleet: Running only once it annotated PREPARED (what the kubelet's
-NodePrepareResources gates: wire-protocol.md §6.3), gone only once it annotated UNPREPARED (§6.4).
+NodePrepareResources gates: kubernetes/kubernetes v1.35 pkg/kubelet/cm/dra/manager.go), gone only once it
+annotated UNPREPARED (NodeUnprepareResources, same file).
 """
 
 from __future__ import annotations

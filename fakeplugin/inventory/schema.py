@@ -81,8 +81,8 @@ Fields:
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
 
-Every size has an upper bound that real hardware justifies (the `MAX_*` constants below; README.md has
-the table), checked while reading: the file's size before it is parsed, YAML depth and node count while
+Every size has an upper bound that real hardware justifies (the `MAX_*` constants below; docs/inventory.md
+has the table), checked while reading: the file's size before it is parsed, YAML depth and node count while
 PyYAML composes it (aliases counted as what they repeat), list lengths before their items are read, counts
 before anything is made of them. So no inventory makes the plugin or `validate` build more than a bounded
 number of devices, however large the numbers in it.
@@ -124,7 +124,7 @@ _PCI = re.compile(r"^(?:0000)?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7]
 _MEMORY_QUANTITY = re.compile(r"[0-9]+(Ki|Mi|Gi|Ti)?")
 MAX_ATTRIBUTE_STRING = 64  # ResourceSlice attribute string values are at most 64 characters
 
-# Upper bounds (README.md, "Inventory bounds", says why each); all checked before devices are built.
+# Upper bounds (docs/inventory.md, "Inventory bounds", says why each); all checked before devices are built.
 MAX_FILE_BYTES = 1 << 20  # a ConfigMap holds at most 1 MiB, and the inventory usually is one
 MAX_YAML_DEPTH = 16  # the schema nests 7 deep (nodes[].gpus[].mig[]); twice that and more is not an inventory
 MAX_YAML_NODES = 100_000  # 20 per node entry for MAX_NODES entries; PyYAML needs ~70 MB to hold them

@@ -2,8 +2,9 @@
 
 Pure: claim allocation (API shape) + this node's devices + feature gates + driver release → per device, the
 effective config and the settings it applies; or a `OpaqueConfigError` whose message is the real driver's
-error chain below `prepare devices failed: ` (nvidia-driver-shape.md §9; `SIGS:cmd/gpu-kubelet-plugin/
-device_state.go`, `SIGS:api/nvidia.com/resource/v1beta1/`). What differs by release (fakeplugin.releases):
+error chain below `prepare devices failed: ` (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0 and v0.4.1:
+cmd/gpu-kubelet-plugin/device_state.go, api/nvidia.com/resource/v1beta1/{api,gpuconfig,migconfig,sharing,
+validate,vfiodeviceconfig}.go). What differs by release (fakeplugin.releases):
 25.12 gives configs without `sharing` an implicit TimeSlicing while TimeSlicingSettings is on, its validation
 messages are terse (`unknown GPU sharing strategy: MPS` also for a strategy whose gate is off), and its
 VfioDeviceConfig has no `iommu`; 0.4.1 (PR #1183) has no implicit TimeSlicing, the messages below and `iommu`.

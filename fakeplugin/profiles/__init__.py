@@ -17,7 +17,8 @@ from typing import Any
 from fakeplugin.model import FABRIC_HEALTH_ROWS, Board, FabricReport
 from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
 
-# go-nvlib's brand and architecture strings (nvidia-driver-shape.md §4.1).
+# go-nvlib's brand and architecture strings (NVIDIA/go-nvlib pkg/nvlib/device/device.go, as vendored by
+# kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0: NVML brand enum 0..16, architecture names).
 BRANDS = (
     "Unknown",
     "Quadro",

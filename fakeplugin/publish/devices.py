@@ -7,7 +7,8 @@ style VMs show arbitrary domains) and a fixed table of bus numbers typical of 8-
 beyond the 8th use the next domains. Distinct node names collide on a domain with probability
 about 1/65536 per pair; UUIDs do not collide in practice.
 
-What a GPU publishes (nvidia-driver-shape.md §5; the driver's nvlib.go GetPerGpuAllocatableDevices):
+What a GPU publishes (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0, cmd/gpu-kubelet-plugin/nvlib.go
+GetPerGpuAllocatableDevices, deviceinfo.go, mig.go):
 - MIG mode off: the full GPU `gpu-<minor>`;
 - MIG mode on (`mig:` in the inventory, static MIG): its MIG devices, never the full GPU;
 - DynamicMIG on a MIG-capable GPU: every MIG profile at every placement as a partition consuming the

@@ -1,6 +1,8 @@
 """Devices → `resource.k8s.io/v1` ResourceSlice objects (pure), shaped as NVIDIA's driver publishes them.
 
-Rules (nvidia-driver-shape.md §2, §4; wire-protocol.md §7.2, §7.3):
+Rules (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0 cmd/gpu-kubelet-plugin/driver.go publishResources,
+generateSplitResourceSlices; kubernetes/dynamic-resource-allocation v0.35.0
+resourceslice/resourceslicecontroller.go; the limits of kubernetes/api v0.35.0 resource/v1/types.go):
 - one pool per node, named after the node; `generateName` as the release's k8s libraries make it
   (fakeplugin.releases: `<node>-<driver>-` for 25.12, `<index in 5 hex digits>-<driver>-<node>-` for
   0.4.1); owned by the Node;

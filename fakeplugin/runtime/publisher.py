@@ -1,6 +1,7 @@
 """Keeps the ResourceSlices of the nodes a host serves on the API server equal to the desired ones.
 
-The pure part, plan(), follows the upstream resourceslice controller's rules (wire-protocol.md §7.2) of
+The pure part, plan(), follows the upstream resourceslice controller's rules
+(kubernetes/dynamic-resource-allocation resourceslice/resourceslicecontroller.go at v0.34.0 and v0.36.0) of
 the release's k8s libraries (fakeplugin.releases): 25.12 (libs 0.34) matches desired and existing slices
 when their device-name sets are equal (one existing + one desired always match: update in place); 0.4.1
 (libs 0.36) matches slice i with the existing slice whose name starts with i in as many hex digits as its

@@ -1,7 +1,7 @@
 """Fault injection for tests: set and clear the annotations the plugin reads on claims and nodes.
 
 This module only annotates objects (kubectl annotate); what the plugin does with each annotation is in
-README.md's fault table (fakeplugin.prepare.claimfaults, fakeplugin.publish.devicefaults,
+docs/faults.md's table (fakeplugin.prepare.claimfaults, fakeplugin.publish.devicefaults,
 fakeplugin.publish.fabricfaults, fakeplugin.computedomain.daemon). Values are passed through as strings.
 """
 

@@ -169,7 +169,7 @@ def test_nvidia_smi_in_a_busybox_image_prints_what_it_prints_in_debian(
 def test_nvidia_smi_needs_a_shell_in_the_image(kind_cluster: KindCluster, kind_namespace: str) -> None:
     """Our nvidia-smi is a POSIX shell script: in an image without /bin/sh (scratch, distroless; here the
     pause image, preloaded on every node) the runtime cannot start it, where the real tool, a binary,
-    would run. What we do about it: README.md and docs/kind.md say so."""
+    would run. What we do about it: docs/emulation.md and docs/kind.md say so."""
     spec = script_pod("scratch", "one", {"ctr": ("", None)}, image=PAUSE)
     spec["spec"]["containers"][0]["command"] = ["/usr/bin/nvidia-smi", "-L"]
     send(kind_cluster, kind_namespace, resource_claim("one"), spec)

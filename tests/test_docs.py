@@ -1,0 +1,283 @@
+"""Every code block of README.md, CONTRIBUTING.md and docs/*.md is run by a test, or listed in
+NOT_RUNNABLE with the reason (CONTRIBUTING.md, *Docs that stay true*).
+
+Here, the fast tier: commands that need no cluster (their output, where the doc shows it, compared with
+what they print), inventories through the real parser, manifests parsed, Python snippets executed. Blocks
+that need a cluster are run by tests/e2e/test_docs.py against the e2e session's cluster (docblocks.E2E).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.cluster import binaries
+from fakeplugin.server.calllog import read_calls
+from fakeplugin.testing import FakepluginCluster
+from tests.harness import docblocks
+from tests.harness.docblocks import E2E, Block, Ref, block, blocks, commands, run, shows, shows_yaml
+from tests.harness.paths import REPO
+from tests.harness.tooling import unavailable
+
+# Blocks nobody runs, and why. One entry per block; "" as the start of a first line: every block of its page.
+NOT_RUNNABLE: dict[Ref, str] = {
+    Ref("README.md", "hack/demo.sh"): "the two commands themselves: hack/test.sh runs this suite, and "
+    "tests/e2e/test_demo.py runs `fakeplugin demo`, which is what hack/demo.sh runs after hack/setup.sh",
+    Ref(
+        "docs/local-cluster.md", "cat > my.yaml <<'YAML'"
+    ): "brings up a second cluster in the user's default state dir; "
+    "tests/e2e/test_cluster.py runs `cluster up`, `status` and `down`",
+    Ref("docs/faults.md", "fakeplugin fault compute-domain"): "needs a node with a fabric, which the e2e "
+    "session's seed lab has not; tests/test_faults.py checks the annotations these commands write",
+    Ref("docs/architecture.md", "fakeplugin serve (one node)"): "a diagram",
+    Ref("docs/architecture.md", "publish/"): "a diagram",
+    Ref("docs/architecture.md", "kubelet ─unix socket─▶"): "a diagram",
+    Ref("docs/benchmarks.md", ""): "measurements: each block is how a number of the page was taken (minutes "
+    "to hours of a cluster at scale, some on fresh clones of past commits); bench/ is their code",
+    Ref("docs/chart-fleet.md", "helm install fakeplugin"): "needs a cluster that runs our images and kwok's "
+    "(kind): tests/kind/test_fleet.py installs this values file",
+    Ref("docs/compute-domains.md", "fakeplugin serve --plugin compute-domains"): "a plugin server that runs "
+    "until stopped, on a kubelet node; tests/e2e/test_compute_domains.py starts it on the local cluster",
+    Ref("docs/compute-domains.md", "fakeplugin compute-domain-controller --print-crds"): "installs CRDs and "
+    "runs a controller until stopped; tests/e2e/test_compute_domains.py runs the controller",
+    Ref("docs/compute-domains.md", "helm install fakeplugin"): "kind: tests/kind/test_compute_domains.py "
+    "installs the chart with resources.computeDomains.enabled=true",
+    Ref("docs/consumable-shares.md", "invalid CLI flags:"): "output sample: tests/test_consumable_shares.py "
+    "asserts each message",
+    Ref("docs/consumable-shares.md", "fakeplugin cluster up --plugin-args"): "brings up a cluster of its "
+    "own; tests/e2e/test_consumable_shares.py runs plugins with these flags",
+    Ref("docs/consumable-shares.md", "error preparing devices for claim"): "output sample: "
+    "tests/test_prepare_shares.py asserts the message",
+    Ref("docs/kind.md", ""): "kind: Docker, our images and a kind cluster; tests/kind runs the same steps",
+    Ref("docs/kubernetes-versions.md", ""): "a cold Go build of another Kubernetes version (about 13 min) "
+    "and whole suites on it; hack/matrix.sh is that run",
+    Ref("docs/kueue-kind.md", ""): "kind by hand, and its output; tests/kind/test_kueue.py runs all of it",
+    Ref("docs/kueue.md", "fakeplugin cluster up"): "builds Kueue from its module (--build) for a cluster of "
+    "its own; tests/e2e/test_kueue.py applies these manifests on its session cluster",
+    Ref("docs/local-cluster.md", "fakeplugin cluster build"): "a cold Go build (about 12 min) and a cluster "
+    "of its own; tests/e2e/test_cluster.py runs `cluster up`, `status` and `down`",
+    Ref("docs/local-cluster.md", "cluster.json"): "a listing of the state dir",
+    Ref("docs/testing.md", "pip install fakeplugin"): "installs from PyPI; tests/test_image.py installs the "
+    "package into a clean virtualenv",
+}
+
+
+def output_of(command: str) -> str:
+    done = run(command)
+    assert done.returncode == 0, f"{command}: {done.stderr}"
+    return done.stdout
+
+
+def run_commands(b: Block) -> None:
+    """Every command succeeds; what the doc shows after a `$` command is part of its output."""
+    for command in commands(b):
+        out = output_of(command.line)
+        if command.shown:
+            if b.lang == "sh" and command.shown.lstrip().startswith(("...", "- ", "apiVersion")):
+                assert shows_yaml(command.shown, out), f"{b}: {command.line} prints otherwise"
+            else:
+                assert shows(command.shown, out) == [], f"{b}: {command.line} prints otherwise"
+
+
+def helm_template(b: Block) -> None:
+    """`helm install` as `helm template`: the chart renders with the doc's values, no cluster needed."""
+    try:
+        helm = binaries.find("helm")
+    except binaries.BinaryNotFound as exc:
+        unavailable(str(exc))
+    for command in commands(b):
+        assert command.line.startswith("helm install "), f"{b}: {command.line}"
+        out = output_of(command.line.replace("helm install ", f"{helm} template ", 1))
+        kinds = {doc["kind"] for doc in yaml.safe_load_all(out) if doc}
+        assert {"DaemonSet", "DeviceClass", "ConfigMap"} <= kinds, f"{b}: renders {sorted(kinds)}"
+
+
+def validate_inventory(b: Block, tmp: Path) -> None:
+    """The real parser, as `fakeplugin validate` runs it."""
+    (tmp / "inventory.yaml").write_text(b.text)
+    done = run(f"fakeplugin validate --inventory {tmp / 'inventory.yaml'}")
+    assert done.returncode == 0, f"{b}: {done.stdout}{done.stderr}"
+
+
+def parse_manifest(b: Block) -> None:
+    docs = list(yaml.safe_load_all(b.text))
+    for doc in docs:
+        assert {"apiVersion", "kind", "metadata"} <= set(doc), f"{b}: not a Kubernetes object"
+        assert doc["metadata"]["name"], f"{b}: no name"
+
+
+def excerpt_of(command: str) -> Callable[[Block], None]:
+    """A YAML block that shows part of what `command` (named in the page's text) prints."""
+
+    def check(b: Block) -> None:
+        assert command in " ".join((REPO / b.page).read_text().split()), (
+            f"{b}: the page names another command"
+        )
+        assert shows_yaml(b.text, output_of(command)), f"{b}: `{command}` prints otherwise"
+
+    return check
+
+
+def a_call_log_record(b: Block, tmp: Path) -> None:
+    """The record as read_calls (and `fakeplugin calls --file`) reads it."""
+    (tmp / "calls.jsonl").write_text(b.text)
+    (record,) = read_calls(tmp / "calls.jsonl", claim="team-a/gpu")
+    assert record == json.loads(b.text)
+    assert output_of(f"fakeplugin calls --file {tmp / 'calls.jsonl'}").strip()
+
+
+class Recorder:
+    """Stands for FakepluginCluster and a cluster it returns: every call is bound to the real method's
+    signature (a wrong keyword raises the TypeError a user would get), recorded, and returns the recorder."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, inspect.BoundArguments]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Recorder]:
+        real = getattr(FakepluginCluster, name)
+        bound_to_class = isinstance(inspect.getattr_static(FakepluginCluster, name), classmethod)
+
+        def call(*args: Any, **kwargs: Any) -> Recorder:
+            signature = inspect.signature(real)
+            self.calls.append(
+                (
+                    name,
+                    signature.bind(*args, **kwargs)
+                    if bound_to_class
+                    else signature.bind(self, *args, **kwargs),
+                )
+            )
+            return self
+
+        return call
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.calls.append(("close", inspect.signature(FakepluginCluster.close).bind(self)))
+
+
+def python_against_a_recorder(b: Block) -> None:
+    recorder = Recorder()
+    exec(
+        compile(b.text.replace("    ...\n", "    pass\n"), str(b), "exec"),
+        {"Path": Path, "FakepluginCluster": recorder},
+    )
+    assert [name for name, _ in recorder.calls] == ["start", "close", "attach"]
+    assert recorder.calls[0][1].arguments["simulated_nodes"] == 2
+
+
+def a_conftest(b: Block, tmp: Path) -> None:
+    """The snippet as a user's conftest.py: the session gets its inventory, a valid one, starting nothing."""
+    (tmp / "conftest.py").write_text(b.text)
+    (tmp / "test_fleet.py").write_text(
+        textwrap.dedent(
+            """
+            import subprocess
+
+            def test_the_fleet_is_the_sessions_inventory(fakeplugin_inventory):
+                assert fakeplugin_inventory.name == "fleet.yaml"
+                argv = ["fakeplugin", "validate", "--inventory", str(fakeplugin_inventory)]
+                subprocess.run(argv, check=True)
+            """
+        )
+    )
+    done = run(f"{sys.executable} -m pytest -q -p no:cacheprovider {tmp}", cwd=tmp)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+# How each runnable block is run here.
+FAST: dict[Ref, Callable[..., None]] = {
+    Ref("README.md", "$ fakeplugin render --inventory examples/seed-lab.yaml"): run_commands,
+    Ref("docs/emulation.md", "$ fakeplugin render --inventory examples/seed-lab.yaml"): run_commands,
+    Ref("docs/deploying.md", "helm install fakeplugin"): helm_template,
+    Ref("docs/inventory.md", 'driverVersion: "580.126.20"'): validate_inventory,
+    Ref("docs/local-cluster.md", 'driverVersion: "580.159.04"'): validate_inventory,
+    Ref("docs/plugin.md", '{"time":'): a_call_log_record,
+    Ref("docs/compute-domains.md", "fakeplugin render"): run_commands,
+    Ref("docs/compute-domains.md", "$ fakeplugin fault compute-domain --help"): run_commands,
+    Ref("docs/compute-domains.md", "$ fakeplugin serve --help"): run_commands,
+    Ref("docs/consumable-shares.md", "- name: gpu-0"): excerpt_of(
+        "fakeplugin render --inventory examples/seed-lab.yaml --driver-release 0.5.0-dev "
+        "--feature-gates ConsumableShares=true --consumable-shares memory"
+    ),
+    Ref("docs/consumable-shares.md", "apiVersion: resource.k8s.io/v1"): parse_manifest,
+    Ref("docs/driver-releases.md", "fakeplugin render"): run_commands,
+    Ref("docs/testing.md", "# conftest.py"): a_conftest,
+    Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
+}
+
+
+def where(b: Block) -> list[str]:
+    tables = {"FAST": FAST, "E2E": E2E, "NOT_RUNNABLE": NOT_RUNNABLE}
+    return [name for name, table in tables.items() for ref in table if ref.matches(b)]
+
+
+def test_every_block_is_run_or_listed_once() -> None:
+    problems = [f"{b}: {b.first!r} is in {where(b) or 'no table'}" for b in blocks() if len(where(b)) != 1]
+    assert problems == [], "run each block in a test, or list it in NOT_RUNNABLE with a reason"
+
+
+def test_every_table_entry_names_a_block() -> None:
+    all_blocks = blocks()
+    refs = [*FAST, *E2E, *NOT_RUNNABLE]
+    assert [ref for ref in refs if not any(ref.matches(b) for b in all_blocks)] == []
+    single = [ref for ref in [*FAST, *E2E] if sum(ref.matches(b) for b in all_blocks) != 1]
+    assert single == [], "a runnable block is named by exactly one entry"
+
+
+@pytest.mark.parametrize("ref", list(FAST), ids=lambda ref: f"{ref.page}:{ref.starts[:30]}")
+def test_the_block_runs(ref: Ref, tmp_path: Path) -> None:
+    check = FAST[ref]
+    b = block(ref)
+    check(b, tmp_path) if "tmp" in inspect.signature(check).parameters else check(b)
+
+
+def test_a_doc_whose_output_differs_fails() -> None:
+    b = Block("x.md", 1, "sh", "$ fakeplugin profiles\nh201 no such profile\n")
+    with pytest.raises(AssertionError, match="prints otherwise"):
+        run_commands(b)
+
+
+def test_a_wrong_keyword_in_a_snippet_fails_as_it_would_for_a_user() -> None:
+    b = Block("x.md", 1, "python", 'with FakepluginCluster.start(Path("f.yaml"), workers=2) as c:\n    ...\n')
+    with pytest.raises(TypeError, match="workers"):
+        python_against_a_recorder(b)
+
+
+def test_commands_join_continuations_and_heredocs_and_keep_shown_output() -> None:
+    b = Block("x.md", 1, "sh", "$ a \\\n  --b  # note\nout 1\n...\n$ cat <<'E'\nx # y\nE\n")
+    assert commands(b) == [("a --b", "out 1\n...\n"), ("cat <<'E'\nx # y\nE", "")]
+
+
+def test_a_block_nobody_runs_is_named_with_its_page_and_line() -> None:
+    b = Block("new.md", 7, "sh", "fakeplugin something\n")
+    assert where(b) == []
+    assert str(b) == "new.md:7"
+
+
+def test_the_readme_indexes_every_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    index = readme[readme.index("## Docs") :]
+    assert [p.name for p in sorted((REPO / "docs").glob("*.md")) if f"(docs/{p.name})" not in index] == []
+
+
+def test_the_e2e_module_runs_each_e2e_block() -> None:
+    source = ast.parse((REPO / "tests" / "e2e" / "test_docs.py").read_text())
+    used = {
+        n.id
+        for n in ast.walk(source)
+        if isinstance(n, ast.Name) and isinstance(getattr(docblocks, n.id, None), Ref)
+    }
+    assert {getattr(docblocks, name) for name in used} == set(E2E)
