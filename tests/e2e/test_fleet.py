@@ -27,6 +27,8 @@ from tests.harness.host import require_cluster_host
 from tests.harness.kube import apply, get, items, pod_phase, wait_for
 from tests.harness.paths import EXAMPLES
 
+pytestmark = pytest.mark.cluster
+
 NAMESPACE = "fleet"
 H100_NODES = 50
 H100_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"

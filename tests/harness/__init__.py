@@ -18,6 +18,8 @@ Unit and contract tests (tests/*.py):
 - rbac: every API call of each ComputeDomain component (controller, kubelet plugin, daemon), as a table.
 - paths: the repository's files (`REPO`, `EXAMPLES`, `SEED_LAB`).
 - tooling: `unavailable`, a missing tool skips here and fails in CI.
+- tiers: the test tiers (markers `build`, `cluster`, `kind`; none: fast) and the fast tier's guard, a pytest
+  plugin (pyproject's addopts).
 
 End-to-end tests (tests/e2e, tests/kind):
 - kube: kubectl on any cluster (`apply`, `get`, `items`, `wait_for`, ...), claims the kubelet health-watches.
