@@ -50,7 +50,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     )
     path = root / "mixed.yaml"
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    cluster = Cluster.up(path, root / "state", simulated_nodes=2)
+    cluster = Cluster.up(path, root / "state", simulated_nodes=2, watchdog=True)
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
         yield cluster
