@@ -41,8 +41,10 @@ def test_runs_until_interrupted(fakeplugin_cluster, tmp_path_factory):
     Path({ready!r}).write_text("cluster up")
     time.sleep(600)
 """
-# How long an interrupted run may take to be gone, cluster included (it stops in a few seconds).
-DEADLINE = 60.0
+SESSION_LOG = Path("session.log")  # the session's output, in its directory
+# How long an interrupted run may take to be gone, cluster included: a few seconds on a quiet machine;
+# the margin is for a loaded one (its log, with times, is in the failure).
+DEADLINE = 90.0
 
 
 @pytest.fixture
@@ -64,18 +66,19 @@ def start_session(state: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], P
     (tmp_path / "test_session.py").write_text(textwrap.dedent(SESSION.format(ready=str(ready))))
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s", "test_session.py",
-         "--fakeplugin-inventory=inventory.yaml", f"--fakeplugin-state-dir={state / 'cluster'}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+         "--fakeplugin-inventory=inventory.yaml", "-o", "log_cli=true", "--log-cli-level=INFO",
+         "--log-cli-format=%(asctime)s %(name)s %(message)s", f"--fakeplugin-state-dir={state / 'cluster'}"],
+        cwd=tmp_path, stdout=(tmp_path / SESSION_LOG).open("w"), stderr=subprocess.STDOUT, text=True,
         start_new_session=True,  # a terminal's Ctrl-C: sent to this process alone, as below
     )  # fmt: skip
     return proc, ready
 
 
-def wait_until(what: str, done: object, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+def wait_until(what: str, done: object, proc: subprocess.Popen[str], log: Path, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not done():  # type: ignore[operator]
         if proc.poll() is not None:
-            pytest.fail(f"the session ended before {what}:\n{proc.stdout.read() if proc.stdout else ''}")
+            pytest.fail(f"the session ended before {what}:\n{log.read_text()}")
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
 
@@ -112,16 +115,23 @@ def test_an_interrupted_run_leaves_nothing_behind(
     proc, ready = start_session(state, tmp_path)
     try:
         if when == "running":
-            wait_until("the cluster was up", ready.exists, proc)
+            wait_until("the cluster was up", ready.exists, proc, tmp_path / SESSION_LOG)
         else:
             wait_until(
                 "the kube-apiserver started",
                 lambda: "kube-apiserver" in str(processes_of(state / "cluster")),
                 proc,
+                tmp_path / SESSION_LOG,
             )
         assert processes_of(state / "cluster")
         os.kill(proc.pid, sig)
-        out, _ = proc.communicate(timeout=DEADLINE)
+        try:
+            proc.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"still running {DEADLINE:.0f} s after {sig.name}:\n{(tmp_path / SESSION_LOG).read_text()}"
+            )
+        out = (tmp_path / SESSION_LOG).read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
