@@ -1,32 +1,123 @@
 #!/usr/bin/env bash
-# The one command that runs every test: sets up the Python environment, builds (or finds cached)
-# Kubernetes binaries, lints, then runs pytest — unit, contract and end-to-end on a real cluster.
-# In CI (CI=true) or with FAKEPLUGIN_KIND=1 it also starts our Docker engine (hack/kind/dockerd.sh,
-# stopped at the end when it started it) and builds or finds the kind images (hack/kind/images.sh)
-# for the kind e2e (tests/kind).
+# Run the tests in tiers, fast first (docs/testing.md, "Test tiers"); stop at the first failing tier and
+# name it. `.ci/run` is this script with CI=true, where a missing binary or image fails its tests.
 #
-#   hack/test.sh [pytest args...]
+#   hack/test.sh --fast [pytest args...]   lint + the fast tier: no cluster, no Go build, no Docker (minutes)
+#   hack/test.sh [pytest args...]          every tier, in this order:
+#     lint       ruff, shellcheck
+#     fast       pytest's default selection: every test without a tier marker (tests/harness/tiers.py)
+#     builds     Kubernetes (hack/build-k8s.sh), Kueue; started in the background during the fast tier
+#     local      tests marked build or cluster: helm, real local clusters (tests/e2e)
+#     kind       tests/kind on a kind cluster from images built here (hack/kind/images.sh, built in the
+#                background during `local`); in CI or with FAKEPLUGIN_KIND=1, else skipped
+#     versions   the newest Kubernetes minor: its binaries (built in the background during `local`), then
+#                the modules of NEWEST_K8S_TESTS on it (docs/kubernetes-versions.md; every other minor:
+#                hack/matrix.sh)
 #
-# FAKEPLUGIN_SKIP_BUILD=1 skips building binaries and images (cluster tests then skip, or fail when CI=true).
+# Reports in $FAKEPLUGIN_REPORTS (default reports/): JUnit XML per pytest tier (<tier>.xml), the background
+# builds' logs (build-<name>.log) and tiers.txt, each tier's result and wall time; pytest prints its 20
+# slowest tests per tier. Ctrl-C or SIGTERM stops the builds it started and, through pytest, any cluster.
+# FAKEPLUGIN_SKIP_BUILD=1: no builds (tests that need them skip, or fail when CI=true).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-source hack/setup.sh
+FAST_ONLY=0
+if [[ "${1:-}" == --fast ]]; then
+  FAST_ONLY=1
+  shift
+fi
+PYTEST_ARGS=("$@")
+REPORTS="${FAKEPLUGIN_REPORTS:-reports}"
+mkdir -p "$REPORTS"
+: >"$REPORTS/tiers.txt"
+# The newest minor's tier: the seed lab, chart, MIG and the DRA features GA or beta in it.
+NEWEST_K8S_TESTS=(
+  tests/e2e/test_demo.py tests/e2e/test_dra.py tests/e2e/test_chart_install.py tests/e2e/test_mig.py
+  tests/e2e/test_faults.py tests/e2e/test_extended_resource.py tests/e2e/test_admin_access.py
+  tests/e2e/test_consumable_shares.py tests/e2e/test_numa.py
+)
+
+T_START=$SECONDS
+SETUP_NEEDS_GO=$((1 - FAST_ONLY)) source hack/setup.sh
 say() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-if [[ "${FAKEPLUGIN_SKIP_BUILD:-}" != "1" ]]; then
-  say "building or finding Kubernetes binaries (cold build: tens of minutes on 2 cores)"
-  hack/build-k8s.sh >/dev/null
-  say "building or finding Kueue (tests/e2e/test_kueue.py; cold: about 6 minutes)"
-  hack/build-k8s.sh --only kueue >/dev/null
-fi
+# ---- background builds: each in a process group of its own (setsid), stopped on failure or interrupt
+declare -A BG_PID=()
+background() {  # background NAME COMMAND...: start COMMAND, its output in $REPORTS/build-NAME.log
+  local name="$1"
+  shift
+  say "builds: $name started in the background (log: $REPORTS/build-$name.log)"
+  setsid "$@" >"$REPORTS/build-$name.log" 2>&1 &
+  BG_PID[$name]=$!
+}
+await() {  # await NAME: wait for a background build; its log's tail when it failed
+  local name="$1" t0=$SECONDS rc=0
+  [[ -n "${BG_PID[$name]:-}" ]] || return 0
+  say "builds: waiting for $name"
+  wait "${BG_PID[$name]}" || rc=$?
+  unset "BG_PID[$name]"
+  if ((rc)); then
+    tail -40 "$REPORTS/build-$name.log" >&2
+    say "builds: $name failed (exit $rc; log: $REPORTS/build-$name.log)"
+    return "$rc"
+  fi
+  say "builds: $name done (waited $((SECONDS - t0)) s)"
+}
+stop_background() {
+  local name
+  for name in "${!BG_PID[@]}"; do
+    kill -TERM -- "-${BG_PID[$name]}" 2>/dev/null || true
+  done
+}
+STARTED_DOCKERD=0
+cleanup() {
+  stop_background
+  if ((STARTED_DOCKERD)); then hack/kind/dockerd.sh stop || true; fi
+}
+# pytest runs in the background and is waited for, so that a signal reaches this script at once; an
+# asynchronous command ignores SIGINT, so pytest is told with SIGTERM, which our pytest plugin turns into
+# an interrupt (teardown: its clusters go down).
+PYTEST_PID=""
+interrupted() {
+  say "interrupted: stopping pytest and the builds"
+  if [[ -n "$PYTEST_PID" ]]; then
+    kill -TERM "$PYTEST_PID" 2>/dev/null || true
+    wait "$PYTEST_PID" || true
+  fi
+  exit 130
+}
+trap cleanup EXIT
+trap interrupted INT TERM
 
-say "ruff"
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
+# ---- tiers
+CURRENT=""
+tier() {  # tier NAME: the next tier begins
+  CURRENT="$1"
+  TIER_T0=$SECONDS
+  say "== tier $CURRENT"
+}
+passed() {
+  printf '%-9s passed  %4d s\n' "$CURRENT" "$((SECONDS - TIER_T0))" | tee -a "$REPORTS/tiers.txt" >&2
+}
+failed() {
+  printf '%-9s FAILED  %4d s\n' "$CURRENT" "$((SECONDS - TIER_T0))" | tee -a "$REPORTS/tiers.txt" >&2
+  say "tier $CURRENT failed; later tiers did not run (reports: $REPORTS/)"
+  exit 1
+}
+run_pytest() {  # run_pytest TIER-REPORT PYTEST-ARGS...
+  local report="$1" rc=0
+  shift
+  .venv/bin/python -m pytest --junitxml="$REPORTS/$report.xml" --durations=20 "$@" "${PYTEST_ARGS[@]}" &
+  PYTEST_PID=$!
+  wait "$PYTEST_PID" || rc=$?
+  PYTEST_PID=""
+  return "$rc"
+}
 
+tier lint
+.venv/bin/ruff check . || failed
+.venv/bin/ruff format --check . || failed
 # Every tracked shell script: a sh or bash shebang on its first line (links are checked as their target).
-say "shellcheck"
 shebang='^#!.*(/|env )(ba|da)?sh([[:space:]]|$)'
 scripts=()
 while IFS= read -r -d '' f; do
@@ -35,28 +126,58 @@ while IFS= read -r -d '' f; do
   if [[ "$first" =~ $shebang ]]; then scripts+=("$f"); fi
 done < <(git grep -lzIE "$shebang")
 if command -v shellcheck >/dev/null; then
-  shellcheck "${scripts[@]}"  # options: .shellcheckrc
+  shellcheck "${scripts[@]}" || failed # options: .shellcheckrc
 elif [[ "${CI:-}" == true ]]; then
-  say "shellcheck is missing (hack/setup.sh installs it when root)" && exit 1
+  say "shellcheck is missing (hack/setup.sh installs it when root)" && failed
 else
   say "shellcheck is missing (hack/setup.sh installs it when root): skipped"
 fi
+passed
 
-started_dockerd=0
-if [[ "${CI:-}" == true || "${FAKEPLUGIN_KIND:-}" == 1 ]]; then
-  hack/kind/dockerd.sh status 2>/dev/null || started_dockerd=1
-  say "kind e2e: our Docker engine (hack/kind/dockerd.sh)"
-  hack/kind/dockerd.sh start >/dev/null
-  if ((started_dockerd)); then
-    trap 'hack/kind/dockerd.sh stop' EXIT
-  fi
-  if [[ "${FAKEPLUGIN_SKIP_BUILD:-}" != "1" ]]; then
-    say "kind e2e: building or finding the images (hack/kind/images.sh; cold: about 20 minutes)"
-    hack/kind/images.sh >/dev/null
-  fi
+BUILD=1
+[[ "${FAKEPLUGIN_SKIP_BUILD:-}" == 1 || $FAST_ONLY == 1 ]] && BUILD=0
+if ((BUILD)); then  # the default minor's binaries and Kueue, while the fast tier runs
+  background k8s bash -c 'hack/build-k8s.sh && hack/build-k8s.sh --only kueue'
 fi
 
-say "pytest"
-rc=0
-.venv/bin/python -m pytest "$@" || rc=$?
-exit "$rc"
+tier fast
+run_pytest fast || failed
+passed
+if ((FAST_ONLY)); then
+  say "fast tier done in $((SECONDS - T_START)) s (every tier: hack/test.sh)"
+  exit 0
+fi
+
+KIND=0
+[[ "${CI:-}" == true || "${FAKEPLUGIN_KIND:-}" == 1 ]] && KIND=1
+NEWEST_K8S="$(python3 fakeplugin/cluster/versions.py newest)"
+tier builds
+await k8s || failed
+if ((KIND)); then
+  hack/kind/dockerd.sh status >/dev/null 2>&1 || STARTED_DOCKERD=1
+  hack/kind/dockerd.sh start >/dev/null || failed
+fi
+if ((BUILD)); then  # what the later tiers need, while `local` runs
+  ((KIND)) && background kind-images hack/kind/images.sh
+  background newest-k8s env FAKEPLUGIN_K8S_VERSION="$NEWEST_K8S" nice -n 5 hack/build-k8s.sh
+fi
+passed
+
+tier local
+run_pytest local -m "build or cluster" || failed
+passed
+
+tier kind
+if ((KIND)); then
+  await kind-images || failed
+  run_pytest kind -m kind tests/kind || failed
+  passed
+else
+  say "kind: skipped (runs in CI, or with FAKEPLUGIN_KIND=1)"
+fi
+
+tier versions
+await newest-k8s || failed
+FAKEPLUGIN_K8S_VERSION="$NEWEST_K8S" run_pytest versions "${NEWEST_K8S_TESTS[@]}" || failed
+passed
+say "every tier passed in $((SECONDS - T_START)) s (reports: $REPORTS/)"

@@ -31,6 +31,8 @@ from fakeplugin.publish.deviceclasses import device_classes
 from tests.harness.rbac import CONTROLLER_CALLS, DAEMON_CALLS, FLEET_CALLS, KUBELET_PLUGIN_CALLS
 from tests.harness.tooling import unavailable
 
+pytestmark = pytest.mark.build  # helm, from hack/build-k8s.sh
+
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "fakeplugin"
 GOLDEN = REPO / "tests" / "golden" / "chart"

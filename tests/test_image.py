@@ -100,6 +100,7 @@ def copy_build_context(stage: list[Instruction], workdir: Path) -> None:
                 shutil.copy2(src, into)
 
 
+@pytest.mark.build  # pip installs the image's venv from PyPI: about a minute
 def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]], tmp_path: Path) -> None:
     build = dockerfile[0]
     [workdir_in_image] = [i.args for i in build if i.keyword == "WORKDIR"]

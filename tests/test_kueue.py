@@ -111,6 +111,7 @@ def module() -> Path:
         unavailable(str(exc))
 
 
+@pytest.mark.build  # Kueue's module files, from hack/build-k8s.sh --only kueue
 def test_crds_are_kueue_s_with_conversion_webhooks_by_url(module: Path) -> None:
     crds = manifests.crds(module, BASE, b"CA")
     names = {c["metadata"]["name"] for c in crds}
@@ -125,6 +126,7 @@ def test_crds_are_kueue_s_with_conversion_webhooks_by_url(module: Path) -> None:
     assert client == {"url": f"{BASE}/convert", "caBundle": base64.b64encode(b"CA").decode()}
 
 
+@pytest.mark.build  # Kueue's module files, from hack/build-k8s.sh --only kueue
 def test_webhooks_are_kueue_s_by_url_with_its_namespace_selectors(module: Path) -> None:
     mutating, validating = manifests.webhook_configurations(module, BASE, b"CA")
     assert mutating["metadata"]["name"] == "kueue-mutating-webhook-configuration"

@@ -39,6 +39,7 @@ from fakeplugin.cluster.state import (
     remove_runtime_state,
 )
 from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor
+from fakeplugin.cluster.watchdog import Watchdog
 from fakeplugin.inventory.schema import load_inventory
 
 log = logging.getLogger("fakeplugin.cluster")
@@ -63,6 +64,7 @@ class Cluster:
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
         self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
+        self._watchdog: Watchdog | None = None
 
     # ---- starting and stopping ------------------------------------------------------------------
 
@@ -80,6 +82,7 @@ class Cluster:
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
         fleet_shards: int | None = None,
+        watchdog: bool = False,
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
@@ -87,11 +90,15 @@ class Cluster:
         `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
         (fakeplugin.cluster.kueue.request): Kueue too, started last. `fleet_shards`: fleet processes for the
-        simulated nodes (default: one, two above 1000 simulated nodes; fakeplugin.fleet.shard)."""
+        simulated nodes (default: one, two above 1000 simulated nodes; fakeplugin.fleet.shard).
+        `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
+        fakeplugin.cluster.watchdog), as a test session's must; off for `fakeplugin cluster up`."""
         cluster = cls(state_dir)
         cluster.layout.root.mkdir(parents=True, exist_ok=True)
         with cluster._store.locked():
             cluster._refuse_if_running()
+            if watchdog:
+                cluster._watchdog = Watchdog(cluster.layout.root, cluster.layout.log("watchdog"))
             started = time.monotonic()
             try:
                 version = kubernetes_version or versions.selected()
@@ -115,6 +122,7 @@ class Cluster:
                     log.error("cluster up failed; stopping what it started (logs in %s)", cluster.layout.logs)
                 cluster._processes.stop_all()
                 remove_runtime_state(cluster.layout, purge=False)
+                cluster._release_watchdog()
                 raise
         log.info("cluster up in %.0f s; kubeconfig: %s", time.monotonic() - started, cluster.kubeconfig)
         return cluster
@@ -207,9 +215,15 @@ class Cluster:
             self._processes.stop_all()
             remove_runtime_state(self.layout, purge)
             self._store.state = None
+        self._release_watchdog()
         log.info(
             "cluster in %s is down%s", self.layout.root, "" if purge else f"; logs kept in {self.layout.logs}"
         )
+
+    def _release_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
 
     # ---- the API for tests and commands -----------------------------------------------------------
 

@@ -8,6 +8,7 @@ lines, or that the log is empty or missing (naming it).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import signal
 import ssl
@@ -16,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,16 +99,17 @@ class Supervisor:
         log.info("%s (pid %d): %s", record.name, record.pid, outcome)
 
     def stop_all(self) -> None:
-        """Stop every recorded process, in STOP_ORDER; nothing when there is no state."""
+        """Stop every recorded process, in STOP_ORDER, the processes of one rank at once (an interrupted
+        run must be down in seconds); nothing when there is no state."""
         if self._store.state is None:
             return
-        processes = self._store.state.processes
-        rank = {
-            p.name: next(i for i, prefix in enumerate(STOP_ORDER) if p.name.startswith(prefix))
-            for p in processes
-        }
-        for record in sorted(processes, key=lambda p: rank[p.name]):
-            self.stop(record)
+
+        def rank(p: ProcessRecord) -> int:
+            return next(i for i, prefix in enumerate(STOP_ORDER) if p.name.startswith(prefix))
+
+        for _, group in itertools.groupby(sorted(self._store.state.processes, key=rank), key=rank):
+            with ThreadPoolExecutor(thread_name_prefix="stop") as pool:
+                list(pool.map(self.stop, group))
 
     def statuses(self) -> list[ProcessStatus]:
         return [

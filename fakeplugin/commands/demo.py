@@ -79,7 +79,13 @@ def run(args: argparse.Namespace) -> int:
     lab = state.parent / f"{state.name}-inventory.yaml"
     lab.write_text(yaml.safe_dump(inventory, sort_keys=False))
     cluster = Cluster.up(
-        lab, state, simulated_nodes=3, build=True, kubernetes_version=args.kubernetes_version, kueue=kueue
+        lab,
+        state,
+        simulated_nodes=3,
+        build=True,
+        kubernetes_version=args.kubernetes_version,
+        kueue=kueue,
+        watchdog=not args.keep,
     )
     try:
         show_lab(cluster)

@@ -23,8 +23,11 @@ Options (command line, or the ini key without `--` and with `_`):
 from __future__ import annotations
 
 import shlex
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -52,6 +55,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, help_text in OPTIONS.items():
         group.addoption(f"--fakeplugin-{name}", dest=f"fakeplugin_{name.replace('-', '_')}", help=help_text)
         parser.addini(f"fakeplugin_{name.replace('-', '_')}", help_text)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a CI job's timeout, `kill`) unwinds like Ctrl-C: the session's cluster goes down in its
+    # fixture's teardown, instead of the process dying with it running. Only where nobody set a handler.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+        signal.SIG_DFL,
+        None,
+    ):
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name}: stopping (the session's cluster goes down)")
 
 
 def option(config: pytest.Config, name: str) -> str:

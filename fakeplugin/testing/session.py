@@ -80,6 +80,7 @@ class FakepluginCluster:
             build=build,
             kubernetes_version=kubernetes_version,
             kueue=kueue,
+            watchdog=True,  # down with this process, however it ends
         )
         return cls(local.kubeconfig, local=local, owned=True)
 

@@ -27,6 +27,8 @@ from tests.harness.host import require_cluster_host
 from tests.harness.kube import apply, get, items, pod_phase, wait_for
 from tests.harness.paths import EXAMPLES
 
+pytestmark = pytest.mark.cluster
+
 NAMESPACE = "fleet"
 H100_NODES = 50
 H100_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
@@ -48,7 +50,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     )
     path = root / "mixed.yaml"
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    cluster = Cluster.up(path, root / "state", simulated_nodes=2)
+    cluster = Cluster.up(path, root / "state", simulated_nodes=2, watchdog=True)
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
         yield cluster

@@ -29,6 +29,8 @@ from tests.harness import DRIVER
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, get, items, wait_for
 
+pytestmark = pytest.mark.cluster
+
 NAMESPACE = "restart"
 SEED = int(os.environ.get("FAKEPLUGIN_TEST_SEED", "20"))
 MAIN_GPUS = 8  # four nodes of two

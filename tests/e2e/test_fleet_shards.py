@@ -18,6 +18,8 @@ from fakeplugin.testing import claim_pod
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, items, wait_for
 
+pytestmark = pytest.mark.cluster
+
 NAMESPACE = "shards"
 NODES = [f"h100-{i}" for i in range(24)]
 

@@ -34,6 +34,8 @@ from tests.harness.kueue import (
     workload,
 )
 
+pytestmark = pytest.mark.cluster
+
 NAMESPACE = "team-a"
 OTHER = "team-b"
 T10_CEL = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"

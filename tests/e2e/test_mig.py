@@ -40,7 +40,9 @@ def mig_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     inventory = root / "h200-mig.yaml"
     inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
     # Default Kubernetes gates include DRAPartitionableDevices.
-    cluster = Cluster.up(inventory, root / "state", plugin_args=["--feature-gates=DynamicMIG=true"])
+    cluster = Cluster.up(
+        inventory, root / "state", plugin_args=["--feature-gates=DynamicMIG=true"], watchdog=True
+    )
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
         yield cluster

@@ -22,6 +22,8 @@ Unit and contract tests (tests/*.py):
 - tooling: `unavailable`, a missing tool skips here and fails in CI.
 - docblocks: the docs' code blocks (`blocks`, `Ref`), their commands run and output compared, and `E2E`,
   the blocks tests/e2e/test_docs.py runs (tests/test_docs.py checks every block is run or listed).
+- tiers: the test tiers (markers `build`, `cluster`, `kind`; none: fast) and the fast tier's guard, a pytest
+  plugin (pyproject's addopts).
 
 End-to-end tests (tests/e2e, tests/kind):
 - kube: kubectl on any cluster (`apply`, `get`, `items`, `wait_for`, ...), claims the kubelet health-watches.

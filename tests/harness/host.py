@@ -75,7 +75,7 @@ def own_cluster(
     path = tmp_path_factory.mktemp(name) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(dict(inventory), sort_keys=False))
     state = Path(tempfile.mkdtemp(prefix="fp-", dir="/tmp"))
-    cluster = Cluster.up(path, state, **up)
+    cluster = Cluster.up(path, state, watchdog=True, **up)
     try:
         cluster.kubectl("create", "namespace", namespace)
         yield cluster
