@@ -38,7 +38,7 @@ from fakeplugin.cluster.state import (
     cluster_nodes,
     remove_runtime_state,
 )
-from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor
+from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor, take_down
 from fakeplugin.cluster.watchdog import Watchdog
 from fakeplugin.inventory.schema import load_inventory
 
@@ -209,12 +209,7 @@ class Cluster:
         """Stop every process this cluster started (only those: pid + command line must match), then
         remove the runtime state; logs stay unless `purge`."""
         self.layout.root.mkdir(parents=True, exist_ok=True)
-        with self._store.locked():
-            if self._store.state is None:
-                log.info("no cluster state in %s; nothing to stop", self.layout.root)
-            self._processes.stop_all()
-            remove_runtime_state(self.layout, purge)
-            self._store.state = None
+        take_down(self._store, self._processes, purge)
         self._release_watchdog()
         log.info(
             "cluster in %s is down%s", self.layout.root, "" if purge else f"; logs kept in {self.layout.logs}"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fakeplugin.cluster.processes import ProcessRecord, alive, is_running, rss_bytes, spawn, stop
-from fakeplugin.cluster.state import ClusterError, StateStore
+from fakeplugin.cluster.state import ClusterError, StateStore, remove_runtime_state
 
 log = logging.getLogger("fakeplugin.cluster")
 
@@ -196,3 +196,14 @@ def log_tail(path: Path, lines: int = 20) -> str:
     if not text.strip():
         return f"its log {path} is empty: it printed nothing"
     return f"last lines of its log {path}:\n" + "\n".join(text.splitlines()[-lines:])
+
+
+def take_down(store: StateStore, processes: Supervisor, purge: bool) -> None:
+    """`cluster down` (Cluster.down, the watchdog): every recorded process stopped, then the runtime
+    state removed; the logs too when `purge`."""
+    with store.locked():
+        if store.state is None:
+            log.info("no cluster state in %s; nothing to stop", store.layout.root)
+        processes.stop_all()
+        remove_runtime_state(store.layout, purge)
+        store.state = None

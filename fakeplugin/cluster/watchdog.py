@@ -53,13 +53,16 @@ def main(argv: list[str]) -> int:
     said = sys.stdin.buffer.read()  # blocks until the starter writes DONE or is gone
     if said == DONE:
         return 0
-    from fakeplugin.cluster.local import Cluster
+    from fakeplugin.cluster.layout import StateLayout
+    from fakeplugin.cluster.state import StateStore
+    from fakeplugin.cluster.supervisor import Supervisor, take_down
 
-    cluster = Cluster(state_dir)
-    if not cluster.layout.cluster_file.exists():
+    store = StateStore(StateLayout(state_dir))
+    if not store.layout.cluster_file.exists():
         return 0  # never started, or already down
     log.info("the process that started the cluster in %s is gone: taking it down", state_dir)
-    cluster.down()
+    take_down(store, Supervisor(store), purge=False)
+    log.info("the cluster in %s is down; logs kept in %s", state_dir, store.layout.logs)
     return 0
 
 
