@@ -58,6 +58,10 @@ NOT_RUNNABLE: dict[Ref, str] = {
     Ref("docs/consumable-shares.md", "error preparing devices for claim"): "output sample: "
     "tests/test_prepare_shares.py asserts the message",
     Ref("docs/kind.md", ""): "kind: Docker, our images and a kind cluster; tests/kind runs the same steps",
+    Ref("docs/test-tiers.md", "hack/test.sh --fast"): "the test commands themselves: this suite is what "
+    "they run",
+    Ref("docs/test-tiers.md", "tests/test_x.py::test_y"): "output sample: tests/test_tiers.py asserts the "
+    "guard's message",
     Ref("docs/kubernetes-versions.md", ""): "a cold Go build of another Kubernetes version (about 13 min) "
     "and whole suites on it; hack/matrix.sh is that run",
     Ref("docs/kueue-kind.md", ""): "kind by hand, and its output; tests/kind/test_kueue.py runs all of it",
@@ -237,7 +241,18 @@ def test_every_table_entry_names_a_block() -> None:
     assert single == [], "a runnable block is named by exactly one entry"
 
 
-@pytest.mark.parametrize("ref", list(FAST), ids=lambda ref: f"{ref.page}:{ref.starts[:30]}")
+@pytest.mark.parametrize(
+    "ref",
+    [
+        # helm, from hack/build-k8s.sh: the build tier (tests/harness/tiers.py)
+        pytest.param(
+            ref,
+            marks=[pytest.mark.build] if FAST[ref] is helm_template else [],
+            id=f"{ref.page}:{ref.starts[:30]}",
+        )
+        for ref in FAST
+    ],
+)
 def test_the_block_runs(ref: Ref, tmp_path: Path) -> None:
     check = FAST[ref]
     b = block(ref)

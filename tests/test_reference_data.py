@@ -117,10 +117,10 @@ def test_the_scripts_list_versions_from_the_table() -> None:
 def test_the_scripts_write_no_kubernetes_version_of_their_own() -> None:
     # Not hack/kind/lib.sh (crictl's versions look like Kubernetes'; its default: the test above) nor
     # hack/matrix.sh (its usage has an example).
-    for script in (".ci/run", "hack/build-k8s.sh"):
+    for script in (".ci/run", "hack/test.sh", "hack/build-k8s.sh"):
         assert re.findall(K8S_VERSION, read(script)) == [], script
     assert "mapfile -t VERSIONS < <(python3 fakeplugin/cluster/versions.py matrix)" in read("hack/matrix.sh")
-    assert 'NEWEST_K8S="$(python3 fakeplugin/cluster/versions.py newest)"' in read(".ci/run")
+    assert 'NEWEST_K8S="$(python3 fakeplugin/cluster/versions.py newest)"' in read("hack/test.sh")
 
 
 TEXTS = sorted(
