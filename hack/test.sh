@@ -3,16 +3,19 @@
 # name it. `.ci/run` is this script with CI=true, where a missing binary or image fails its tests.
 #
 #   hack/test.sh --fast [pytest args...]   lint + the fast tier: no cluster, no Go build, no Docker (minutes)
+#   hack/test.sh --long [pytest args...]   every tier, kind and versions with every module (below)
 #   hack/test.sh [pytest args...]          every tier, in this order:
 #     lint       ruff, shellcheck
 #     fast       pytest's default selection: every test without a tier marker (tests/harness/tiers.py)
 #     builds     Kubernetes (hack/build-k8s.sh), Kueue; started in the background during the fast tier
 #     local      tests marked build or cluster: helm, real local clusters (tests/e2e)
-#     kind       tests/kind on a kind cluster from images built here (hack/kind/images.sh, built in the
-#                background during `local`); in CI or with FAKEPLUGIN_KIND=1, else skipped
+#     kind       a kind cluster from images built here (hack/kind/images.sh, built in the background during
+#                `local`): tests/kind/test_kind.py, the chart with real containers (--long: all of tests/kind,
+#                ComputeDomains, the chart's fleet mode and Kueue on kind too); in CI or with
+#                FAKEPLUGIN_KIND=1, else skipped
 #     versions   the newest Kubernetes minor: its binaries (built in the background during `local`), then
-#                the modules of NEWEST_K8S_TESTS on it (docs/kubernetes-versions.md; every other minor:
-#                hack/matrix.sh)
+#                NEWEST_K8S_TESTS on it, the DRA features GA or beta there (--long: NEWEST_K8S_LONG too;
+#                docs/kubernetes-versions.md; every other minor: hack/matrix.sh)
 #
 # Reports in $FAKEPLUGIN_REPORTS (default reports/): JUnit XML per pytest tier (<tier>.xml), the background
 # builds' logs (build-<name>.log) and tiers.txt, each tier's result and wall time; pytest prints its 20
@@ -22,20 +25,28 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FAST_ONLY=0
-if [[ "${1:-}" == --fast ]]; then
-  FAST_ONLY=1
-  shift
-fi
+LONG=0
+case "${1:-}" in
+  --fast) FAST_ONLY=1 && shift ;;
+  --long) LONG=1 && shift ;;
+esac
 PYTEST_ARGS=("$@")
 REPORTS="${FAKEPLUGIN_REPORTS:-reports}"
 mkdir -p "$REPORTS"
 : >"$REPORTS/tiers.txt"
-# The newest minor's tier: the seed lab, chart, MIG and the DRA features GA or beta in it.
+# The newest minor's tier on every run: claims, templates and MIG through its scheduler and kubelet, and
+# the DRA features GA or beta in it (device taints, the nvidia.com/gpu extended resource, admin access,
+# consumable capacity, list-type attributes); --long adds the seed-lab demo, the chart and the faults.
 NEWEST_K8S_TESTS=(
-  tests/e2e/test_demo.py tests/e2e/test_dra.py tests/e2e/test_chart_install.py tests/e2e/test_mig.py
-  tests/e2e/test_faults.py tests/e2e/test_extended_resource.py tests/e2e/test_admin_access.py
-  tests/e2e/test_consumable_shares.py tests/e2e/test_numa.py
+  tests/e2e/test_dra.py tests/e2e/test_mig.py tests/e2e/test_extended_resource.py
+  tests/e2e/test_admin_access.py tests/e2e/test_consumable_shares.py tests/e2e/test_numa.py
 )
+NEWEST_K8S_LONG=(tests/e2e/test_demo.py tests/e2e/test_chart_install.py tests/e2e/test_faults.py)
+KIND_TESTS=(tests/kind/test_kind.py)
+if ((LONG)); then
+  NEWEST_K8S_TESTS+=("${NEWEST_K8S_LONG[@]}")
+  KIND_TESTS=(tests/kind)
+fi
 
 T_START=$SECONDS
 SETUP_NEEDS_GO=$((1 - FAST_ONLY)) source hack/setup.sh
@@ -170,7 +181,7 @@ passed
 tier kind
 if ((KIND)); then
   await kind-images || failed
-  run_pytest kind -m kind tests/kind || failed
+  run_pytest kind -m kind "${KIND_TESTS[@]}" || failed
   passed
 else
   say "kind: skipped (runs in CI, or with FAKEPLUGIN_KIND=1)"
