@@ -92,12 +92,18 @@ def test_marked_may_run_go():
 
 
 def test_the_guard_fails_fast_tests_that_start_a_cluster_build_or_docker(tmp_path: Path) -> None:
-    (tmp_path / "test_guarded.py").write_text(textwrap.dedent(GUARDED))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_guarded.py").write_text(textwrap.dedent(GUARDED))
+    # A test outside tests/ (an example, a user's) is in no tier: not guarded, not deselected.
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "test_elsewhere.py").write_text(
+        "import subprocess\n\ndef test_starts_go():\n    subprocess.run(['go', 'version'], check=True)\n"
+    )
     result = pytest_in(tmp_path, "-rf")
     out = result.stdout
     assert result.returncode == 1, out
-    assert "4 failed, 1 passed, 1 deselected" in out
-    assert "test_guarded.py::test_starts_go: a fast-tier test started go" in out
+    assert "4 failed, 2 passed, 1 deselected" in out
+    assert "tests/test_guarded.py::test_starts_go: a fast-tier test started go" in out
     assert "a fast-tier test started kubectl" in out  # swallowed by the test, failed all the same
     assert "a fast-tier test touched the build cache (/dev/null/fast-tier-has-no-cache/k8s/etcd)" in out
     assert "a fast-tier test connected to Docker (/run/docker.sock)" in out
@@ -105,7 +111,8 @@ def test_the_guard_fails_fast_tests_that_start_a_cluster_build_or_docker(tmp_pat
 
 
 def test_a_marked_test_is_not_guarded_and_runs_when_selected(tmp_path: Path) -> None:
-    (tmp_path / "test_guarded.py").write_text(textwrap.dedent(GUARDED))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_guarded.py").write_text(textwrap.dedent(GUARDED))
     result = pytest_in(tmp_path, "-m", "build")
     assert result.returncode == 0, result.stdout
     assert "1 passed, 5 deselected" in result.stdout

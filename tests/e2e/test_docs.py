@@ -40,8 +40,8 @@ def run_builders(cluster: FakepluginCluster, ns: str, claim_name: str = "t10") -
 
 
 def env(cluster: FakepluginCluster) -> dict[str, str]:
-    """As a user of the local cluster: its state dir (`calls` reads it, `fault` takes its kubeconfig)."""
-    return {"FAKEPLUGIN_CLUSTER_DIR": str(cluster.layout.root), "KUBECONFIG": ""}
+    """As a user of the local cluster: its state dir (`calls` reads it) and its kubeconfig (`fault`)."""
+    return {"FAKEPLUGIN_CLUSTER_DIR": str(cluster.layout.root), "KUBECONFIG": str(cluster.kubeconfig)}
 
 
 def test_the_builders_snippet_runs_a_pod_on_a_t10(cluster: FakepluginCluster, namespace: str) -> None:

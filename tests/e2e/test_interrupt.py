@@ -70,6 +70,9 @@ def start_session(state: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], P
          "--log-cli-format=%(asctime)s %(name)s %(message)s", f"--fakeplugin-state-dir={state / 'cluster'}"],
         cwd=tmp_path, stdout=(tmp_path / SESSION_LOG).open("w"), stderr=subprocess.STDOUT, text=True,
         start_new_session=True,  # a terminal's Ctrl-C: sent to this process alone, as below
+        # As at a terminal, SIGINT raises KeyboardInterrupt, even where this run inherited it ignored
+        # (a shell's background job, as hack/test.sh runs pytest): Python then leaves it ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     return proc, ready
 

@@ -60,11 +60,11 @@ NOWHERE = {
     "DOCKER_HOST": "unix:///dev/null/no-docker",
 }
 SHELLS = frozenset({"sh", "bash", "dash"})
-TESTS = Path(__file__).resolve().parent.parent
 
 
 @dataclass
 class _Guard:
+    tests: Path = Path()  # <rootdir>/tests: the tests the tiers are of
     caches: tuple[str, ...] = ()  # the build cache as configured, and NOWHERE's
     test: str = ""  # the fast test running now; "" when none is
     violations: list[str] = field(default_factory=list)
@@ -131,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("kind", "the kind e2e (tests/kind): a kind cluster from images built by hack/kind"),
     ):
         config.addinivalue_line("markers", f"{tier}: {text}")
+    _GUARD.tests = config.rootpath / "tests"
     if _GUARD.caches:
         return  # audit hooks cannot be removed: one per process
     from fakeplugin.cluster.binaries import cache_root
@@ -140,14 +141,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def is_fast(item: pytest.Item) -> bool:
-    return not any(item.get_closest_marker(tier) for tier in TIERS)
+    """A test of ours (below <rootdir>/tests) without a tier marker; tests elsewhere (examples/, a user's
+    run from this repository and its pyproject) are in no tier: neither guarded nor deselected."""
+    return _GUARD.tests in item.path.parents and not any(item.get_closest_marker(tier) for tier in TIERS)
+
+
+def is_ours(item: pytest.Item) -> bool:
+    return _GUARD.tests in item.path.parents
 
 
 def _named(config: pytest.Config) -> list[Path]:
     """The files and folders below tests/ the command line names (node IDs without their `::` part)."""
     root = config.invocation_params.dir
     paths = [(root / arg.split("::")[0]).resolve() for arg in config.args]
-    return [p for p in paths if p != TESTS and TESTS in p.parents]
+    return [p for p in paths if p != _GUARD.tests and _GUARD.tests in p.parents]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -156,7 +163,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     named = _named(config)
     kept, dropped = [], []
     for item in items:
-        wanted = is_fast(item) or any(p == item.path or p in item.path.parents for p in named)
+        wanted = (
+            not is_ours(item) or is_fast(item) or any(p == item.path or p in item.path.parents for p in named)
+        )
         (kept if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
