@@ -116,7 +116,11 @@ class TierViolation(RuntimeError):
 def _first(command: Any) -> Any:
     """The program of a command line: a list's first item, a shell string's first word."""
     if isinstance(command, str | bytes):
-        words = shlex.split(os.fsdecode(command))
+        text = os.fsdecode(command)
+        try:
+            words = shlex.split(text)
+        except ValueError:  # unbalanced quotes: the shell will say so; the guard only needs the program
+            words = text.split()
         return words[0] if words else None
     return next(iter(command), None)
 
