@@ -322,10 +322,14 @@ def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
     assert counts.count("Pending") == 2
 
     def listed() -> dict[str, Any] | None:
+        # Every rack node's daemon Ready (each reports on its own): the domain must still be NotReady.
         s = cd_status(racks, NAMESPACE, "wide")
-        return s if len(s.get("nodes") or []) == TRAYS else None
+        nodes = s.get("nodes") or []
+        return s if len(nodes) == TRAYS and {n["status"] for n in nodes} == {"Ready"} else None
 
-    status = wait_for(listed, what=f"{TRAYS} nodes in the status (the controller sums every 2 s)", timeout=30)
+    status = wait_for(
+        listed, what=f"{TRAYS} Ready nodes in the status (the controller sums every 2 s)", timeout=60
+    )
     assert status["status"] == api.STATUS_NOT_READY
     assert len(status["nodes"]) == TRAYS and {n["status"] for n in status["nodes"]} == {"Ready"}
     assert len({n["cliqueID"] for n in status["nodes"]}) == 1
