@@ -88,7 +88,8 @@ def test_an_unknown_add_on_or_kueue_version_is_refused_before_anything_starts(tm
     assert kueue.parse_with("kueue") == ""
     assert kueue.parse_with("kueue=my.yaml") == "my.yaml"
     with pytest.raises(
-        ValueError, match=r"--with volcano: unknown add-on 'volcano'; known: kueue\[=CONFIG\]"
+        ValueError,
+        match=r"--with volcano: unknown add-on 'volcano'; known: kueue\[=CONFIG\], prometheus\[=RULES\]",
     ):
         kueue.parse_with("volcano")
     with pytest.raises(versions.UnsupportedVersion, match=r"Kueue version 'v0.17.0': supported are v0.19.x"):

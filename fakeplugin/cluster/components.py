@@ -314,6 +314,13 @@ def plugin_argv(
     ]
 
 
+def telemetry_args(ports: Mapping[str, int], process: str) -> list[str]:
+    """A plugin's or fleet's `--telemetry-endpoint` on loopback, when the state gave `process` a port
+    (`cluster up --with prometheus`); after the user's --plugin-args, so Prometheus' target is the one."""
+    port = ports.get(process)
+    return [] if port is None else [f"--telemetry-endpoint={LOOPBACK}:{port}"]
+
+
 def kwok_argv(binary: Path, layout: StateLayout) -> list[str]:
     return [
         str(binary),

@@ -60,14 +60,17 @@ def find_binaries(build: bool, version: str) -> dict[str, Path]:
     return found
 
 
-def allocate_ports(kubelet_nodes: list[str]) -> tuple[Ports, dict[str, dict[str, int]]]:
-    """The control plane's ports, and each kubelet node's {"kubelet", "healthz"} ports."""
-    ports = free_ports(5 + 2 * len(kubelet_nodes))
+def allocate_ports(
+    kubelet_nodes: list[str], extra: int = 0
+) -> tuple[Ports, dict[str, dict[str, int]], list[int]]:
+    """The control plane's ports, each kubelet node's {"kubelet", "healthz"} ports, and `extra` more (all
+    distinct: taken at once)."""
+    ports = free_ports(5 + 2 * len(kubelet_nodes) + extra)
     kubelets = {
         name: {"kubelet": ports[5 + 2 * i], "healthz": ports[6 + 2 * i]}
         for i, name in enumerate(kubelet_nodes)
     }
-    return Ports(*ports[:5]), kubelets
+    return Ports(*ports[:5]), kubelets, ports[5 + 2 * len(kubelet_nodes) :]
 
 
 def free_ports(count: int) -> list[int]:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.cluster import binaries, components, versions
+from fakeplugin.cluster import addons, binaries, components, versions
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.credentials import serving_certificate
 from fakeplugin.cluster.host import free_ports
@@ -53,14 +53,9 @@ class KueueRequest:
 
 
 def parse_with(spec: str) -> str | None:
-    """The CONFIG of `--with kueue[=CONFIG]` ("" for the default); None for an empty spec; a clear error
-    for anything else."""
-    if not spec:
-        return None
-    name, _, config = spec.partition("=")
-    if name != NAME:
-        raise ValueError(f"--with {spec}: unknown add-on {name!r}; known: {NAME}[=CONFIG]")
-    return config
+    """The CONFIG of `kueue[=CONFIG]` in a `--with` spec (fakeplugin.cluster.addons; "" for the default);
+    None when the spec does not name Kueue."""
+    return addons.parse_with(spec).get(NAME)
 
 
 def request(config: str, version: str | None = None, *, build: bool = False) -> KueueRequest:

@@ -27,7 +27,7 @@ from fakeplugin.cluster.kueue import Kueue, KueueRequest
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
 from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
 from fakeplugin.cluster.plugins import Plugins
-from fakeplugin.cluster.processes import is_running
+from fakeplugin.cluster.prometheus import Prometheus, PrometheusRequest, endpoints, prometheus_url
 from fakeplugin.cluster.simulated import SimulatedNodes
 from fakeplugin.cluster.simulated import fleet_shards as simulated_fleet_shards
 from fakeplugin.cluster.state import (
@@ -64,6 +64,7 @@ class Cluster:
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
         self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
+        self._prometheus = Prometheus(self._store, self._processes)
         self._watchdog: Watchdog | None = None
 
     # ---- starting and stopping ------------------------------------------------------------------
@@ -81,6 +82,7 @@ class Cluster:
         plugin_args: Sequence[str] = (),
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
+        prometheus: PrometheusRequest | None = None,
         fleet_shards: int | None = None,
         watchdog: bool = False,
     ) -> Cluster:
@@ -89,14 +91,20 @@ class Cluster:
 
         `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
-        (fakeplugin.cluster.kueue.request): Kueue too, started last. `fleet_shards`: fleet processes for the
-        simulated nodes (default: one, two above 1000 simulated nodes; fakeplugin.fleet.shard).
+        (fakeplugin.cluster.kueue.request): Kueue too, started last; `prometheus`
+        (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue.
+        `fleet_shards`: fleet processes for the simulated nodes (default: one, two above 1000 simulated
+        nodes; fakeplugin.fleet.shard).
         `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
         fakeplugin.cluster.watchdog), as a test session's must; off for `fakeplugin cluster up`."""
+        if prometheus is not None and not plugin:
+            raise ClusterError(
+                "--with prometheus scrapes the plugins' telemetry: it needs the plugins (no --no-plugin)"
+            )
         cluster = cls(state_dir)
         cluster.layout.root.mkdir(parents=True, exist_ok=True)
         with cluster._store.locked():
-            cluster._refuse_if_running()
+            cluster._store.refuse_if_running()
             if watchdog:
                 cluster._watchdog = Watchdog(cluster.layout.root, cluster.layout.log("watchdog"))
             started = time.monotonic()
@@ -113,7 +121,10 @@ class Cluster:
                     plugin_args,
                     version,
                     fleet_shards,
+                    prometheus is not None,
                 )
+                if prometheus is not None:
+                    cluster._prometheus.start(prometheus)
                 if kueue is not None:
                     cluster._kueue.start(kueue)
             except BaseException:
@@ -127,22 +138,6 @@ class Cluster:
         log.info("cluster up in %.0f s; kubeconfig: %s", time.monotonic() - started, cluster.kubeconfig)
         return cluster
 
-    def _refuse_if_running(self) -> None:
-        """Refuse while a cluster runs here; else clear what an earlier one left, logs included."""
-        if self._store.state is None:
-            remove_runtime_state(self.layout, purge=True)
-            return
-        alive = [p for p in self._store.state.processes if is_running(p)]
-        if alive:
-            raise ClusterError(
-                f"a cluster is already running in {self.layout.root} ("
-                + ", ".join(f"{p.name} pid {p.pid}" for p in alive)
-                + f"); stop it first: fakeplugin cluster down --state-dir {self.layout.root}"
-            )
-        log.info("removing the state of a cluster that is no longer running in %s", self.layout.root)
-        remove_runtime_state(self.layout, purge=True)
-        self._store.state = None
-
     def _start(
         self,
         inventory_path: Path,
@@ -153,15 +148,20 @@ class Cluster:
         plugin_args: Sequence[str],
         version: str,
         fleet_shards: int | None,
+        telemetry: bool,
     ) -> None:
-        """Control plane, then nodes, then plugins; each step waits for what the next one needs."""
+        """Control plane, then nodes, then plugins; each step waits for what the next one needs.
+        `telemetry`: every plugin and fleet gets a telemetry endpoint, and Prometheus a port."""
         inventory = load_inventory(inventory_path)
         nodes = cluster_nodes(inventory, simulated_nodes)
         kubelet_nodes = [n for n in nodes if n.kubelet]
+        simulated = [n for n in nodes if not n.kubelet]
+        shards = fleet_shards or simulated_fleet_shards(len(simulated))
         check_host(self.layout.root, [self._store.dirs(n) for n in kubelet_nodes])
         bins = find_binaries(build, version)
         log.info("Kubernetes %s", version)
-        cp, kubelet_ports = allocate_ports([n.name for n in kubelet_nodes])
+        scraped = endpoints(kubelet_nodes, simulated, shards) if telemetry else []
+        cp, kubelet_ports, extra = allocate_ports([n.name for n in kubelet_nodes], len(scraped) + telemetry)
         self._store.state = State(
             inventory=str(inventory_path),
             server=f"https://{LOOPBACK}:{cp.apiserver}",
@@ -174,17 +174,18 @@ class Cluster:
                 "apiserver": cp.apiserver,
                 "scheduler": cp.scheduler,
                 "controllerManager": cp.controller_manager,
+                **({"prometheus": extra[-1]} if telemetry else {}),
             },
             nodes=nodes,
             kubelet_ports=kubelet_ports,
             kubernetes_version=version,
+            telemetry_ports=dict(zip(scraped, extra, strict=False)),
         )
         self._store.save()
         make_credentials(self.layout, self._store.state.server)
         start_control_plane(
             self._processes, self._kubectl, self.layout, bins, cp, gates, versions.release(version)
         )
-        simulated = [n for n in nodes if not n.kubelet]
         register_simulated_nodes(self._kubectl, simulated)
         if simulated:
             self._simulated.start_kwok(bins["kwok"])
@@ -194,7 +195,6 @@ class Cluster:
         if plugin:
             self._plugins.install_device_classes()
             if simulated:
-                shards = fleet_shards or simulated_fleet_shards(len(simulated))
                 self._simulated.start_fleet(
                     compute_domains=bool(fabric_nodes(inventory, simulated)), shards=shards
                 )
@@ -235,6 +235,12 @@ class Cluster:
     def inventory(self) -> Path:
         """The inventory file the cluster was started with; its plugins re-read it when it changes."""
         return Path(self._store.require().inventory)
+
+    @property
+    def prometheus_url(self) -> str | None:
+        """Prometheus' web UI and API (`--with prometheus`), e.g. http://127.0.0.1:9090/; None without."""
+        port = self._store.require().ports.get("prometheus")
+        return None if port is None else prometheus_url(port)
 
     def nodes(self) -> list[ClusterNode]:
         """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the plain

@@ -39,15 +39,16 @@ class Plugins:
     def start(self, node: ClusterNode) -> None:
         """Start the node's plugin with the state's extra flags; returns at once (see wait_published)."""
         state = self._store.require()
+        name = f"plugin/{node.name}"
         argv = components.plugin_argv(
             sys.executable,
             Path(state.inventory),
             self._store.layout,
             self._store.dirs(node),
-            state.plugin_args,
+            [*state.plugin_args, *components.telemetry_args(state.telemetry_ports, name)],
         )
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
-        self._processes.launch(f"plugin/{node.name}", [argv], env=env)
+        self._processes.launch(name, [argv], env=env)
 
     def restart(self, node: ClusterNode, args: Sequence[str] | None) -> None:
         """Stop and start the node's plugin (with `args` as every plugin's extra flags from now on, when

@@ -62,8 +62,10 @@ class SimulatedNodes:
             argv += ["--compute-domains", f"--namespace={computedomains.NAMESPACE}"]
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         for i in range(shards):
+            name = fleet_process(i, shards)
             shard = [f"--shard={i}/{shards}"] if shards > 1 else []
-            self._processes.launch(fleet_process(i, shards), [argv + shard], env=env)
+            telemetry = components.telemetry_args(state.telemetry_ports, name)
+            self._processes.launch(name, [argv + shard + telemetry], env=env)
 
     def kill_fleet(self) -> None:
         """SIGKILL the fleet, every shard of it (a crash: whatever it was doing stays half done)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,9 +20,11 @@ from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import versions
 from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
-from fakeplugin.cluster.processes import ProcessRecord, processes_of
+from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
 from fakeplugin.inventory.schema import Inventory
+
+log = logging.getLogger("fakeplugin.cluster")
 
 
 class ClusterError(RuntimeError):
@@ -90,6 +93,8 @@ class State:
     processes: list[ProcessRecord] = field(default_factory=list)
     plugin_args: list[str] = field(default_factory=list)  # extra `fakeplugin serve` flags, e.g. feature gates
     kubernetes_version: str = DEFAULT_VERSION  # every binary of the cluster is this version's
+    # With --with prometheus: each plugin's and fleet's telemetry endpoint, process name → loopback port.
+    telemetry_ports: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +108,7 @@ class State:
             "processes": [p.to_json() for p in self.processes],
             "pluginArgs": self.plugin_args,
             "kubernetesVersion": self.kubernetes_version,
+            "telemetryPorts": self.telemetry_ports,
         }
 
     @classmethod
@@ -118,6 +124,7 @@ class State:
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
             plugin_args=list(data.get("pluginArgs", [])),
             kubernetes_version=data.get("kubernetesVersion", DEFAULT_VERSION),
+            telemetry_ports=dict(data.get("telemetryPorts", {})),
         )
 
 
@@ -149,6 +156,22 @@ class StateStore:
             except BlockingIOError:
                 raise ClusterError(f"another `cluster up/down` is working on {self.layout.root}") from None
             yield
+
+    def refuse_if_running(self) -> None:
+        """Refuse while a cluster runs here; else clear what an earlier one left, logs included."""
+        if self.state is None:
+            remove_runtime_state(self.layout, purge=True)
+            return
+        alive = [p for p in self.state.processes if is_running(p)]
+        if alive:
+            raise ClusterError(
+                f"a cluster is already running in {self.layout.root} ("
+                + ", ".join(f"{p.name} pid {p.pid}" for p in alive)
+                + f"); stop it first: fakeplugin cluster down --state-dir {self.layout.root}"
+            )
+        log.info("removing the state of a cluster that is no longer running in %s", self.layout.root)
+        remove_runtime_state(self.layout, purge=True)
+        self.state = None
 
     def kubelet_node(self, name: str) -> ClusterNode:
         """The kubelet node `name`; raises for unknown and API-only nodes."""

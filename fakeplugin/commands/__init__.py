@@ -68,10 +68,14 @@ SHARED: dict[str, dict[str, Any]] = {
         env="FAKEPLUGIN_WITH",
         dest="with_addon",
         default="",
-        metavar="kueue[=CONFIG]",
-        help="also run Kueue (sigs.k8s.io/kueue, built from its Go module) against the cluster, its "
-        "webhooks reachable by the API server; CONFIG: a Kueue Configuration file (default: "
-        "examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and mig.nvidia.com; docs/kueue.md)",
+        metavar="ADD-ONS",
+        help="also run these, comma-separated: kueue[=CONFIG]: Kueue (sigs.k8s.io/kueue, built from its Go "
+        "module) against the cluster, its webhooks reachable by the API server; CONFIG: a Kueue "
+        "Configuration file (default: examples/kueue/config.yaml, DRA quota for gpu.nvidia.com and "
+        "mig.nvidia.com; docs/kueue.md); prometheus[=RULES]: Debian's Prometheus (apt package prometheus) "
+        "scraping every plugin's dcgm-exporter-compatible telemetry endpoint every 2 s; RULES: a rule file "
+        "or folder (default: examples/prometheus/, an XID alert and per-namespace recording rules; "
+        "docs/prometheus.md)",
     ),
     "--kueue-version": dict(
         env="FAKEPLUGIN_KUEUE_VERSION",

@@ -11,6 +11,7 @@ from fakeplugin.commands import flag, shared_flags
 
 if TYPE_CHECKING:
     from fakeplugin.cluster.kueue import KueueRequest
+    from fakeplugin.cluster.prometheus import PrometheusRequest
 
 EPILOG = """\
 what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in the state dir):
@@ -32,6 +33,9 @@ examples:
   fakeplugin cluster up --inventory examples/seed-lab.yaml --simulated-nodes 3
   fakeplugin cluster up --inventory examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
   fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue --build   real Kueue too
+  fakeplugin cluster up --inventory examples/seed-lab.yaml --with prometheus   Prometheus on the plugins'
+                                                             telemetry (prints its URL)
+  fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue,prometheus --build
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -140,6 +144,7 @@ def run_up(args: argparse.Namespace) -> int:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     k8s = versions.release(args.kubernetes_version)
     with_kueue = kueue_request(args, build=args.build)
+    with_prometheus = prometheus_request(args)
     cluster = Cluster.up(
         Path(args.inventory),
         Path(args.state_dir),
@@ -150,9 +155,12 @@ def run_up(args: argparse.Namespace) -> int:
         build=args.build,
         plugin_args=shlex.split(args.plugin_args),
         kueue=with_kueue,
+        prometheus=with_prometheus,
         fleet_shards=args.fleet_shards or None,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
+    if cluster.prometheus_url:
+        print(f"# Prometheus: {cluster.prometheus_url}")  # a comment: `eval "$(fakeplugin cluster up ...)"`
     return 0
 
 
@@ -162,6 +170,14 @@ def kueue_request(args: argparse.Namespace, *, build: bool) -> KueueRequest | No
 
     config = kueue.parse_with(args.with_addon)
     return None if config is None else kueue.request(config, args.kueue_version or None, build=build)
+
+
+def prometheus_request(args: argparse.Namespace) -> PrometheusRequest | None:
+    """What --with prometheus asks for, checked before anything starts."""
+    from fakeplugin.cluster import addons, prometheus
+
+    rules = addons.parse_with(args.with_addon).get(prometheus.NAME)
+    return None if rules is None else prometheus.request(rules)
 
 
 def run_down(args: argparse.Namespace) -> int:
@@ -185,6 +201,8 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"{r.name:<{width}}  pid {r.pid:<7} {state}  {r.log}")
     print(f"{'total RSS':<{width}}  {sum(r.rss_bytes for r in rows) / 2**20:.1f} MiB")
     print(f"kubeconfig: {cluster.kubeconfig}")
+    if cluster.prometheus_url:
+        print(f"prometheus: {cluster.prometheus_url}")
     if not all(r.running for r in rows):
         return 1
     print(cluster.kubectl("get", "nodes", "-o", "wide").stdout, end="")

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.commands import flag, shared_flags
-from fakeplugin.commands.cluster import kueue_request
+from fakeplugin.commands.cluster import kueue_request, prometheus_request
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -28,13 +28,15 @@ steps:
   5. print what a user of the lab looks at
   6. with --with kueue: real Kueue admits a Job asking nvidia.com/gpu: 1 (examples/kueue/queues.yaml,
      job-extended-resource.yaml) once the template's pods are gone; docs/kueue.md
-  7. tear everything down (unless --keep)
+  7. with --with prometheus: Prometheus scrapes every plugin's telemetry (its URL printed); docs/prometheus.md
+  8. tear everything down (unless --keep)
 
 examples:
   fakeplugin demo
   fakeplugin demo --kubernetes-version v1.37.2     the same on Kubernetes 1.37 (built on first use)
   fakeplugin demo --with kueue                      and Kueue's GPU quota (Kueue built on first use)
   fakeplugin demo --keep     then: export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig
+  fakeplugin demo --keep --with prometheus          and Prometheus on the GPUs' telemetry, kept running
 """
 
 
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     state = Path(args.state_dir)
     kueue = kueue_request(args, build=True)
+    prometheus = prometheus_request(args)
     step(
         f"seed lab on Kubernetes {args.kubernetes_version}: 2 x NVIDIA T10 and 1 x RTX A5000 on real "
         "kubelets, plus 3 plain workers"
@@ -85,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         build=True,
         kubernetes_version=args.kubernetes_version,
         kueue=kueue,
+        prometheus=prometheus,
         watchdog=not args.keep,
     )
     try:
@@ -100,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         show_containers(cluster)
         if kueue is not None:
             show_kueue(cluster)
+        if cluster.prometheus_url:
+            step(f"Prometheus scrapes every plugin's telemetry: {cluster.prometheus_url}")
     finally:
         if args.keep:
             step(f"cluster kept: export KUBECONFIG={cluster.kubeconfig}")

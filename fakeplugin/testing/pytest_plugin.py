@@ -16,8 +16,10 @@ Options (command line, or the ini key without `--` and with `_`):
                                  defaults
   --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.37.x
                                  (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
-  --fakeplugin-with kueue[=CONFIG]  also run real Kueue against the started cluster (docs/kueue.md);
-                                 CONFIG: a Kueue Configuration (default: examples/kueue/config.yaml)
+  --fakeplugin-with ADD-ONS      comma-separated: kueue[=CONFIG]: also run real Kueue against the started
+                                 cluster (docs/kueue.md), CONFIG a Kueue Configuration (default:
+                                 examples/kueue/config.yaml); prometheus[=RULES]: Prometheus scraping the
+                                 plugins' telemetry (docs/prometheus.md)
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ OPTIONS = {
     "kubernetes-feature-gates": "Kubernetes feature gates A=true,B=false over the local cluster's defaults",
     "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.37.x (default: "
     "$FAKEPLUGIN_K8S_VERSION, else v1.35.4)",
-    "with": "kueue[=CONFIG]: also run real Kueue against the started cluster, CONFIG its Configuration "
-    "(default: examples/kueue/config.yaml; docs/kueue.md)",
+    "with": "comma-separated add-ons: kueue[=CONFIG]: also run real Kueue against the started cluster, "
+    "CONFIG its Configuration (default: examples/kueue/config.yaml; docs/kueue.md); prometheus[=RULES]: "
+    "Prometheus scraping the plugins' telemetry, RULES its rule files (default: examples/prometheus/; "
+    "docs/prometheus.md)",
 }
 
 
@@ -91,7 +95,7 @@ def fakeplugin_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, fakeplugin_inventory: Path
 ) -> Iterator[FakepluginCluster]:
     """The session's cluster: attached to (--fakeplugin-kubeconfig), else started (and stopped after)."""
-    from fakeplugin.cluster import kueue, parse_feature_gates, versions
+    from fakeplugin.cluster import addons, kueue, parse_feature_gates, prometheus, versions
     from fakeplugin.testing.session import FakepluginCluster
 
     config = request.config
@@ -102,6 +106,7 @@ def fakeplugin_cluster(
         return
     version = option(config, "kubernetes-version") or versions.selected()
     kueue_config = kueue.parse_with(option(config, "with"))
+    rules = addons.parse_with(option(config, "with")).get(prometheus.NAME)
     cluster = FakepluginCluster.start(
         fakeplugin_inventory,
         Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
@@ -112,6 +117,7 @@ def fakeplugin_cluster(
         ),
         kubernetes_version=version,
         kueue=None if kueue_config is None else kueue.request(kueue_config),
+        prometheus=None if rules is None else prometheus.request(rules),
     )
     with cluster:
         yield cluster

@@ -18,6 +18,7 @@ from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, NodeD
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import KueueRequest
 from fakeplugin.cluster.layout import StateLayout
+from fakeplugin.cluster.prometheus import PrometheusRequest
 from fakeplugin.prepare.cdi import cdi_device_id
 from fakeplugin.server.calllog import read_calls
 from fakeplugin.testing import containers, objects
@@ -66,11 +67,14 @@ class FakepluginCluster:
         build: bool = False,
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
+        prometheus: PrometheusRequest | None = None,
     ) -> FakepluginCluster:
         """Start a local cluster (fakeplugin.cluster.Cluster.up) for `inventory` (default: the seed lab)
         in `state_dir` (default: the user's cache, ~/.cache/fakeplugin/cluster), of Kubernetes
         `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4); `kueue`
-        (fakeplugin.cluster.kueue.request): real Kueue too."""
+        (fakeplugin.cluster.kueue.request): real Kueue too; `prometheus`
+        (fakeplugin.cluster.prometheus.request): Prometheus on the plugins' telemetry (its URL:
+        `local.prometheus_url`)."""
         local = Cluster.up(
             inventory or seed_lab_inventory(),
             state_dir or DEFAULT_STATE_DIR,
@@ -80,6 +84,7 @@ class FakepluginCluster:
             build=build,
             kubernetes_version=kubernetes_version,
             kueue=kueue,
+            prometheus=prometheus,
             watchdog=True,  # down with this process, however it ends
         )
         return cls(local.kubeconfig, local=local, owned=True)
