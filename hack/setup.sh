@@ -2,8 +2,10 @@
 # Sourced by hack/demo.sh and hack/test.sh: everything a fresh clone needs before the first command runs.
 #   - host tools the local cluster uses (unshare, openssl), from Debian's packages when root and missing;
 #   - likewise the tests' tools: the shells and awks the fake nvidia-smi is tested under (dash, mawk,
-#     busybox, gawk: tests/smi_shells.py) and shellcheck (hack/test.sh); without them those tests skip,
-#     or fail when CI=true (installing gawk makes it Debian's default awk; the tests name each awk);
+#     busybox, gawk: tests/smi_shells.py), shellcheck (hack/test.sh) and Debian's prometheus with its
+#     promtool (`cluster up --with prometheus`, tests/test_prometheus.py, tests/e2e/test_prometheus.py);
+#     without them those tests skip, or fail when CI=true (installing gawk makes it Debian's default awk;
+#     the tests name each awk);
 #   - Go >= 1.25 present (it builds the real Kubernetes binaries; checked, not installed; not for the
 #     fast tier, SETUP_NEEDS_GO=0);
 #   - .venv with fakeplugin (editable) and its test dependencies.
@@ -14,13 +16,31 @@ say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # command:package of each host tool; the first two the local cluster cannot do without.
 missing=()
 for tool in unshare:util-linux openssl:openssl dash:dash mawk:mawk busybox:busybox gawk:gawk \
-  shellcheck:shellcheck; do
+  shellcheck:shellcheck prometheus:prometheus; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     say "installing ${missing[*]} (apt-get)"
-    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+    # No daemon of these packages may start: Debian's prometheus would run its own service on :9090
+    # (prometheus.service, /etc/init.d/prometheus), where `cluster up --with prometheus` runs a server of
+    # its own. invoke-rc.d and deb-systemd-invoke ask /usr/sbin/policy-rc.d first; one that answers 101
+    # (action forbidden, as Docker images ship it) stands while apt runs, then its service is disabled
+    # for boot too. --no-install-recommends: not prometheus-node-exporter (another daemon) either.
+    policy=""
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      policy=/usr/sbin/policy-rc.d
+      printf '#!/bin/sh\n# hack/setup.sh: no daemon starts while it installs\nexit 101\n' >"$policy"
+      chmod 755 "$policy"
+    fi
+    installed=0
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || installed=$?
+    [[ -z $policy ]] || rm -f "$policy"
+    if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v update-rc.d >/dev/null; then
+      update-rc.d prometheus disable >/dev/null 2>&1 || true
+      if [[ -d /run/systemd/system ]]; then systemctl disable --now prometheus.service >/dev/null 2>&1 || true; fi
+    fi
+    ((installed == 0)) || exit "$installed"
   elif ! command -v unshare >/dev/null || ! command -v openssl >/dev/null; then
     say "the local cluster needs unshare (util-linux) and openssl: install them" && exit 1
   else
