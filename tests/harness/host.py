@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, kueue
+from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, kueue, prometheus
 from fakeplugin.cluster.kueue import KueueRequest
+from fakeplugin.cluster.prometheus import PrometheusRequest
 from tests.harness.tooling import unavailable
 
 # Paths a kubelet (or kube-controller-manager) creates on a host unless kept away from them.
@@ -55,6 +56,14 @@ def require_kueue(config: str = "") -> KueueRequest:
         return kueue.request(config)
     except BinaryNotFound as exc:
         unavailable(str(exc))
+
+
+def require_prometheus(rules: str = "") -> PrometheusRequest:
+    """What `cluster up --with prometheus[=rules]` needs, checked; skip (fail in CI) without Debian's
+    prometheus and promtool."""
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        unavailable(f"prometheus and promtool not found in PATH; {prometheus.INSTALL}")
+    return prometheus.request(rules)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,218 @@
+"""Real Prometheus (`cluster up --with prometheus`: Debian's server, the rules of examples/prometheus/) on our
+telemetry, asked only through its HTTP API (/api/v1/targets, query, alerts, rules), as a user's dashboards
+and alert rules written for dcgm-exporter ask it.
+
+One cluster for the module: a kubelet node with two H200s (its plugin's endpoint, attribution from the real
+kubelet's PodResources API) and a simulated H200 node (the fleet's endpoint). Checked: every endpoint up;
+a claim pod's series carry its pod, namespace, container and dra_* labels, and lose them when it is
+deleted; a load of 90 % moves DCGM_FI_DEV_GPU_UTIL and the per-namespace recording rule; the XID alert
+fires after an injected XID and clears after the fault is removed. Everything is polled with a deadline:
+Prometheus scrapes and evaluates every 2 s.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.cluster import prometheus
+from fakeplugin.testing import FakepluginCluster, claim_pod, resource_claim
+from tests.harness.host import require_cluster_host, require_prometheus
+from tests.harness.kube import wait_for
+
+pytestmark = pytest.mark.cluster
+
+NODE = "gpu-node"
+SIMULATED = "sim-gpu"
+NAMESPACE = "team-a"
+LOAD = "fakeplugin.dev/gpu-load"
+TIMEOUT = 60.0  # seconds: many scrape and evaluation intervals
+INVENTORY = {
+    "driverVersion": "580.159.04",
+    "cudaDriverVersion": "13.0",
+    "nodes": [
+        {"name": NODE, "gpus": [{"profile": "h200", "count": 2}]},
+        {"name": SIMULATED, "kubelet": False, "gpus": [{"profile": "h200", "count": 1}]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakepluginCluster]:
+    request = require_prometheus()
+    require_cluster_host()
+    inventory = tmp_path_factory.mktemp("prometheus") / "inventory.yaml"
+    inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
+    state = Path(tempfile.mkdtemp(prefix="fp-", dir="/tmp"))  # short: the kubelet's sockets live below it
+    try:
+        with FakepluginCluster.start(inventory, state, prometheus=request) as c:
+            c.kubectl("create", "namespace", NAMESPACE)
+            yield c
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def url(cluster: FakepluginCluster) -> str:
+    found = cluster.local.prometheus_url
+    assert found is not None and found.startswith("http://127.0.0.1:")
+    return found
+
+
+def query(url: str, promql: str) -> list[dict[str, Any]]:
+    """An instant query's samples: [{"metric": labels, "value": [time, "value"]}, ...]."""
+    data = prometheus.api(url, "query", query=promql)
+    assert data["resultType"] == "vector"
+    return data["result"]
+
+
+def value(sample: dict[str, Any]) -> float:
+    return float(sample["value"][1])
+
+
+@pytest.fixture(scope="module")
+def claim_pod_on_node(cluster: FakepluginCluster) -> Iterator[dict[str, str]]:
+    """Pod `train` of NAMESPACE on the kubelet node with claim `train-gpu` (one H200): the GPU it got."""
+    cluster.apply(resource_claim("train-gpu"), NAMESPACE)
+    pod = claim_pod("train", {"resourceClaimName": "train-gpu"})
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}
+    cluster.apply(pod, NAMESPACE)
+    cluster.wait_for_pod(NAMESPACE, "train")
+    (allocated,) = cluster.allocation(NAMESPACE, "train-gpu")
+    slices = cluster.get("resourceslices")["items"]
+    (device,) = [
+        d
+        for s in slices
+        if s["spec"].get("nodeName") == NODE
+        for d in s["spec"]["devices"]
+        if d["name"] == allocated.device
+    ]
+    yield {"device": allocated.device, "pool": allocated.pool, "uuid": device["attributes"]["uuid"]["string"]}
+
+
+def test_every_telemetry_endpoint_is_a_target_that_is_up(cluster: FakepluginCluster, url: str) -> None:
+    active = prometheus.api(url, "targets", state="active")["activeTargets"]
+    assert {t["labels"]["fakeplugin_process"] for t in active} == {f"plugin/{NODE}", "fleet"}
+    assert {t["health"] for t in active} == {"up"}
+    assert {t["scrapePool"] for t in active} == {"fakeplugin"}
+    assert all(p.running for p in cluster.local.status())
+    per_node = wait_for(
+        lambda: (
+            {
+                s["metric"]["Hostname"]: value(s)
+                for s in query(url, "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)")
+            }
+            or None
+        ),
+        what="GPU series of both nodes",
+        timeout=TIMEOUT,
+    )
+    assert per_node == {NODE: 2.0, SIMULATED: 1.0}
+
+
+def test_a_claim_pods_gpu_carries_its_pod_and_claim_as_scraped(
+    url: str, claim_pod_on_node: dict[str, str]
+) -> None:
+    device = claim_pod_on_node
+    (sample,) = wait_for(
+        lambda: query(url, f'DCGM_FI_DEV_GPU_UTIL{{pod="train",namespace="{NAMESPACE}"}}') or None,
+        what="the pod's GPU series",
+        timeout=TIMEOUT,
+    )
+    labels = sample["metric"]
+    assert {k: labels.get(k) for k in ("Hostname", "UUID", "namespace", "pod", "container")} == {
+        "Hostname": NODE,
+        "UUID": device["uuid"],
+        "namespace": NAMESPACE,
+        "pod": "train",
+        "container": "ctr",
+    }
+    assert {k: labels.get(k) for k in ("dra_claim_name", "dra_claim_namespace", "dra_driver_name")} == {
+        "dra_claim_name": "train-gpu",
+        "dra_claim_namespace": NAMESPACE,
+        "dra_driver_name": "gpu.nvidia.com",
+    }
+    assert (labels.get("dra_pool_name"), labels.get("dra_device_name")) == (device["pool"], device["device"])
+    assert labels["job"] == "fakeplugin" and labels["fakeplugin_process"] == f"plugin/{NODE}"
+    # The other GPU of the node is free: its series have no pod.
+    (free,) = query(url, f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{NODE}",UUID!="{device["uuid"]}"}}')
+    assert "pod" not in free["metric"] and value(free) == 0.0
+
+
+def test_a_load_of_90_percent_moves_utilisation_and_the_namespace_rule(
+    cluster: FakepluginCluster, url: str, claim_pod_on_node: dict[str, str]
+) -> None:
+    cluster.kubectl("annotate", "--overwrite", "pod", "train", "-n", NAMESPACE, f"{LOAD}=utilization=90")
+    util = f'DCGM_FI_DEV_GPU_UTIL{{UUID="{claim_pod_on_node["uuid"]}"}}'
+    wait_for(
+        lambda: [s for s in query(url, util) if value(s) == 90.0], what=f"{util} at 90 %", timeout=TIMEOUT
+    )
+    (recorded,) = wait_for(
+        lambda: [
+            s
+            for s in query(url, f'namespace:DCGM_FI_DEV_GPU_UTIL:avg{{namespace="{NAMESPACE}"}}')
+            if value(s) == 90.0
+        ],
+        what="the recording rule's per-namespace average at 90",
+        timeout=TIMEOUT,
+    )
+    assert recorded["metric"] == {"__name__": "namespace:DCGM_FI_DEV_GPU_UTIL:avg", "namespace": NAMESPACE}
+    (gpus,) = query(url, "namespace:gpus:count")
+    assert (gpus["metric"]["namespace"], value(gpus)) == (NAMESPACE, 1.0)
+    (fb,) = query(url, f'namespace:DCGM_FI_DEV_FB_USED:sum{{namespace="{NAMESPACE}"}}')
+    assert value(fb) > 0.0
+    groups = {g["name"]: g for g in prometheus.api(url, "rules")["groups"]}
+    assert set(groups) == {"gpu-health", "gpu-namespace"}
+    assert {r["health"] for g in groups.values() for r in g["rules"]} == {"ok"}
+    cluster.kubectl("annotate", "pod", "train", "-n", NAMESPACE, f"{LOAD}-")
+    wait_for(
+        lambda: [s for s in query(url, util) if value(s) < 90.0], what=f"{util} idle again", timeout=TIMEOUT
+    )
+
+
+def firing(url: str, uuid: str) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in prometheus.api(url, "alerts")["alerts"]
+        if a["labels"]["alertname"] == "GPUXidError"
+        and a["labels"].get("UUID") == uuid
+        and a["state"] == "firing"
+    ]
+
+
+def test_the_xid_alert_fires_on_an_injected_xid_and_clears_after(
+    cluster: FakepluginCluster, url: str, claim_pod_on_node: dict[str, str]
+) -> None:
+    uuid = claim_pod_on_node["uuid"]
+    assert firing(url, uuid) == []
+    cluster.faults.set_device_faults(NODE, f"{claim_pod_on_node['device']}=xid:79")
+    try:
+        (alert,) = wait_for(lambda: firing(url, uuid), what="GPUXidError firing", timeout=TIMEOUT)
+        assert alert["labels"]["Hostname"] == NODE and alert["labels"]["pod"] == "train"
+        assert alert["labels"]["severity"] == "critical"
+        assert float(alert["value"]) == 79.0
+        assert alert["annotations"]["summary"].endswith(f"of {NODE} reported XID 79")
+    finally:
+        cluster.faults.clear_node(NODE)
+    wait_for(lambda: not firing(url, uuid), what="GPUXidError cleared", timeout=TIMEOUT)
+    (xid,) = query(url, f'DCGM_FI_DEV_XID_ERRORS{{UUID="{uuid}"}}')
+    assert value(xid) == 0.0
+
+
+def test_a_deleted_pods_gpu_loses_its_labels(
+    cluster: FakepluginCluster, url: str, claim_pod_on_node: dict[str, str]
+) -> None:
+    uuid = claim_pod_on_node["uuid"]
+    cluster.kubectl("delete", "pod", "train", "-n", NAMESPACE, "--wait=true", "--timeout=60s")
+    (sample,) = wait_for(
+        lambda: [s for s in query(url, f'DCGM_FI_DEV_GPU_UTIL{{UUID="{uuid}"}}') if "pod" not in s["metric"]],
+        what="the GPU's series without the deleted pod",
+        timeout=TIMEOUT,
+    )
+    assert not {k for k in sample["metric"] if k.startswith("dra_") or k in ("namespace", "container")}
