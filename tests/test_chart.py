@@ -194,6 +194,8 @@ def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
         ("kubeletPlugin.containers.computeDomains.gpuCliqueLabel=true", "gpuCliqueLabel"),
         ("controller.leaderElection.enable=true", "enable"),
         ("resources.computeDomains.imex.modes=x", "modes"),
+        ("telemetry.enable=true", "enable"),
+        ("telemetry.service.enable=true", "enable"),
     ],
 )
 def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
@@ -323,7 +325,8 @@ def test_every_env_var_is_a_serve_flag(helm: Path, case: str) -> None:
     container = plugin_container(objects(render(helm, *CASES[case])))
     ours = set(env_of(container)) - {"EXTRA"}  # EXTRA: the user's own, from kubeletPlugin.containers.gpus.env
     assert ours <= _env_vars()
-    assert container["args"] == ["serve"]
+    args = build_parser().parse_args(container["args"])  # `serve` and its flags, as the plugin parses them
+    assert args.command == "serve"
 
 
 def test_daemonset_runs_the_plugin_like_the_real_one(helm: Path) -> None:
@@ -745,3 +748,68 @@ def test_with_the_fleet_the_plugin_daemonset_stays_off_simulated_nodes(helm: Pat
     mine = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     kept = fleet_render(helm, "--set-json", f"kubeletPlugin.affinity={json.dumps(mine)}")
     assert only(kept, "DaemonSet")["spec"]["template"]["spec"]["affinity"] == mine  # the user's wins
+
+
+# ---- telemetry (docs/prometheus.md) ------------------------------------------------------------------------
+
+
+def test_telemetry_is_off_by_default(helm: Path) -> None:
+    objs = objects(render(helm))
+    pod = only(objs, "DaemonSet")["spec"]["template"]
+    container = plugin_container(objs)
+    assert [o for o in objs if o["kind"] == "Service"] == []
+    assert not [k for k in pod["metadata"]["annotations"] if k.startswith("prometheus.io/")]
+    assert (container["args"], container.get("ports")) == (["serve"], None)
+    assert "pod-resources" not in {v["name"] for v in pod["spec"]["volumes"]}
+
+
+def test_telemetry_serves_dcgm_exporters_port_with_the_annotations_prometheus_reads(helm: Path) -> None:
+    objs = objects(render(helm, *SEED_LAB, "--set", "telemetry.enabled=true"))
+    ds = only(objs, "DaemonSet")
+    pod = ds["spec"]["template"]
+    container = plugin_container(objs)
+    annotations = pod["metadata"]["annotations"]
+    assert {k: v for k, v in annotations.items() if k.startswith("prometheus.io/")} == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9400",
+        "prometheus.io/path": "/metrics",
+    }
+    # The plugin listens on the pod's IP, the port the annotation names.
+    assert build_parser().parse_args(container["args"]).telemetry_endpoint == "0.0.0.0:9400"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]
+    # The kubelet's PodResources socket, read-only, where the plugin looks for it.
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert mounts["pod-resources"] == {
+        "name": "pod-resources",
+        "mountPath": "/var/lib/kubelet/pod-resources",
+        "readOnly": True,
+    }
+    assert volumes["pod-resources"]["hostPath"] == {
+        "path": "/var/lib/kubelet/pod-resources",
+        "type": "Directory",
+    }
+    # The Service a ServiceMonitor selects: headless, port `metrics` of exactly the plugin pods.
+    service = only(objs, "Service")
+    assert service["metadata"]["name"] == f"{RELEASE}-telemetry"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9400, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    for obj in (ds, service):
+        assert empty_or_null_fields(obj) == [], obj["kind"]
+
+
+def test_telemetry_port_path_and_service_follow_the_values(helm: Path) -> None:
+    objs = objects(render(helm, "-f", "tests/golden/chart/values/everything.yaml"))
+    pod = only(objs, "DaemonSet")["spec"]["template"]
+    container = plugin_container(objs)
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9500"
+    assert build_parser().parse_args(container["args"]).telemetry_endpoint == "0.0.0.0:9500"
+    assert container["ports"][0]["containerPort"] == 9500
+    assert {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["pod-resources"] == (
+        "/var/lib/k0s/kubelet/pod-resources"
+    )
+    assert [o for o in objs if o["kind"] == "Service"] == []  # telemetry.service.enabled: false
