@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import shutil
 import sys
 import textwrap
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import binaries
+from fakeplugin.cluster import binaries, prometheus
 from fakeplugin.server.calllog import read_calls
 from fakeplugin.testing import FakepluginCluster
 from tests.harness import docblocks
@@ -72,6 +73,15 @@ NOT_RUNNABLE: dict[Ref, str] = {
     Ref("docs/local-cluster.md", "cluster.json"): "a listing of the state dir",
     Ref("docs/testing.md", "pip install fakeplugin"): "installs from PyPI; tests/test_image.py installs the "
     "package into a clean virtualenv",
+    Ref("docs/prometheus.md", "pod with a claim"): "a diagram",
+    Ref(
+        "docs/prometheus.md", "fakeplugin cluster up"
+    ): "a cluster of its own in the user's default state dir; "
+    "tests/e2e/test_prometheus.py starts such a cluster (Cluster.up with what --with prometheus requests)",
+    Ref(
+        "docs/prometheus.md", 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}'
+    ): "PromQL against a running cluster: "
+    "tests/e2e/test_prometheus.py runs each line against its cluster's Prometheus",
 }
 
 
@@ -129,6 +139,24 @@ def excerpt_of(command: str) -> Callable[[Block], None]:
         assert shows_yaml(b.text, output_of(command)), f"{b}: `{command}` prints otherwise"
 
     return check
+
+
+def promtool_commands(b: Block) -> None:
+    """`promtool` commands, as run_commands runs them, where Debian's package is installed."""
+    if shutil.which("promtool") is None:
+        unavailable(f"promtool not found in PATH; {prometheus.INSTALL}")
+    run_commands(b)
+
+
+def chart_pod_annotations(b: Block) -> None:
+    """The plugin pods' annotations with telemetry.enabled=true, as the chart renders them."""
+    try:
+        helm = binaries.find("helm")
+    except binaries.BinaryNotFound as exc:
+        unavailable(str(exc))
+    out = output_of(f"{helm} template fakeplugin charts/fakeplugin -n x --set telemetry.enabled=true")
+    (ds,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "DaemonSet"]
+    assert yaml.safe_load(b.text).items() <= ds["spec"]["template"]["metadata"]["annotations"].items(), b
 
 
 def a_call_log_record(b: Block, tmp: Path) -> None:
@@ -220,7 +248,10 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/driver-releases.md", "fakeplugin render"): run_commands,
     Ref("docs/testing.md", "# conftest.py"): a_conftest,
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
+    Ref("docs/prometheus.md", "promtool check rules"): promtool_commands,
+    Ref("docs/prometheus.md", 'prometheus.io/scrape: "true"'): chart_pod_annotations,
 }
+HELM = (helm_template, chart_pod_annotations)  # helm, from hack/build-k8s.sh: the build tier
 
 
 def where(b: Block) -> list[str]:
@@ -247,7 +278,7 @@ def test_every_table_entry_names_a_block() -> None:
         # helm, from hack/build-k8s.sh: the build tier (tests/harness/tiers.py)
         pytest.param(
             ref,
-            marks=[pytest.mark.build] if FAST[ref] is helm_template else [],
+            marks=[pytest.mark.build] if FAST[ref] in HELM else [],
             id=f"{ref.page}:{ref.starts[:30]}",
         )
         for ref in FAST

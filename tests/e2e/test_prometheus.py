@@ -23,6 +23,7 @@ import yaml
 
 from fakeplugin.cluster import prometheus
 from fakeplugin.testing import FakepluginCluster, claim_pod, resource_claim
+from tests.harness.docblocks import Ref, block
 from tests.harness.host import require_cluster_host, require_prometheus
 from tests.harness.kube import wait_for
 
@@ -33,6 +34,19 @@ SIMULATED = "sim-gpu"
 NAMESPACE = "team-a"
 LOAD = "fakeplugin.dev/gpu-load"
 TIMEOUT = 60.0  # seconds: many scrape and evaluation intervals
+# NVIDIA/dcgm-exporter 4.5.3-4.8.2 grafana/dcgm-exporter-dashboard.json: its variable
+# `label_values(DCGM_FI_DEV_GPU_TEMP, instance)` and its panels' queries, as they stand there.
+DASHBOARD_PANELS = (
+    'DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"}',
+    'avg(DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"})',
+    'DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"}',
+    'sum(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"})',
+    'DCGM_FI_DEV_SM_CLOCK{instance=~"$instance", gpu=~"$gpu"} * 1000000',
+    'DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}',
+    'DCGM_FI_DEV_FB_USED{instance=~"$instance", gpu=~"$gpu"}',
+    'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}',
+)
+DOC_QUERIES = Ref("docs/prometheus.md", 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}')
 INVENTORY = {
     "driverVersion": "580.159.04",
     "cudaDriverVersion": "13.0",
@@ -143,6 +157,21 @@ def test_a_claim_pods_gpu_carries_its_pod_and_claim_as_scraped(
     # The other GPU of the node is free: its series have no pod.
     (free,) = query(url, f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{NODE}",UUID!="{device["uuid"]}"}}')
     assert "pod" not in free["metric"] and value(free) == 0.0
+
+
+def test_dcgm_exporters_dashboard_and_the_docs_queries_answer(
+    url: str, claim_pod_on_node: dict[str, str]
+) -> None:
+    """dcgm-exporter's own Grafana dashboard, unchanged: every GPU of both nodes in each per-GPU panel."""
+    instances = prometheus.api(url, "label/instance/values", **{"match[]": "DCGM_FI_DEV_GPU_TEMP"})
+    assert len(instances) == 2  # the plugin's endpoint and the fleet's
+    for expr in DASHBOARD_PANELS:
+        promql = expr.replace("$instance", "|".join(instances)).replace("$gpu", ".*")
+        samples = query(url, promql)
+        assert len(samples) == (1 if expr.startswith(("avg(", "sum(")) else 3), promql
+        assert all(value(s) >= 0.0 for s in samples), promql
+    for line in block(DOC_QUERIES).text.splitlines():
+        assert wait_for(lambda line=line: query(url, line), what=line, timeout=TIMEOUT)
 
 
 def test_a_load_of_90_percent_moves_utilisation_and_the_namespace_rule(
