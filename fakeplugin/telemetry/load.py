@@ -10,7 +10,7 @@ idle; it never stops a render.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,12 +86,16 @@ def object_load(obj: Mapping[str, Any], kind: str) -> Load | None:
     return parse_load(value, f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}")
 
 
-def effective(claim: Load | None, pods: list[Load | None]) -> Load:
-    """A device's load: its claim's annotation, else the highest of the pods' using it (a shared device
-    carries every pod's work; the busiest bounds what the GPU shows), else idle."""
-    if claim is not None:
-        return claim
-    loads = [p for p in pods if p is not None]
-    if not loads:
-        return IDLE
-    return Load(max(p.utilization for p in loads), max(p.memory for p in loads))
+def busiest(loads: Iterable[Load | None]) -> Load | None:
+    """The highest utilization and memory among `loads` (None: none given): a device several workloads
+    share carries all of them, and the busiest bounds what the GPU shows."""
+    known = [load for load in loads if load is not None]
+    if not known:
+        return None
+    return Load(max(load.utilization for load in known), max(load.memory for load in known))
+
+
+def effective(claims: Iterable[Load | None], pods: Iterable[Load | None]) -> Load:
+    """A device's load: its claims' annotations (a claim's wins for its devices), else its pods', else
+    idle."""
+    return busiest(claims) or busiest(pods) or IDLE

@@ -177,6 +177,17 @@ def framebuffer_mib(device: GpuDevice, load: Load, *, gpu_instance: bool) -> tup
     return used, usable - used, reserved
 
 
+def entity_powers(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> dict[str, float]:
+    """Each entity's power draw now (`entity_key_of`), for the energy counter a host integrates."""
+    found = entities(devices)
+    out: dict[str, float] = {}
+    for entity in found:
+        power = power_watts(entity.gpu, _gpu_load(entity, loads, found))
+        if power is not None:
+            out[entity_key_of(entity)] = power
+    return out
+
+
 def dcp_supported(device: GpuDevice) -> bool:
     return device.architecture in _DCP_ARCHITECTURES and device.brand in _DATACENTER_BRANDS
 
