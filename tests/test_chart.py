@@ -325,8 +325,7 @@ def test_every_env_var_is_a_serve_flag(helm: Path, case: str) -> None:
     container = plugin_container(objects(render(helm, *CASES[case])))
     ours = set(env_of(container)) - {"EXTRA"}  # EXTRA: the user's own, from kubeletPlugin.containers.gpus.env
     assert ours <= _env_vars()
-    args = build_parser().parse_args(container["args"])  # `serve` and its flags, as the plugin parses them
-    assert args.command == "serve"
+    assert container["args"] == ["serve"]
 
 
 def test_daemonset_runs_the_plugin_like_the_real_one(helm: Path) -> None:
@@ -760,6 +759,7 @@ def test_telemetry_is_off_by_default(helm: Path) -> None:
     assert [o for o in objs if o["kind"] == "Service"] == []
     assert not [k for k in pod["metadata"]["annotations"] if k.startswith("prometheus.io/")]
     assert (container["args"], container.get("ports")) == (["serve"], None)
+    assert not {"FAKEPLUGIN_TELEMETRY_ENDPOINT", "DCGM_POD_RESOURCES_KUBELET_SOCKET"} & set(env_of(container))
     assert "pod-resources" not in {v["name"] for v in pod["spec"]["volumes"]}
 
 
@@ -774,8 +774,10 @@ def test_telemetry_serves_dcgm_exporters_port_with_the_annotations_prometheus_re
         "prometheus.io/port": "9400",
         "prometheus.io/path": "/metrics",
     }
-    # The plugin listens on the pod's IP, the port the annotation names.
-    assert build_parser().parse_args(container["args"]).telemetry_endpoint == "0.0.0.0:9400"
+    # The plugin listens on the pod's IP, the port the annotation names; the socket is the mounted one's.
+    env = env_of(container)
+    assert env["FAKEPLUGIN_TELEMETRY_ENDPOINT"] == "0.0.0.0:9400"
+    assert env["DCGM_POD_RESOURCES_KUBELET_SOCKET"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
     assert container["ports"] == [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]
     # The kubelet's PodResources socket, read-only, where the plugin looks for it.
     mounts = {m["name"]: m for m in container["volumeMounts"]}
@@ -807,7 +809,9 @@ def test_telemetry_port_path_and_service_follow_the_values(helm: Path) -> None:
     pod = only(objs, "DaemonSet")["spec"]["template"]
     container = plugin_container(objs)
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9500"
-    assert build_parser().parse_args(container["args"]).telemetry_endpoint == "0.0.0.0:9500"
+    env = env_of(container)
+    assert env["FAKEPLUGIN_TELEMETRY_ENDPOINT"] == "0.0.0.0:9500"
+    assert env["DCGM_POD_RESOURCES_KUBELET_SOCKET"] == "/var/lib/k0s/kubelet/pod-resources/kubelet.sock"
     assert container["ports"][0]["containerPort"] == 9500
     assert {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["pod-resources"] == (
         "/var/lib/k0s/kubelet/pod-resources"
