@@ -4,6 +4,7 @@ health, and the `fakeplugin fault` command's checks."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from fakeplugin.publish.fabricfaults import (
     parse_fabric_faults,
 )
 from fakeplugin.server.device_health import api_pb2, report
+from fakeplugin.telemetry import load
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, Node, claim_object, result
 
@@ -322,6 +324,7 @@ def test_fault_claim_patches() -> None:
 
 def test_fault_gpu_load_patches() -> None:
     """--gpu-load on a claim or a pod: checked (0-100) before anything is sent, removed by --clear."""
+    assert fault.GPU_LOAD == load.ANNOTATION  # named in fault.py so that `serve` need not load telemetry
     assert fault.claim_annotations(claim_args(gpu_load="90")) == {"fakeplugin.dev/gpu-load": "90"}
     pod = argparse.Namespace(clear=False, gpu_load="utilization=80,memory=30")
     assert fault.pod_annotations(pod) == {"fakeplugin.dev/gpu-load": "utilization=80,memory=30"}
@@ -330,7 +333,8 @@ def test_fault_gpu_load_patches() -> None:
     }
     with pytest.raises(ValueError, match="utilization '101' is not a whole number 0 to 100"):
         fault.claim_annotations(claim_args(gpu_load="101"))
-    with pytest.raises(ValueError, match="--gpu-load: annotation fakeplugin.dev/gpu-load='util=5'"):
+    bad = re.escape("--gpu-load: annotation fakeplugin.dev/gpu-load='util=5'")
+    with pytest.raises(ValueError, match=bad):
         fault.pod_annotations(argparse.Namespace(clear=False, gpu_load="util=5"))
     with pytest.raises(ValueError, match="--clear or --gpu-load"):
         fault.pod_annotations(argparse.Namespace(clear=False, gpu_load=None))

@@ -9,7 +9,8 @@ from fakeplugin.commands import shared_flags
 from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 from fakeplugin.prepare import claimfaults as claim_faults
 from fakeplugin.publish import devicefaults, fabricfaults
-from fakeplugin.telemetry import load as gpu_load
+
+GPU_LOAD = "fakeplugin.dev/gpu-load"  # fakeplugin.telemetry.load.ANNOTATION (tests/test_faults.py)
 
 DESCRIPTION = """\
 Make a claim's Prepare or Unprepare fail, wait or fail a few times, make a node's devices fail as
@@ -122,14 +123,17 @@ def load_flag(target: argparse.ArgumentParser) -> None:
     target.add_argument(
         "--gpu-load",
         metavar="N|utilization=N[,memory=M]",
+        # The annotation by name: fakeplugin.telemetry is loaded only where it is used (not by `serve`).
         help="the GPU load in percent, 0-100 (memory: framebuffer used, default: as utilization), as "
-        f"--telemetry-endpoint shows it ({gpu_load.ANNOTATION}; a claim's wins over its pods')",
+        "--telemetry-endpoint shows it (fakeplugin.dev/gpu-load; a claim's wins over its pods')",
     )
 
 
 def checked_load(value: str, flag: str = "--gpu-load") -> str:
     """`value` when it is a load annotation value; LoadError (a ValueError) says why not."""
-    gpu_load.parse_load(value, flag)
+    from fakeplugin.telemetry.load import parse_load
+
+    parse_load(value, flag)
     return value
 
 
@@ -146,13 +150,13 @@ def claim_annotations(args: argparse.Namespace) -> dict[str, str | None]:
         claim_faults.PREPARE_FAIL_COUNT: args.prepare_fail_count,
         claim_faults.PREPARE_DELAY: args.prepare_delay,
         claim_faults.UNPREPARE_ERROR: args.unprepare_error,
-        gpu_load.ANNOTATION: args.gpu_load,
+        GPU_LOAD: args.gpu_load,
     }
     chosen = {key: value for key, value in values.items() if value is not None}
     if args.clear == bool(chosen):
         raise ValueError("fault claim: give --clear or at least one fault option (see --help)")
     if args.clear:
-        return dict.fromkeys((*claim_faults.CLAIM_ANNOTATIONS, gpu_load.ANNOTATION))
+        return dict.fromkeys((*claim_faults.CLAIM_ANNOTATIONS, GPU_LOAD))
     claim_faults.claim_faults(chosen)  # ClaimFaultError (a ValueError) names the annotation and value
     if args.gpu_load is not None:
         checked_load(args.gpu_load)
@@ -163,7 +167,7 @@ def pod_annotations(args: argparse.Namespace) -> dict[str, str | None]:
     """The pod's load annotation patch (None removes it); ValueError when it is bad."""
     if args.clear == (args.gpu_load is not None):
         raise ValueError("fault pod: give --clear or --gpu-load (see --help)")
-    return {gpu_load.ANNOTATION: None if args.clear else checked_load(args.gpu_load)}
+    return {GPU_LOAD: None if args.clear else checked_load(args.gpu_load)}
 
 
 def node_annotation(args: argparse.Namespace) -> str | None:
