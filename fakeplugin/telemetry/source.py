@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from fakeplugin.kube import Kube
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.runtime.informer import Source, list_and_watch
@@ -132,7 +133,7 @@ class ClaimWatch:
         self._lock = threading.Lock()
         self.synced = threading.Event()
 
-    def run(self, kube: Any, stop: threading.Event) -> None:
+    def run(self, kube: Kube, stop: threading.Event) -> None:
         list_and_watch(
             kube, Source(CLAIMS), stop=stop, on_list=self._listed, on_event=self._event, synced=self.synced
         )
