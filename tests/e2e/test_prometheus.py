@@ -32,7 +32,6 @@ pytestmark = pytest.mark.cluster
 NODE = "gpu-node"
 SIMULATED = "sim-gpu"
 NAMESPACE = "team-a"
-LOAD = "fakeplugin.dev/gpu-load"
 TIMEOUT = 60.0  # seconds: many scrape and evaluation intervals
 # NVIDIA/dcgm-exporter 4.5.3-4.8.2 grafana/dcgm-exporter-dashboard.json: its variable
 # `label_values(DCGM_FI_DEV_GPU_TEMP, instance)` and its panels' queries, as they stand there.
@@ -177,7 +176,7 @@ def test_dcgm_exporters_dashboard_and_the_docs_queries_answer(
 def test_a_load_of_90_percent_moves_utilisation_and_the_namespace_rule(
     cluster: FakepluginCluster, url: str, claim_pod_on_node: dict[str, str]
 ) -> None:
-    cluster.kubectl("annotate", "--overwrite", "pod", "train", "-n", NAMESPACE, f"{LOAD}=utilization=90")
+    cluster.faults.set_gpu_load("pod", NAMESPACE, "train", 90)  # fakeplugin.dev/gpu-load: utilization=90
     util = f'DCGM_FI_DEV_GPU_UTIL{{UUID="{claim_pod_on_node["uuid"]}"}}'
     wait_for(
         lambda: [s for s in query(url, util) if value(s) == 90.0], what=f"{util} at 90 %", timeout=TIMEOUT
@@ -199,7 +198,7 @@ def test_a_load_of_90_percent_moves_utilisation_and_the_namespace_rule(
     groups = {g["name"]: g for g in prometheus.api(url, "rules")["groups"]}
     assert set(groups) == {"gpu-health", "gpu-namespace"}
     assert {r["health"] for g in groups.values() for r in g["rules"]} == {"ok"}
-    cluster.kubectl("annotate", "pod", "train", "-n", NAMESPACE, f"{LOAD}-")
+    cluster.faults.clear_gpu_load("pod", NAMESPACE, "train")
     wait_for(
         lambda: [s for s in query(url, util) if value(s) < 90.0], what=f"{util} idle again", timeout=TIMEOUT
     )
