@@ -12,7 +12,11 @@ Prometheus scrapes and evaluates every 2 s.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest
 import yaml
 
 from fakeplugin.cluster import prometheus
+from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.testing import FakepluginCluster, claim_pod, resource_claim
 from tests.harness.docblocks import Ref, block
 from tests.harness.host import require_cluster_host, require_prometheus
@@ -66,7 +71,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakepluginClus
     try:
         with FakepluginCluster.start(inventory, state, prometheus=request) as c:
             c.kubectl("create", "namespace", NAMESPACE)
+            records = json.loads((state / "cluster.json").read_text())["processes"]
+            (server,) = [ProcessRecord.from_json(p) for p in records if p["name"] == prometheus.NAME]
             yield c
+        # `down` stopped it (before the plugins) and removed its config and TSDB with the state.
+        assert not is_running(server) and processes_of(state) == []
+        assert not (state / "prometheus").exists()
     finally:
         shutil.rmtree(state, ignore_errors=True)
 
@@ -115,6 +125,16 @@ def test_every_telemetry_endpoint_is_a_target_that_is_up(cluster: FakepluginClus
     assert {t["health"] for t in active} == {"up"}
     assert {t["scrapePool"] for t in active} == {"fakeplugin"}
     assert all(p.running for p in cluster.local.status())
+    status = subprocess.run(
+        [sys.executable, "-m", "fakeplugin", "cluster", "status", f"--state-dir={cluster.layout.root}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert status.returncode == 0, status.stderr
+    assert f"prometheus: {url}\n" in status.stdout
+    assert re.search(r"^prometheus +pid \d+ +running", status.stdout, re.MULTILINE), status.stdout
     per_node = wait_for(
         lambda: (
             {
