@@ -179,7 +179,10 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
             "    print(name, (EXAMPLES / name).read_text() == open(f'{sys.argv[1]}/examples/{name}').read())"
             "\nfrom fakeplugin.prepare import smi\n"
             "print(smi.script_text().splitlines()[0], smi.program_text() == "
-            "open(f'{sys.argv[1]}/fakeplugin/prepare/nvidia-smi.awk').read())",
+            "open(f'{sys.argv[1]}/fakeplugin/prepare/nvidia-smi.awk').read())\n"
+            "from fakeplugin.cluster import prometheus\n"
+            "print(*[p.name for p in prometheus.rule_files(prometheus.DEFAULT_RULES)], "
+            "(prometheus.DEFAULT_RULES / 'tests' / 'rules.test.yaml').is_file())",
             str(REPO),
         ],
         capture_output=True,
@@ -197,6 +200,7 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
         "scenario-i.yaml True",
         "template-deployment.yaml True",
         "#!/bin/sh True",
+        "alerts.yaml recording.yaml True",  # --with prometheus's default rules, and their unit tests
     ]
 
 
