@@ -4,8 +4,8 @@ and alert rules written for dcgm-exporter ask it.
 
 One cluster for the module: a kubelet node with two H200s (its plugin's endpoint, attribution from the real
 kubelet's PodResources API) and a simulated H200 node (the fleet's endpoint). Checked: every endpoint up;
-a claim pod's series carry its pod, namespace, container and dra_* labels, and lose them when it is
-deleted; a load of 90 % moves DCGM_FI_DEV_GPU_UTIL and the per-namespace recording rule; the XID alert
+a claim pod's series carry its pod, namespace, container and dra_* labels (on the kubelet node, and through
+the fleet on the simulated one), and lose them when it is deleted; dcgm-exporter's Grafana panels answer; a load of 90 % moves DCGM_FI_DEV_GPU_UTIL and the per-namespace recording rule; the XID alert
 fires after an injected XID and clears after the fault is removed. Everything is polled with a deadline:
 Prometheus scrapes and evaluates every 2 s.
 """
@@ -37,6 +37,7 @@ pytestmark = pytest.mark.cluster
 NODE = "gpu-node"
 SIMULATED = "sim-gpu"
 NAMESPACE = "team-a"
+OTHER = "team-b"
 TIMEOUT = 60.0  # seconds: many scrape and evaluation intervals
 # NVIDIA/dcgm-exporter 4.5.3-4.8.2 grafana/dcgm-exporter-dashboard.json: its variable
 # `label_values(DCGM_FI_DEV_GPU_TEMP, instance)` and its panels' queries, as they stand there.
@@ -71,6 +72,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakepluginClus
     try:
         with FakepluginCluster.start(inventory, state, prometheus=request) as c:
             c.kubectl("create", "namespace", NAMESPACE)
+            c.kubectl("create", "namespace", OTHER)
             records = json.loads((state / "cluster.json").read_text())["processes"]
             (server,) = [ProcessRecord.from_json(p) for p in records if p["name"] == prometheus.NAME]
             yield c
@@ -99,24 +101,39 @@ def value(sample: dict[str, Any]) -> float:
     return float(sample["value"][1])
 
 
-@pytest.fixture(scope="module")
-def claim_pod_on_node(cluster: FakepluginCluster) -> Iterator[dict[str, str]]:
-    """Pod `train` of NAMESPACE on the kubelet node with claim `train-gpu` (one H200): the GPU it got."""
-    cluster.apply(resource_claim("train-gpu"), NAMESPACE)
-    pod = claim_pod("train", {"resourceClaimName": "train-gpu"})
-    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}
-    cluster.apply(pod, NAMESPACE)
-    cluster.wait_for_pod(NAMESPACE, "train")
-    (allocated,) = cluster.allocation(NAMESPACE, "train-gpu")
+def running_claim_pod(cluster: FakepluginCluster, namespace: str, name: str, node: str) -> dict[str, str]:
+    """Pod `name` on `node` with claim `<name>-gpu` (one H200), running: the device, pool and UUID it got."""
+    cluster.apply(resource_claim(f"{name}-gpu"), namespace)
+    pod = claim_pod(name, {"resourceClaimName": f"{name}-gpu"})
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    cluster.apply(pod, namespace)
+    cluster.wait_for_pod(namespace, name)
+    (allocated,) = cluster.allocation(namespace, f"{name}-gpu")
     slices = cluster.get("resourceslices")["items"]
     (device,) = [
         d
         for s in slices
-        if s["spec"].get("nodeName") == NODE
+        if s["spec"].get("nodeName") == node
         for d in s["spec"]["devices"]
         if d["name"] == allocated.device
     ]
-    yield {"device": allocated.device, "pool": allocated.pool, "uuid": device["attributes"]["uuid"]["string"]}
+    return {
+        "device": allocated.device,
+        "pool": allocated.pool,
+        "uuid": device["attributes"]["uuid"]["string"],
+    }
+
+
+@pytest.fixture(scope="module")
+def claim_pod_on_node(cluster: FakepluginCluster) -> dict[str, str]:
+    """Pod `train` of NAMESPACE on the kubelet node (its plugin's endpoint, the kubelet's PodResources)."""
+    return running_claim_pod(cluster, NAMESPACE, "train", NODE)
+
+
+@pytest.fixture(scope="module")
+def claim_pod_simulated(cluster: FakepluginCluster) -> dict[str, str]:
+    """Pod `infer` of OTHER on the simulated node (the fleet's endpoint, uses derived from its claims)."""
+    return running_claim_pod(cluster, OTHER, "infer", SIMULATED)
 
 
 def test_every_telemetry_endpoint_is_a_target_that_is_up(cluster: FakepluginCluster, url: str) -> None:
@@ -178,6 +195,25 @@ def test_a_claim_pods_gpu_carries_its_pod_and_claim_as_scraped(
     assert "pod" not in free["metric"] and value(free) == 0.0
 
 
+def test_a_simulated_nodes_claim_pod_is_attributed_through_the_fleet(
+    url: str, claim_pod_simulated: dict[str, str]
+) -> None:
+    device = claim_pod_simulated
+    (sample,) = wait_for(
+        lambda: query(url, f'DCGM_FI_DEV_GPU_UTIL{{pod="infer",namespace="{OTHER}"}}') or None,
+        what="the simulated pod's GPU series",
+        timeout=TIMEOUT,
+    )
+    labels = sample["metric"]
+    assert {k: labels.get(k) for k in ("Hostname", "UUID", "container", "fakeplugin_process")} == {
+        "Hostname": SIMULATED,
+        "UUID": device["uuid"],
+        "container": "ctr",
+        "fakeplugin_process": "fleet",
+    }
+    assert (labels.get("dra_claim_name"), labels.get("dra_device_name")) == ("infer-gpu", device["device"])
+
+
 def test_dcgm_exporters_dashboard_and_the_docs_queries_answer(
     url: str, claim_pod_on_node: dict[str, str]
 ) -> None:
@@ -194,7 +230,10 @@ def test_dcgm_exporters_dashboard_and_the_docs_queries_answer(
 
 
 def test_a_load_of_90_percent_moves_utilisation_and_the_namespace_rule(
-    cluster: FakepluginCluster, url: str, claim_pod_on_node: dict[str, str]
+    cluster: FakepluginCluster,
+    url: str,
+    claim_pod_on_node: dict[str, str],
+    claim_pod_simulated: dict[str, str],
 ) -> None:
     cluster.faults.set_gpu_load("pod", NAMESPACE, "train", 90)  # fakeplugin.dev/gpu-load: utilization=90
     util = f'DCGM_FI_DEV_GPU_UTIL{{UUID="{claim_pod_on_node["uuid"]}"}}'
@@ -211,8 +250,11 @@ def test_a_load_of_90_percent_moves_utilisation_and_the_namespace_rule(
         timeout=TIMEOUT,
     )
     assert recorded["metric"] == {"__name__": "namespace:DCGM_FI_DEV_GPU_UTIL:avg", "namespace": NAMESPACE}
-    (gpus,) = query(url, "namespace:gpus:count")
-    assert (gpus["metric"]["namespace"], value(gpus)) == (NAMESPACE, 1.0)
+    # One series per namespace: team-b's GPU (on the simulated node) idle beside team-a's.
+    gpus = {s["metric"]["namespace"]: value(s) for s in query(url, "namespace:gpus:count")}
+    assert gpus == {NAMESPACE: 1.0, OTHER: 1.0}
+    (other,) = query(url, f'namespace:DCGM_FI_DEV_GPU_UTIL:avg{{namespace="{OTHER}"}}')
+    assert value(other) == 0.0
     (fb,) = query(url, f'namespace:DCGM_FI_DEV_FB_USED:sum{{namespace="{NAMESPACE}"}}')
     assert value(fb) > 0.0
     groups = {g["name"]: g for g in prometheus.api(url, "rules")["groups"]}
