@@ -5,8 +5,9 @@ and alert rules written for dcgm-exporter ask it.
 One cluster for the module: a kubelet node with two H200s (its plugin's endpoint, attribution from the real
 kubelet's PodResources API) and a simulated H200 node (the fleet's endpoint). Checked: every endpoint up;
 a claim pod's series carry its pod, namespace, container and dra_* labels (on the kubelet node, and through
-the fleet on the simulated one), and lose them when it is deleted; dcgm-exporter's Grafana panels answer; a load of 90 % moves DCGM_FI_DEV_GPU_UTIL and the per-namespace recording rule; the XID alert
-fires after an injected XID and clears after the fault is removed. Everything is polled with a deadline:
+the fleet on the simulated one), and lose them when it is deleted; dcgm-exporter's Grafana panels answer;
+a load of 90 % moves DCGM_FI_DEV_GPU_UTIL and the per-namespace recording rules; the XID alert fires after
+an injected XID and clears after the fault is removed. Everything is polled with a deadline:
 Prometheus scrapes and evaluates every 2 s.
 """
 
