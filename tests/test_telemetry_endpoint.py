@@ -205,3 +205,23 @@ def test_podresources_without_a_socket_is_no_attribution(tmp_path: Path) -> None
 
 def test_uses_of_the_kubelets_answer() -> None:
     assert uses_of(answer()) == EXPECTED
+
+
+def test_start_endpoint_refuses_a_bad_counters_file_or_address(tmp_path: Path) -> None:
+    """serve and fleet start through start_endpoint: a bad flag is fatal at start, naming it."""
+    from fakeplugin.telemetry.counters import CountersError
+    from fakeplugin.telemetry.host import start_endpoint
+    from fakeplugin.telemetry.source import ClaimWatch, FleetAttribution
+
+    bad = tmp_path / "mine.csv"
+    bad.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, ok\nDCGM_FI_NOPE, gauge, no\n")
+    attribution = FleetAttribution(lambda node: [], ClaimWatch())  # never started: no claims
+    with pytest.raises(CountersError, match=f"{bad}:2: unknown field 'DCGM_FI_NOPE'"):
+        start_endpoint("127.0.0.1:0", str(bad), list, attribution)
+    with pytest.raises(ValueError, match="--telemetry-endpoint 'nowhere'"):
+        start_endpoint("nowhere", "", list, attribution)
+    server = start_endpoint("127.0.0.1:0", "", list, attribution)
+    try:
+        assert get(server.port) == (200, b"")  # no nodes yet: no series, and no HELP without series
+    finally:
+        server.close()
