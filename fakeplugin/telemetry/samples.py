@@ -207,8 +207,8 @@ def _gpu_load(entity: Entity, loads: Mapping[str, Load], siblings: Sequence[Enti
     return Load(min(total // slices, 100), min(memory // slices, 100))
 
 
-def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, energy_mj: int) -> dict[str, str]:
-    """DCGM field name → value as the exporter prints it, for every field fakeplugin simulates on this
+def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, energy_mj: int) -> dict[int, str]:
+    """DCGM field ID → value as the exporter prints it, for every field fakeplugin simulates on this
     entity; `own`: the entity's load, `gpu`: the physical GPU's (the same for a GPU)."""
     device, instance = entity.gpu, entity.gi_id is not None
     out: dict[int, float | int] = {}
@@ -247,21 +247,7 @@ def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, ener
         out[1004] = active * TENSOR_SHARE  # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
         out[1005] = round(own.utilization * MEM_COPY_SHARE) / 100  # DCGM_FI_PROF_DRAM_ACTIVE
         out[1009] = out[1010] = PCIE_FULL_BYTES_PER_SECOND * own.utilization // 100  # PCIE_TX/RX_BYTES
-    return {_name(i): f"{v:f}" if i in _DOUBLE_FIELDS else f"{int(v)}" for i, v in out.items()}
-
-
-@functools.cache
-def _names() -> dict[int, str]:
-    from fakeplugin.telemetry.counters import dcgm_fields
-
-    ids: dict[int, str] = {}
-    for name, number in dcgm_fields().items():
-        ids.setdefault(number, name)  # current names come first
-    return ids
-
-
-def _name(field_id: int) -> str:
-    return _names()[field_id]
+    return {i: f"{v:f}" if i in _DOUBLE_FIELDS else f"{int(v)}" for i, v in out.items()}
 
 
 # Every DCGM field ID `values` can give (on some board); the others of a counters file make no series.
@@ -330,12 +316,12 @@ def _attribution(state: NodeState) -> dict[str, list[dict[str, str]]]:
     return out
 
 
-def _labels(counters: Sequence[Counter], fields: Mapping[str, str], device: GpuDevice) -> dict[str, str]:
+def _labels(counters: Sequence[Counter], fields: Mapping[int, str], device: GpuDevice) -> dict[str, str]:
     """The `label` counters' labels: a simulated field's value, or the device's identity string."""
     out: dict[str, str] = {}
     for counter in counters:
-        if counter.field in fields:
-            out[counter.field] = fields[counter.field]
+        if counter.field_id in fields:
+            out[counter.field] = fields[counter.field_id]
         elif counter.field in LABEL_FIELDS:
             out[counter.field] = LABEL_FIELDS[counter.field](device)
     return out
@@ -366,7 +352,7 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
         base.append(("Hostname", state.hostname))
         base += sorted(_labels(labels, fields, device).items())
         for counter in metrics:
-            value = fields.get(counter.field)
+            value = fields.get(counter.field_id)
             if value is None:
                 continue
             attributes = xid_attributes(value) if counter.field_id == 230 else {}
