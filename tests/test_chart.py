@@ -28,7 +28,13 @@ from fakeplugin.computedomain.controller import objects as cd_objects
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_device_classes
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.publish.deviceclasses import device_classes
-from tests.harness.rbac import CONTROLLER_CALLS, DAEMON_CALLS, FLEET_CALLS, KUBELET_PLUGIN_CALLS
+from tests.harness.rbac import (
+    CONTROLLER_CALLS,
+    DAEMON_CALLS,
+    FLEET_CALLS,
+    KUBELET_PLUGIN_CALLS,
+    KUBELET_PLUGIN_TELEMETRY_CALLS,
+)
 from tests.harness.tooling import unavailable
 
 pytestmark = pytest.mark.build  # helm, from hack/build-k8s.sh
@@ -817,3 +823,12 @@ def test_telemetry_port_path_and_service_follow_the_values(helm: Path) -> None:
         "/var/lib/k0s/kubelet/pod-resources"
     )
     assert [o for o in objs if o["kind"] == "Service"] == []  # telemetry.service.enabled: false
+
+
+def test_telemetry_grants_exactly_its_extra_calls(helm: Path) -> None:
+    """The plugin's ServiceAccount gets what telemetry reads beyond Prepare (each used pod), nothing else."""
+    objs = objects(render(helm, "--set", "telemetry.enabled=true"))
+    name = only(objs, "ServiceAccount")["metadata"]["name"]
+    plain = granted(objects(render(helm)), name)
+    assert granted(objs, name) == plain | KUBELET_PLUGIN_TELEMETRY_CALLS
+    assert not KUBELET_PLUGIN_TELEMETRY_CALLS & plain

@@ -58,6 +58,9 @@ KUBELET_PLUGIN_CALLS = {
     # domains.py DomainManager._clique → Kube.compute_domain_clique (driver namespace).
     ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),
 }
+# With `serve --telemetry-endpoint` (the chart's telemetry.enabled), besides: telemetry/source.py
+# KubeletAttribution._fetch GETs each claim (granted above) and pod the kubelet's PodResources List names.
+KUBELET_PLUGIN_TELEMETRY_CALLS = {("cluster", "", "pods", "get")}
 DAEMON_CALLS = {
     # daemon.py CliqueMember.label_pod: merge patch of its pod; DaemonRun: its pod by name (GET + watch).
     ("namespace", "", "pods", "patch"),
