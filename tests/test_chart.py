@@ -32,6 +32,7 @@ from tests.harness.rbac import (
     CONTROLLER_CALLS,
     DAEMON_CALLS,
     FLEET_CALLS,
+    FLEET_TELEMETRY_CALLS,
     KUBELET_PLUGIN_CALLS,
     KUBELET_PLUGIN_TELEMETRY_CALLS,
 )
@@ -832,3 +833,37 @@ def test_telemetry_grants_exactly_its_extra_calls(helm: Path) -> None:
     plain = granted(objects(render(helm)), name)
     assert granted(objs, name) == plain | KUBELET_PLUGIN_TELEMETRY_CALLS
     assert not KUBELET_PLUGIN_TELEMETRY_CALLS & plain
+
+
+def test_telemetry_in_fleet_mode_serves_every_shards_nodes(helm: Path) -> None:
+    objs = fleet_render(helm, "--set", "telemetry.enabled=true,fleet.shards=2,fleet.podAnnotations.a=b")
+    fleets = [
+        o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].startswith(f"{RELEASE}-fleet-")
+    ]
+    assert len(fleets) == 2
+    for deployment in fleets:
+        pod = deployment["spec"]["template"]
+        (container,) = pod["spec"]["containers"]
+        assert pod["metadata"]["annotations"] == {
+            "example.com/team": "gpu-sim",  # tests/golden/chart/values/fleet.yaml's, and the one --set adds
+            "a": "b",
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": "9400",
+            "prometheus.io/path": "/metrics",
+        }
+        assert env_of(container)["FAKEPLUGIN_TELEMETRY_ENDPOINT"] == "0.0.0.0:9400"
+        assert container["ports"] == [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]
+    (name,) = {
+        o["metadata"]["name"]
+        for o in objs
+        if o["kind"] == "ServiceAccount" and "fleet" in o["metadata"]["name"]
+    }
+    plain = granted(fleet_render(helm), name)
+    assert granted(objs, name) == plain | FLEET_TELEMETRY_CALLS
+    assert not FLEET_TELEMETRY_CALLS & plain
+    # Off, the fleet's pods are as before: no port, no endpoint, no prometheus.io annotations.
+    off = [o for o in fleet_render(helm) if o["kind"] == "Deployment" and "-fleet-" in o["metadata"]["name"]]
+    assert off
+    for deployment in off:
+        assert deployment["spec"]["template"]["metadata"]["annotations"] == {"example.com/team": "gpu-sim"}
+        assert "ports" not in deployment["spec"]["template"]["spec"]["containers"][0]

@@ -61,6 +61,8 @@ KUBELET_PLUGIN_CALLS = {
 # With `serve --telemetry-endpoint` (the chart's telemetry.enabled), besides: telemetry/source.py
 # KubeletAttribution._fetch GETs each claim (granted above) and pod the kubelet's PodResources List names.
 KUBELET_PLUGIN_TELEMETRY_CALLS = {("cluster", "", "pods", "get")}
+# `fleet --telemetry-endpoint`: telemetry/source.py ClaimWatch, a list (granted) + watch of every claim.
+FLEET_TELEMETRY_CALLS = {("cluster", "resource.k8s.io", "resourceclaims", "watch")}
 DAEMON_CALLS = {
     # daemon.py CliqueMember.label_pod: merge patch of its pod; DaemonRun: its pod by name (GET + watch).
     ("namespace", "", "pods", "patch"),
