@@ -56,10 +56,10 @@ def front_proxy_certificates(layout: StateLayout) -> None:
     )
 
 
-def serving_certificate(out: Path, ip: str, dns_names: Sequence[str] = ()) -> bytes:
+def serving_certificate(out: Path, ip: str, dns_names: Sequence[str] = (), *, client: bool = False) -> bytes:
     """A CA and a serving certificate for `ip` (and `dns_names`) signed by it (tls.crt, tls.key in
-    `out`, with the CA's ca.crt, ca.key); returns the CA's PEM, for a webhook's or an APIService's
-    caBundle."""
+    `out`, with the CA's ca.crt, ca.key), good as a client certificate too with `client`; returns the
+    CA's PEM, for a webhook's or an APIService's caBundle."""
     out.mkdir(parents=True, exist_ok=True)
     names = ",".join([f"IP:{ip}", *(f"DNS:{name}" for name in dns_names)])
     ca_crt = out / "ca.crt"
@@ -69,7 +69,7 @@ def serving_certificate(out: Path, ip: str, dns_names: Sequence[str] = ()) -> by
         out / "tls.key",
         out / "tls.crt",
         ip,
-        f"subjectAltName={names}\nextendedKeyUsage=serverAuth\n",
+        f"subjectAltName={names}\nextendedKeyUsage=serverAuth{',clientAuth' if client else ''}\n",
         "fakeplugin-ca",
     )
     return ca_crt.read_bytes()

@@ -10,6 +10,7 @@
 <state>/kubelet/<i>/      kubelet root dirs, kept short: the plugin's sockets live below them and
                           unix socket paths must fit in 108 bytes
 <state>/kueue/            with `--with kueue`: its Configuration, webhook certificates, its /etc layer
+<state>/keda/             with KEDA: its certificates, the unix sockets of its metrics server's bridges
 <state>/logs/             one log per process (`down` keeps them unless asked to purge)
 """
 
@@ -98,12 +99,18 @@ class StateLayout:
             self.root / "kubelet",
             self.kubectl_cache,
             self.kueue,
+            self.keda,
         ]
 
     @property
     def kueue(self) -> Path:
         """Kueue's manager (`--with kueue`): its Configuration, certificates, the layer over /etc."""
         return self.root / "kueue"
+
+    @property
+    def keda(self) -> Path:
+        """KEDA's operator and metrics API server: their certificates, the bridges' unix sockets."""
+        return self.root / "keda"
 
 
 @dataclass(frozen=True)
