@@ -130,12 +130,20 @@ def front_proxy_client(layout: StateLayout) -> tuple[Path, Path]:
     return layout.pki / "front-proxy-client.key", layout.pki / "front-proxy-client.crt"
 
 
+def client_ca(layout: StateLayout) -> tuple[Path, Path]:
+    """The cluster's client CA's key and certificate: it signs nothing; see aggregation_args."""
+    return layout.pki / "client-ca.key", layout.pki / "client-ca.crt"
+
+
 def aggregation_args(layout: StateLayout) -> list[str]:
     """The API server's aggregation layer flags, kubeadm's values: how it authenticates to an extension
     API server (an APIService's, e.g. KEDA's external.metrics.k8s.io) and what that server trusts (the
-    extension-apiserver-authentication ConfigMap the API server publishes from these)."""
+    extension-apiserver-authentication ConfigMap the API server publishes from these). The client CA is
+    there so that the ConfigMap has the client-ca-file an extension API server reads (without it, one
+    logs an error each second); our clients authenticate with the token."""
     key, crt = front_proxy_client(layout)
     return [
+        f"--client-ca-file={client_ca(layout)[1]}",
         f"--requestheader-client-ca-file={front_proxy_ca(layout)[1]}",
         f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
         "--requestheader-username-headers=X-Remote-User",

@@ -42,7 +42,8 @@ def front_proxy_certificates(layout: StateLayout) -> None:
     """What the API server's aggregation layer proxies with, as kubeadm makes it: a CA of its own
     (front-proxy-ca.crt, its --requestheader-client-ca-file) and a client certificate it signs, CN
     front-proxy-client (--proxy-client-cert-file/--proxy-client-key-file). An extension API server
-    trusts the user the proxy names in its headers only from a certificate of that CA and that CN."""
+    trusts the user the proxy names in its headers only from a certificate of that CA and that CN.
+    And the cluster's client CA (components.aggregation_args says why)."""
     ca_key, ca_crt = components.front_proxy_ca(layout)
     key, crt = components.front_proxy_client(layout)
     signed_certificate(
@@ -54,6 +55,7 @@ def front_proxy_certificates(layout: StateLayout) -> None:
         "extendedKeyUsage=clientAuth\n",
         "front-proxy-ca",
     )
+    openssl(new_ca(*components.client_ca(layout), "fakeplugin-client-ca"))
 
 
 def serving_certificate(out: Path, ip: str, dns_names: Sequence[str] = (), *, client: bool = False) -> bytes:
@@ -62,6 +64,7 @@ def serving_certificate(out: Path, ip: str, dns_names: Sequence[str] = (), *, cl
     CA's PEM, for a webhook's or an APIService's caBundle."""
     out.mkdir(parents=True, exist_ok=True)
     names = ",".join([f"IP:{ip}", *(f"DNS:{name}" for name in dns_names)])
+    usage = "serverAuth,clientAuth" if client else "serverAuth"
     ca_crt = out / "ca.crt"
     signed_certificate(
         out / "ca.key",
@@ -69,10 +72,18 @@ def serving_certificate(out: Path, ip: str, dns_names: Sequence[str] = (), *, cl
         out / "tls.key",
         out / "tls.crt",
         ip,
-        f"subjectAltName={names}\nextendedKeyUsage=serverAuth{',clientAuth' if client else ''}\n",
+        f"subjectAltName={names}\nextendedKeyUsage={usage}\n",
         "fakeplugin-ca",
     )
     return ca_crt.read_bytes()
+
+
+NEW_KEY = ["req", "-newkey", "rsa:2048", "-nodes"]
+
+
+def new_ca(key: Path, crt: Path, cn: str) -> list[str]:
+    """openssl's arguments for a new self-signed CA."""
+    return [*NEW_KEY, "-x509", "-days", "3650", "-subj", f"/CN={cn}", "-keyout", str(key), "-out", str(crt)]
 
 
 def signed_certificate(
@@ -82,22 +93,10 @@ def signed_certificate(
     that it signs; the request and extension files are left beside `crt`."""
     csr, ext = crt.with_suffix(".csr"), crt.with_suffix(".ext")
     ext.write_text(extensions)
-    new_key = ["req", "-newkey", "rsa:2048", "-nodes"]
     sign = ["x509", "-req", "-days", "3650", "-CA", str(ca_crt), "-CAkey", str(ca_key), "-CAcreateserial"]
     openssl(
-        [
-            *new_key,
-            "-x509",
-            "-days",
-            "3650",
-            "-subj",
-            f"/CN={ca_cn}",
-            "-keyout",
-            str(ca_key),
-            "-out",
-            str(ca_crt),
-        ],
-        [*new_key, "-subj", f"/CN={cn}", "-keyout", str(key), "-out", str(csr)],
+        new_ca(ca_key, ca_crt, ca_cn),
+        [*NEW_KEY, "-subj", f"/CN={cn}", "-keyout", str(key), "-out", str(csr)],
         [*sign, "-in", str(csr), "-extfile", str(ext), "-out", str(crt)],
     )
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, kueue
+from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, keda, kueue
+from fakeplugin.cluster.keda import KedaRequest
 from fakeplugin.cluster.kueue import KueueRequest
 from tests.harness.tooling import unavailable
 
@@ -53,6 +54,14 @@ def require_kueue(config: str = "") -> KueueRequest:
     """What `cluster up --with kueue[=config]` needs, checked; skip (fail in CI) when Kueue is not built."""
     try:
         return kueue.request(config)
+    except BinaryNotFound as exc:
+        unavailable(str(exc))
+
+
+def require_keda() -> KedaRequest:
+    """KEDA's operator and metrics API server; skip (fail in CI) when they are not built."""
+    try:
+        return keda.request()
     except BinaryNotFound as exc:
         unavailable(str(exc))
 
