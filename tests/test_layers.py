@@ -58,6 +58,7 @@ LAYERS: Layers = (
     ("parts", {"publish", "prepare", "computedomain", "server", "kueue"}),
     ("drivers", {"drivers"}),  # gpu.nvidia.com, compute-domain.nvidia.com
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
+    ("telemetry", {"telemetry"}),  # dcgm-exporter's /metrics over both hosts' nodes and the fleet's pods
     ("cluster", {"cluster"}),  # the real local cluster
     ("testing", {"testing"}),  # for users' tests
     ("commands", {"commands"}),

@@ -347,6 +347,9 @@ def plugin_argv(
         f"--kubelet-plugins-directory-path={node.plugins_dir}",
         f"--cdi-root={node.cdi}",
         f"--boot-id-file={node.boot_id_file}",
+        # The node's kubelet serves PodResources there (KubeletPodResourcesDynamicResources is on by
+        # default from 1.34): serve --telemetry-endpoint attributes GPUs to containers from its List.
+        f"--pod-resources-kubelet-socket={node.pod_resources_socket}",
         *extra,
     ]
 

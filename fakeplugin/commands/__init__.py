@@ -144,6 +144,23 @@ SHARED: dict[str, dict[str, Any]] = {
         help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
         "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
     ),
+    "--telemetry-endpoint": dict(
+        env="FAKEPLUGIN_TELEMETRY_ENDPOINT",
+        default="",
+        metavar="HOST:PORT",
+        help="serve GPU telemetry as NVIDIA's dcgm-exporter does on http://HOST:PORT/metrics (its metric "
+        "names, labels, DRA attribution; values follow the fakeplugin.dev/gpu-load annotation of a pod or "
+        "claim: docs/telemetry.md), e.g. 127.0.0.1:9400 (dcgm-exporter's port); :PORT is loopback, "
+        "0.0.0.0:PORT every address; empty: off",
+    ),
+    "--telemetry-counters": dict(
+        env="FAKEPLUGIN_TELEMETRY_COUNTERS",
+        default="",
+        metavar="FILE",
+        help="a dcgm-exporter counters CSV (`DCGM FIELD, Prometheus type, help` lines, as its -f file) "
+        "naming the metrics --telemetry-endpoint serves; empty: dcgm-exporter 4.5.3-4.8.2's "
+        "default-counters.csv (shipped); an unknown field is an error naming its line",
+    ),
     "--fake-device-nodes": dict(
         env="FAKE_DEVICE_NODES",
         action="store_true",
@@ -151,6 +168,11 @@ SHARED: dict[str, dict[str, Any]] = {
         "devices (the runtime creates them; nothing on the host is needed)",
     ),
 }
+
+
+def telemetry_flags(parser: argparse.ArgumentParser) -> None:
+    """--telemetry-endpoint and --telemetry-counters (fakeplugin.telemetry)."""
+    shared_flags(parser, "--telemetry-endpoint", "--telemetry-counters")
 
 
 def shared_flags(parser: argparse.ArgumentParser, *names: str) -> None:

@@ -6,6 +6,7 @@ import argparse
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakeplugin.commands import (
     COMPUTE_DOMAINS,
@@ -14,10 +15,15 @@ from fakeplugin.commands import (
     flag,
     plugin_driver_name,
     shared_flags,
+    telemetry_flags,
 )
 from fakeplugin.runtime.bootid import BOOT_ID_FILE
 from fakeplugin.server import metrics
 from fakeplugin.server.app import DRA_EXTRA_THREADS, KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
+
+if TYPE_CHECKING:
+    from fakeplugin.kube import Kube
+    from fakeplugin.runtime.driver import NodePlugin
 
 log = logging.getLogger("fakeplugin.serve")
 
@@ -30,6 +36,10 @@ what it does:
      updated in place when the inventory file or the node's labels change); watches its Node for
      the fakeplugin.dev/device-faults annotation (`fakeplugin fault node`): taints, health
   4. answers NodePrepareResources with CDI specs in --cdi-root, checkpointed in the plugins dir
+  5. with --telemetry-endpoint: serves this node's GPUs as NVIDIA's dcgm-exporter does (/metrics,
+     DCGM_FI_* series), each container's devices named by the kubelet's PodResources List
+     (--pod-resources-kubelet-socket) with pod, namespace, container and dra_* labels; load them with
+     `fakeplugin fault pod|claim NS/NAME --gpu-load 90` (docs/telemetry.md)
 
 --plugin picks which of NVIDIA's two kubelet plugins this is (the chart runs both on a GPU node):
   gpus             gpu.nvidia.com: the node's GPUs, MIG devices, opaque GpuConfig/MigDeviceConfig
@@ -44,6 +54,7 @@ examples:
   fakeplugin -v 6 serve --inventory inv.yaml --node-name n1 --kubeconfig ~/.kube/config \\
       --kubelet-registrar-directory-path /tmp/kl/plugins_registry \\
       --kubelet-plugins-directory-path /tmp/kl/plugins --cdi-root /tmp/kl/cdi
+  NODE_NAME=gpu-node-1 fakeplugin serve --inventory inv.yaml --telemetry-endpoint 127.0.0.1:9400
   NODE_NAME=gb200-rack-a-0 NAMESPACE=nvidia-dra-driver-gpu fakeplugin serve --plugin compute-domains \\
       --inventory /etc/fakeplugin/inventory.yaml
 """
@@ -120,6 +131,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="HOST:PORT",
         help="serve Prometheus metrics (NVIDIA's nvidia_dra_* names) on this address, e.g. :8080; empty: off",
     )
+    telemetry_flags(p)
+    flag(
+        p,
+        "--pod-resources-kubelet-socket",
+        env="DCGM_POD_RESOURCES_KUBELET_SOCKET",
+        default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        metavar="FILE",
+        help="with --telemetry-endpoint: the kubelet's PodResources socket (dcgm-exporter's flag and "
+        "variable), whose List names each container's claim devices; missing: no pod labels",
+    )
     flag(
         p,
         "--device-health",
@@ -171,8 +192,8 @@ def run(args: argparse.Namespace) -> int:
     log.info("fakeplugin for node %s: %s", args.node_name, emulation.describe())
     threads = ServerSettings.threads
     # A connection per DRA worker thread (any may run a Prepare: its claim GET), plus the publisher's watch
-    # and its writes, plus the node watch.
-    kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 3))
+    # and its writes, plus the node watch, plus telemetry's reads of load annotations.
+    kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 4))
     boot_id = read_boot_id(Path(args.boot_id_file))  # BootIdError: fatal at start
     driver: GpuDriver | ComputeDomainDriver = (
         ComputeDomainDriver(
@@ -195,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
     )
     plugin = nodes.add(args.node_name)  # ValueError names the entry
     plugin.open()  # a corrupt checkpoint or a held node lock is fatal at start
+    if args.telemetry_endpoint:
+        start_telemetry(args, plugin, kube)  # a bad flag or counters file is fatal at start
     stop = threading.Event()
     Host(kube, emulation, nodes, node=args.node_name).start(stop)
     if args.http_endpoint:
@@ -221,3 +244,16 @@ def run(args: argparse.Namespace) -> int:
         nodes.close()  # e.g. compute-domains' node label (--gpu-clique-label-enabled)
     log.info("stopped; ResourceSlices are left to the kubelet (as upstream drivers do)")
     return 0
+
+
+def start_telemetry(args: argparse.Namespace, plugin: NodePlugin, kube: Kube) -> None:
+    """--telemetry-endpoint: this node's GPUs, attributed by the kubelet's PodResources List."""
+    from fakeplugin.drivers.gpu import GpuNode
+    from fakeplugin.telemetry.host import start_endpoint
+    from fakeplugin.telemetry.podresources import PodResources
+    from fakeplugin.telemetry.source import KubeletAttribution
+
+    if not isinstance(plugin, GpuNode):
+        raise ValueError("--telemetry-endpoint: only with --plugin gpus (compute-domains has no GPUs)")
+    attribution = KubeletAttribution(PodResources(Path(args.pod_resources_kubelet_socket)), kube.get)
+    start_endpoint(args.telemetry_endpoint, args.telemetry_counters, lambda: [plugin], attribution)

@@ -8,12 +8,13 @@ do at start.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 from fakeplugin.prepare import claimfaults
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.publish.node import NodeDevices
 from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
@@ -121,6 +122,10 @@ class GpuNode:
 
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
         return self._devices.desired_slices(server_version)
+
+    def device_state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, DeviceFault]]:
+        """The node's devices and faults at one moment (telemetry: publish.node.NodeDevices.state)."""
+        return self._devices.state()
 
     def health_of(self, device: str) -> tuple[bool, str] | None:
         fault = self._devices.fault(device)

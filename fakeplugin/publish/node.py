@@ -183,6 +183,12 @@ class NodeDevices(Mapping[str, GpuDevice]):
         with self._lock:
             return MappingProxyType(self._devices)
 
+    def state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, DeviceFault]]:
+        """The devices and their faults at one moment (one lock; both are replaced whole, never mutated):
+        telemetry's XID values agree with the taints of the same state."""
+        with self._lock:
+            return MappingProxyType(self._devices), MappingProxyType(self._faults)
+
     def fault(self, name: str) -> DeviceFault | None:
         """The device's injected fault, if any (for the health service)."""
         with self._lock:

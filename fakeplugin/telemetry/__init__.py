@@ -1,0 +1,12 @@
+"""GPU telemetry as NVIDIA's dcgm-exporter serves it: `/metrics` with DCGM's field names, labels and DRA
+attribution, values following each GPU's simulated load (docs/telemetry.md).
+
+    counters.py    a counters CSV (the exporter's default shipped as package data)
+    load.py        the fakeplugin.dev/gpu-load annotation
+    samples.py     devices + faults + uses + loads → series (pure)
+    exposition.py  series → the exporter's text (pure)
+    uses.py        who uses which device: the fleet's derivation from claims and pods (pure)
+    podresources.py  the kubelet's PodResources List over its socket (serve)
+    source.py      a host's nodes read at one moment, with load annotations and energy kept
+    endpoint.py    the HTTP server: bounded handlers, one render shared per interval
+"""

@@ -1,0 +1,163 @@
+"""The `/metrics` HTTP endpoint (`--telemetry-endpoint`): bounded, shared renders, loopback by default.
+
+Invariants:
+- at most `max_connections` requests are handled at once; one more is answered 503 at once by the
+  accepting thread (a few bytes, no handler thread), so a crowd of scrapers costs bounded threads and memory;
+- one render serves every scrape within `interval` seconds of it: concurrent scrapes wait for the render
+  under way instead of starting their own (a fleet's render is the endpoint's whole cost);
+- a request line or header over the standard library's limits, or a client slower than `timeout`
+  seconds, ends its connection; nothing a client sends is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fakeplugin.telemetry.exposition import CONTENT_TYPE
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9400  # dcgm-exporter's (pkg/cmd/app.go --address ":9400")
+DEFAULT_INTERVAL = 1.0
+DEFAULT_MAX_CONNECTIONS = 16
+_BUSY_BODY = b"too many concurrent scrapes; try again\n"
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+
+
+def parse_endpoint(value: str) -> tuple[str, int]:
+    """`HOST:PORT` → (host, port); `:PORT` is loopback (127.0.0.1): all addresses need 0.0.0.0:PORT.
+    ValueError names the flag."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(
+            f"--telemetry-endpoint {value!r}: expected HOST:PORT, e.g. 127.0.0.1:{DEFAULT_PORT} "
+            f"(:PORT is loopback; 0.0.0.0:PORT every address)"
+        )
+    return host or "127.0.0.1", int(port)
+
+
+class SharedRender:
+    """`render()` once per `interval`, its result shared by every caller meanwhile."""
+
+    def __init__(
+        self, render: Callable[[], bytes], interval: float, clock: Callable[[], float] = time.monotonic
+    ):
+        self._render = render
+        self._interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._body = b""
+        self._at: float | None = None
+        self.renders = 0  # how many renders ran (tests, the log)
+
+    def get(self) -> bytes:
+        with self._lock:  # a caller arriving during a render waits for it and takes its result
+            now = self._clock()
+            if self._at is None or now - self._at >= self._interval:
+                self._body = self._render()
+                self._at = self._clock()
+                self.renders += 1
+            return self._body
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], shared: SharedRender, max_connections: int, timeout: float):
+        self.shared = shared
+        self.request_timeout = timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.address_family = family
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.settimeout(1.0)
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout
+        super().setup()
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._send(200, self.server.shared.get(), CONTENT_TYPE)
+        elif path in ("/", "/health"):
+            self._send(200, b"OK" if path == "/health" else b"fakeplugin telemetry: /metrics\n", CONTENT_TYPE)
+        else:
+            self._send(404, b"not found: /metrics is the only page\n", CONTENT_TYPE)
+
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Content-Type-Options", "nosniff")  # as the exporter's server.go
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("telemetry %s: " + format, self.address_string(), *args)
+
+
+class Endpoint:
+    """The HTTP server of `render` on `host:port` (port 0: any free one, see `port`)."""
+
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        host: str,
+        port: int,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float = 10.0,
+    ) -> None:
+        self.shared = SharedRender(render, interval)
+        self._server = _Server((host, port), self.shared, max_connections, timeout)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="telemetry-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> Endpoint:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,37 @@
+"""dcgm-exporter's text exposition (pure): NVIDIA/dcgm-exporter 4.5.3-4.8.2
+`internal/pkg/rendermetrics/render_metrics.go` `gpuMetricsFormat`.
+
+Per counter with at least one series, in the order Go's text/template ranges over the collector's map
+(`MetricsByCounter`, keyed by `counters.Counter`: sorted by DCGM field ID, then name, type, help):
+
+    # HELP <field> <help>
+    # TYPE <field> <type>
+    <field>{<labels>} <value>        one line per series, in the collector's order
+
+Label values are written as they are (the template does not escape them either; ours never hold a quote,
+backslash or line break: Kubernetes names, UUIDs, product names). `# HELP <field> ` keeps its trailing space
+when the help is empty, as the template does (render_metrics_test.go).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fakeplugin.telemetry.samples import Series
+
+CONTENT_TYPE = "text/plain; charset=utf-8"  # the exporter sets none; Go's net/http sniffs this for text
+
+
+def render(series: Series) -> str:
+    return "".join(_lines(series))
+
+
+def _lines(series: Series) -> Iterator[str]:
+    for counter in sorted(series):
+        rows = series[counter]
+        if not rows:
+            continue
+        yield f"# HELP {counter.field} {counter.help}\n# TYPE {counter.field} {counter.prom_type}\n"
+        for labels, value in rows:
+            inner = ",".join(f'{k}="{v}"' for k, v in labels)
+            yield f"{counter.field}{{{inner}}} {value}\n"

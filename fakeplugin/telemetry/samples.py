@@ -1,0 +1,376 @@
+"""One node's GPUs at one moment → dcgm-exporter's series (pure).
+
+What NVIDIA/dcgm-exporter 4.5.3-4.8.2 does, and where (paths in that repository):
+- entities (`devicemonitoring/device_monitoring.go`, the default `-d f`, flex): a GPU without MIG devices
+  is one entity; a GPU with MIG devices is its GPU instances only (the parent has no series of its own);
+  GPUs in index order, a GPU's instances after each other (we order them by GPU instance ID [U]);
+- labels (`collector/gpu_collector.go` `toMetric`, `rendermetrics/render_metrics.go`): `gpu` and `device`
+  (`nvidia<N>`) are DCGM's GPU ID, the NVML index; `UUID` the GPU's (a GPU instance's: its parent's);
+  `pci_bus_id` NVML's form `00000000:3B:00.0`; `modelName` the product name; GPU instances add
+  `GPU_I_PROFILE` (the profile) and `GPU_I_ID` (NVML's GPU instance ID); `Hostname` (the node's name, as
+  `hostname/hostname.go` takes NODE_NAME); every `label` counter (e.g. `DCGM_FI_DRIVER_VERSION`) as a label
+  named by its field; then attributes: `err_code`, `err_msg` on `DCGM_FI_DEV_XID_ERRORS`
+  (`xidErrCodeToText`, xid-messages.txt here) and the DRA attribution below;
+- values: DCGM's int64 fields as `%d`, doubles (`DCGM_FI_DEV_POWER_USAGE`, the `DCGM_FI_PROF_*` ratios)
+  as `%f`; a field DCGM reports blank has no series (`skipDCGMValue`).
+- DRA attribution (`transformation/kubernetes.go` `toDeviceToPodsDRA`, `Process`; `dra.go`): every
+  container's claim devices of driver gpu.nvidia.com (hard-coded upstream, `DRAGPUDriverName`) are mapped
+  through the ResourceSlices to a key: a GPU's `uuid`, a MIG device's `parentUUID` (with its `profile` and
+  `uuid`); one pod+container per key (the first claim device wins); a series whose ID (`GetIDOfType`, the
+  default `gpu-uuid`: the UUID; a GPU instance's series: `<gpu>-<GPU_I_ID>`) has entries is replaced by one
+  copy per entry with `pod`, `namespace`, `container`, `dra_claim_name`, `dra_claim_namespace`,
+  `dra_driver_name`, `dra_pool_name`, `dra_device_name` (and for a MIG device `dra_mig_profile`,
+  `dra_mig_device_uuid`). So a device shared by several containers has a series for each, with the same
+  value; and in flex mode a MIG device's use matches no series (its key is the parent's UUID, whose GPU
+  has no series; its instance's series are keyed `<gpu>-<id>`): exactly so upstream (dcgm-exporter #714).
+
+What a GPU shows (the load model, docs/telemetry.md): every value is a function of the device's load
+(fakeplugin.telemetry.load), so an idle allocated GPU looks exactly like an unallocated one; idle values are
+the fake nvidia-smi's (prepare/smi.py `gpu_values`: temperature, power as IDLE_POWER_FRACTION of the limit,
+framebuffer total and reserved, no memory used).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+
+from fakeplugin.model import GpuDevice
+from fakeplugin.prepare.smi import IDLE_POWER_FRACTION, IDLE_TEMPERATURE_C, nvml_bus_id, serial_number
+from fakeplugin.profiles import UnknownProfileError, load_profile
+from fakeplugin.publish.devicefaults import DeviceFault
+from fakeplugin.telemetry.counters import Counter
+from fakeplugin.telemetry.load import IDLE, Load
+
+DRA_GPU_DRIVER = "gpu.nvidia.com"  # transformation/const.go DRAGPUDriverName
+_MIB = 1024 * 1024
+# DCGM fields whose type is double (DCGM_FT_DOUBLE), printed `%f`: power and the DCP ratios 1001..1008.
+# [U] from DCGM's field documentation and real exporter output (dcgm-exporter #512, gpu-monitoring-tools
+# #189 show `167.362000`, `0.000000`); DCGM's field table itself is not in go-dcgm.
+_DOUBLE_FIELDS = frozenset(range(1001, 1009)) | {155}
+# Profiling (DCP) metrics: Volta and newer datacenter GPUs (the default CSV's "supported on Nvidia
+# datacenter Volta GPUs and newer"; dcgm-exporter #395: "Volta or newer is required"). By architecture,
+# datacenter by brand (NVML's Nvidia/Tesla brands; RTX and Quadro workstation boards have none) [U].
+_DCP_ARCHITECTURES = frozenset({"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"})
+_DATACENTER_BRANDS = frozenset({"Nvidia", "Tesla"})
+# Row remapping came with Ampere (NVML nvmlDeviceGetRemappedRows: Ampere and newer) [U] per board.
+_ROW_REMAP_ARCHITECTURES = frozenset({"Ampere", "Ada Lovelace", "Hopper", "Blackwell"})
+# (idle SM, max SM, memory) clocks in MHz where a capture shows them: tests/data/nvidia-smi-h200/smi_q.txt
+# (Clocks, Max Clocks). Other models' clocks are unknown: their clock series are left out (DCGM blank).
+_CLOCKS_MHZ = {"h200": (345, 1980, 3201)}
+# The load model (docs/telemetry.md, "The load model"): at 100 % utilization.
+FULL_POWER_FRACTION = 0.95  # of the power limit
+FULL_TEMPERATURE_RISE_C = 45  # 33 °C idle → 78 °C
+MEM_COPY_SHARE = 0.5  # memory-copy utilization per percent of SM utilization
+TENSOR_SHARE = 0.4  # tensor pipe active per unit of graphics engine active
+PCIE_FULL_BYTES_PER_SECOND = 4_000_000_000  # host traffic at full load, each direction
+
+
+@dataclass(frozen=True)
+class Use:
+    """One container's use of one device through a claim: a PodResources `List` entry (a container's
+    dynamic resource's claim resource), from the kubelet or derived from the claim and its pods."""
+
+    pod: str
+    namespace: str
+    container: str
+    claim_name: str
+    claim_namespace: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What one node's series are made of, read at one moment: `devices` and `faults` from one
+    NodeDevices state, `loads` by device name, `energy_mj` by entity (`entity_key`)."""
+
+    hostname: str
+    devices: Sequence[GpuDevice]
+    faults: Mapping[str, DeviceFault] = field(default_factory=dict)
+    uses: Sequence[Use] = ()
+    loads: Mapping[str, Load] = field(default_factory=dict)
+    energy_mj: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A DCGM entity the exporter monitors: a GPU (`gpu`), or a GPU instance (`gpu` its MIG device, whose
+    identity fields are its parent's; `gi_id` NVML's GPU instance ID)."""
+
+    gpu: GpuDevice
+    gi_id: int | None = None
+
+    @property
+    def uuid(self) -> str:
+        """The `UUID` label: the physical GPU's."""
+        return self.gpu.parent_uuid or self.gpu.uuid if self.gi_id is not None else self.gpu.uuid
+
+    @property
+    def key(self) -> str:
+        """The series' ID for attribution (collector/types.go GetIDOfType, gpu-uuid)."""
+        return self.uuid if self.gi_id is None else f"{self.gpu.index}-{self.gi_id}"
+
+
+Series = dict[Counter, list[tuple[tuple[tuple[str, str], ...], str]]]  # counter → (labels, value), in order
+
+
+def gpu_instance_id(device: GpuDevice) -> int:
+    """NVML's GPU instance ID of a MIG device: the placement's node in the GPU's slice tree, numbered
+    breadth first (the whole GPU 0, its halves 1-2, quarters 3-6, eighths 7-14). [U] inferred: it gives the
+    IDs real exporters show (an A30's 1g.6gb 3..6: dcgm-exporter #317; an H100's 1g.10gb 7, 8, 9: #512)."""
+    assert device.mig is not None
+    size = max(device.mig.size, 1)
+    return memory_slices(device) // size - 1 + device.mig.start // size
+
+
+def memory_slices(device: GpuDevice) -> int:
+    """The memory slices of the device's GPU (its profile's MIG capability; 8, the most, when unknown)."""
+    try:
+        capability = load_profile(device.profile).mig
+    except UnknownProfileError:  # an inventory's own model
+        return 8
+    return capability.memory_slices if capability else 8
+
+
+def entities(devices: Iterable[GpuDevice]) -> list[Entity]:
+    """The monitored entities in the exporter's order (flex mode)."""
+    by_index: dict[int, list[GpuDevice]] = {}
+    for device in devices:
+        by_index.setdefault(device.index, []).append(device)
+    out: list[Entity] = []
+    for index in sorted(by_index):
+        created = [d for d in by_index[index] if d.mig is not None and d.uuid]  # DynamicMIG: "" until made
+        if created:
+            out += sorted((Entity(d, gpu_instance_id(d)) for d in created), key=lambda e: e.gi_id or 0)
+        else:
+            out += [Entity(d) for d in by_index[index] if d.type == "gpu"]
+    return out
+
+
+def entity_key_of(entity: Entity) -> str:
+    """The key energy is kept by: the GPU's UUID, a GPU instance's `<uuid>/<gi>`."""
+    return entity.uuid if entity.gi_id is None else f"{entity.uuid}/{entity.gi_id}"
+
+
+def power_watts(device: GpuDevice, load: Load) -> float | None:
+    """The board's draw under `load`; None where the profile knows no power limit (nvidia-smi: N/A)."""
+    limit = device.board.power_limit_watts
+    if limit is None:
+        return None
+    share = IDLE_POWER_FRACTION + (FULL_POWER_FRACTION - IDLE_POWER_FRACTION) * load.utilization / 100
+    return limit * share
+
+
+def framebuffer_mib(device: GpuDevice, load: Load, *, gpu_instance: bool) -> tuple[int, int, int]:
+    """(used, free, reserved) MiB: a GPU's total less its reserve (nvidia-smi's Total, Reserved) is used plus
+    free; a GPU instance has its profile's memory and no reserve [U]."""
+    if gpu_instance:
+        total, reserved = device.memory_bytes // _MIB, 0
+    else:
+        total, reserved = device.board.memory_bytes // _MIB, device.board.reserved_memory_mib or 0
+    usable = max(total - reserved, 0)
+    used = usable * load.memory // 100
+    return used, usable - used, reserved
+
+
+def entity_powers(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> dict[str, float]:
+    """Each entity's power draw now (`entity_key_of`), for the energy counter a host integrates."""
+    found = entities(devices)
+    out: dict[str, float] = {}
+    for entity in found:
+        power = power_watts(entity.gpu, _gpu_load(entity, loads, found))
+        if power is not None:
+            out[entity_key_of(entity)] = power
+    return out
+
+
+def dcp_supported(device: GpuDevice) -> bool:
+    return device.architecture in _DCP_ARCHITECTURES and device.brand in _DATACENTER_BRANDS
+
+
+def _gpu_load(entity: Entity, loads: Mapping[str, Load], siblings: Sequence[Entity]) -> Load:
+    """The load of the physical GPU: its own, or its instances' weighted by their memory slices."""
+    if entity.gi_id is None:
+        return loads.get(entity.gpu.name, IDLE)
+    total = 0
+    memory = 0
+    for other in siblings:
+        if other.gi_id is not None and other.gpu.index == entity.gpu.index and other.gpu.mig is not None:
+            load = loads.get(other.gpu.name, IDLE)
+            total += load.utilization * other.gpu.mig.size
+            memory += load.memory * other.gpu.mig.size
+    slices = memory_slices(entity.gpu)
+    return Load(min(total // slices, 100), min(memory // slices, 100))
+
+
+def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, energy_mj: int) -> dict[str, str]:
+    """DCGM field name → value as the exporter prints it, for every field fakeplugin simulates on this
+    entity; `own`: the entity's load, `gpu`: the physical GPU's (the same for a GPU)."""
+    device, instance = entity.gpu, entity.gi_id is not None
+    out: dict[int, float | int] = {}
+    clocks = _CLOCKS_MHZ.get(device.profile)
+    if clocks is not None:
+        idle_sm, max_sm, memory_clock = clocks
+        out[100] = max_sm if gpu.utilization else idle_sm  # DCGM_FI_DEV_SM_CLOCK: boost under any load
+        out[101] = memory_clock  # DCGM_FI_DEV_MEM_CLOCK
+    temperature = IDLE_TEMPERATURE_C + FULL_TEMPERATURE_RISE_C * gpu.utilization // 100
+    out[140] = temperature  # DCGM_FI_DEV_MEMORY_TEMP [U]: the capture's HBM reads as the GPU
+    out[150] = temperature  # DCGM_FI_DEV_GPU_TEMP
+    power = power_watts(device, gpu)
+    if power is not None:
+        out[155] = power  # DCGM_FI_DEV_POWER_USAGE
+        out[156] = energy_mj  # DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+    out[202] = 0  # DCGM_FI_DEV_PCIE_REPLAY_COUNTER
+    if not instance:  # *_UTIL are not supported on GPU instances (dcgm-exporter #105, #430)
+        out[203] = own.utilization  # DCGM_FI_DEV_GPU_UTIL
+        out[204] = round(own.utilization * MEM_COPY_SHARE)  # DCGM_FI_DEV_MEM_COPY_UTIL
+        out[206] = 0  # DCGM_FI_DEV_ENC_UTIL
+        out[207] = 0  # DCGM_FI_DEV_DEC_UTIL
+    out[230] = fault.xid if fault is not None and fault.xid is not None else 0  # DCGM_FI_DEV_XID_ERRORS
+    used, free, reserved = framebuffer_mib(device, own, gpu_instance=instance)
+    out[251], out[252] = free, used  # DCGM_FI_DEV_FB_FREE, _USED
+    if not instance:
+        out[253] = reserved  # DCGM_FI_DEV_FB_RESERVED
+    if device.architecture in _ROW_REMAP_ARCHITECTURES:
+        out[393] = out[394] = out[395] = 0  # remapped rows (uncorrectable, correctable), remap failure
+    if device.board.nvlinks:
+        out[449] = 0  # DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: no NVLink traffic is simulated
+    out[526] = 0  # DCGM_FI_DEV_VGPU_LICENSE_STATUS: not a licensed vGPU [U]
+    if dcp_supported(device):
+        active = own.utilization / 100
+        out[1001] = active  # DCGM_FI_PROF_GR_ENGINE_ACTIVE
+        out[1002] = active  # DCGM_FI_PROF_SM_ACTIVE
+        out[1004] = active * TENSOR_SHARE  # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
+        out[1005] = round(own.utilization * MEM_COPY_SHARE) / 100  # DCGM_FI_PROF_DRAM_ACTIVE
+        out[1009] = out[1010] = PCIE_FULL_BYTES_PER_SECOND * own.utilization // 100  # PCIE_TX/RX_BYTES
+    return {_name(i): f"{v:f}" if i in _DOUBLE_FIELDS else f"{int(v)}" for i, v in out.items()}
+
+
+@functools.cache
+def _names() -> dict[int, str]:
+    from fakeplugin.telemetry.counters import dcgm_fields
+
+    ids: dict[int, str] = {}
+    for name, number in dcgm_fields().items():
+        ids.setdefault(number, name)  # current names come first
+    return ids
+
+
+def _name(field_id: int) -> str:
+    return _names()[field_id]
+
+
+# Every DCGM field ID `values` can give (on some board); the others of a counters file make no series.
+SIMULATED_FIELD_IDS = frozenset(
+    {100, 101, 140, 150, 155, 156, 202, 203, 204, 206, 207, 230, 251, 252, 253, 393, 394, 395, 449, 526}
+    | {1001, 1002, 1004, 1005, 1009, 1010}
+)
+LABEL_FIELDS = {
+    "DCGM_FI_DRIVER_VERSION": lambda d: d.driver_version,
+    "DCGM_FI_DEV_NAME": lambda d: d.product_name,
+    "DCGM_FI_DEV_UUID": lambda d: d.parent_uuid or d.uuid if d.mig is not None else d.uuid,
+    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(d.parent_uuid or d.uuid if d.mig is not None else d.uuid),
+}
+
+
+def is_simulated(counter: Counter) -> bool:
+    return counter.field_id in SIMULATED_FIELD_IDS or (counter.is_label and counter.field in LABEL_FIELDS)
+
+
+@functools.cache
+def xid_messages() -> tuple[str, ...]:
+    text = resources.files(__package__).joinpath("xid-messages.txt").read_text(encoding="utf-8")
+    rows = [line.split(" ", 1) for line in text.splitlines() if line and not line.startswith("#")]
+    return tuple(message for _, message in rows)
+
+
+def xid_attributes(value: str) -> dict[str, str]:
+    """`err_code` and `err_msg` of an XID value (gpu_collector.go toMetric)."""
+    code = int(value)
+    messages = xid_messages()
+    return {
+        "err_code": str(code),
+        "err_msg": messages[code] if 0 <= code < len(messages) else "Unknown Error",
+    }
+
+
+def _attribution(state: NodeState) -> dict[str, list[dict[str, str]]]:
+    """Series ID → attribute sets, one per pod+container (toDeviceToPodsDRA)."""
+    by_name = {d.name: d for d in state.devices}
+    out: dict[str, list[dict[str, str]]] = {}
+    seen: dict[str, set[tuple[str, str, str]]] = {}
+    for use in state.uses:
+        device = by_name.get(use.device)
+        if use.driver != DRA_GPU_DRIVER or device is None or use.pool != state.hostname:
+            continue  # the exporter knows only gpu.nvidia.com slices; ours are the node's pool
+        key = device.parent_uuid if device.mig is not None else device.uuid
+        if not key:
+            continue
+        who = (use.pod, use.namespace, use.container)
+        if who in seen.setdefault(key, set()):
+            continue
+        seen[key].add(who)
+        attributes = {
+            "pod": use.pod,
+            "namespace": use.namespace,
+            "container": use.container,
+            "dra_claim_name": use.claim_name,
+            "dra_claim_namespace": use.claim_namespace,
+            "dra_driver_name": use.driver,
+            "dra_pool_name": use.pool,
+            "dra_device_name": use.device,
+        }
+        if device.mig is not None:
+            attributes |= {"dra_mig_profile": device.mig.profile, "dra_mig_device_uuid": device.uuid}
+        out.setdefault(key, []).append(attributes)
+    return out
+
+
+def _labels(counters: Sequence[Counter], fields: Mapping[str, str], device: GpuDevice) -> dict[str, str]:
+    """The `label` counters' labels: a simulated field's value, or the device's identity string."""
+    out: dict[str, str] = {}
+    for counter in counters:
+        if counter.field in fields:
+            out[counter.field] = fields[counter.field]
+        elif counter.field in LABEL_FIELDS:
+            out[counter.field] = LABEL_FIELDS[counter.field](device)
+    return out
+
+
+def node_series(state: NodeState, counters: Sequence[Counter], into: Series | None = None) -> Series:
+    """The node's series per counter, appended to `into` (a fleet's nodes one after another)."""
+    series: Series = {} if into is None else into
+    metrics = sorted(c for c in counters if not c.is_label)
+    labels = [c for c in counters if c.is_label]
+    attribution = _attribution(state)
+    found = entities(state.devices)
+    for entity in found:
+        device = entity.gpu
+        own = state.loads.get(device.name, IDLE)
+        fault = state.faults.get(device.name)  # a GPU instance: its MIG device's entry
+        energy = state.energy_mj.get(entity_key_of(entity), 0)
+        fields = values(entity, own, _gpu_load(entity, state.loads, found), fault, energy)
+        base = [
+            ("gpu", str(device.index)),
+            ("UUID", entity.uuid),
+            ("pci_bus_id", nvml_bus_id(device.pci_bus_id)),
+            ("device", f"nvidia{device.index}"),
+            ("modelName", device.product_name),
+        ]
+        if entity.gi_id is not None and device.mig is not None:
+            base += [("GPU_I_PROFILE", device.mig.profile), ("GPU_I_ID", str(entity.gi_id))]
+        base.append(("Hostname", state.hostname))
+        base += sorted(_labels(labels, fields, device).items())
+        for counter in metrics:
+            value = fields.get(counter.field)
+            if value is None:
+                continue
+            attributes = xid_attributes(value) if counter.field_id == 230 else {}
+            for who in attribution.get(entity.key) or [{}]:
+                labelled = tuple(base + sorted((attributes | who).items()))
+                series.setdefault(counter, []).append((labelled, value))
+    return series
