@@ -143,8 +143,9 @@ def replicas(cluster: Cluster) -> int:
     return int(get(cluster, "deployment", "inference", "-n", NAMESPACE)["spec"]["replicas"])
 
 
-def set_load(cluster: Cluster, pod: str, utilization: int) -> None:
-    cluster.kubectl("annotate", "pod", pod, "-n", NAMESPACE, f"{ANNOTATION}={utilization}", "--overwrite")
+def set_load(cluster: Cluster, utilization: int) -> None:
+    """The command of docs/hpa.md: every running inference pod gets the load."""
+    cluster.kubectl(*f"annotate pod -n hpa -l app=inference {ANNOTATION}={utilization} --overwrite".split())
 
 
 def external_metric(cluster: Cluster) -> list[dict[str, Any]]:
@@ -188,7 +189,7 @@ def test_the_hpa_reads_the_summed_gpu_utilisation_through_keda(scaled: Cluster, 
 
 def test_a_load_of_90_percent_scales_up_and_back_when_it_drops(scaled: Cluster, prometheus: str) -> None:
     (pod,) = running_pods(scaled, 1) or []
-    set_load(scaled, pod["metadata"]["name"], 90)
+    set_load(scaled, 90)
     started = time.monotonic()
     wait_for(
         lambda: summed(prometheus) == 90.0, what="the summed utilisation at 90 in Prometheus", timeout=TIMEOUT
@@ -205,7 +206,7 @@ def test_a_load_of_90_percent_scales_up_and_back_when_it_drops(scaled: Cluster, 
     loaded = [p["metadata"]["name"] for p in pods if ANNOTATION in p["metadata"].get("annotations", {})]
     assert loaded == [pod["metadata"]["name"]]
 
-    set_load(scaled, pod["metadata"]["name"], 0)
+    set_load(scaled, 0)
     started = time.monotonic()
     wait_for(lambda: replicas(scaled) == 1, what="the Deployment back at 1 replica", timeout=TIMEOUT)
     wait_for(lambda: running_pods(scaled, 1), what="one inference pod", timeout=TIMEOUT)
