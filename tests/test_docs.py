@@ -73,8 +73,8 @@ NOT_RUNNABLE: dict[Ref, str] = {
         "docs/hpa.md", "from fakeplugin.cluster import Cluster, keda"
     ): "builds KEDA and brings up a cluster of "
     "its own; tests/e2e/test_hpa.py starts its cluster with these arguments",
-    Ref("docs/hpa.md", "externalRules:"): "prometheus-adapter is not built here (the page says why); the HPA "
-    "half is the one KEDA makes, which tests/e2e/test_hpa.py reads back",
+    Ref("docs/hpa.md", "externalRules:"): "prometheus-adapter has no build script here (the page says why); "
+    "this rule and HPA were run by hand once, as the page reports",
     Ref("docs/kueue.md", "fakeplugin cluster up"): "builds Kueue from its module (--build) for a cluster of "
     "its own; tests/e2e/test_kueue.py applies these manifests on its session cluster",
     Ref("docs/local-cluster.md", "fakeplugin cluster build"): "a cold Go build (about 12 min) and a cluster "
