@@ -40,7 +40,7 @@ def render(*states: NodeState, chosen: list[counters.Counter] | None = None) -> 
     series: samples.Series = {}
     for state in states:
         samples.node_series(state, chosen or counters.default(), series)
-    return exposition.render(series)
+    return exposition.render(series).decode()
 
 
 def families(text: str) -> dict[str, Any]:

@@ -115,7 +115,10 @@ class Entity:
         return self.uuid if self.gi_id is None else f"{self.gpu.index}-{self.gi_id}"
 
 
-Series = dict[Counter, list[tuple[tuple[tuple[str, str], ...], str]]]  # counter → (labels, value), in order
+# counter → its series in order, each (labels, attributes, value): the label text inside the braces in two
+# parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
+# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings.
+Series = dict[Counter, list[tuple[str, str, str]]]
 
 
 def gpu_instance_id(device: GpuDevice) -> int:
@@ -351,12 +354,23 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
             base += [("GPU_I_PROFILE", device.mig.profile), ("GPU_I_ID", str(entity.gi_id))]
         base.append(("Hostname", state.hostname))
         base += sorted(_labels(labels, fields, device).items())
+        prefix = ",".join(f'{k}="{v}"' for k, v in base)
+        entries = attribution.get(entity.key) or [{}]
+        suffixes = [_text(who) for who in entries]
         for counter in metrics:
             value = fields.get(counter.field_id)
             if value is None:
                 continue
-            attributes = xid_attributes(value) if counter.field_id == 230 else {}
-            for who in attribution.get(entity.key) or [{}]:
-                labelled = tuple(base + sorted((attributes | who).items()))
-                series.setdefault(counter, []).append((labelled, value))
+            append = series.setdefault(counter, []).append
+            if counter.field_id == 230:  # attributes of its own, sorted among the attribution's
+                for who in entries:
+                    append((prefix, _text(xid_attributes(value) | who), value))
+                continue
+            for suffix in suffixes:
+                append((prefix, suffix, value))
     return series
+
+
+def _text(attributes: Mapping[str, str]) -> str:
+    """Attributes as the template writes them: `,k="v"` each, sorted by key."""
+    return "".join(f',{k}="{v}"' for k, v in sorted(attributes.items()))
