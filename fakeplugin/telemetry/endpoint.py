@@ -61,7 +61,6 @@ class SharedRender:
         self._lock = threading.Lock()
         self._body: bytes | bytearray = b""
         self._at: float | None = None
-        self.renders = 0  # how many renders ran (tests, the log)
 
     def get(self) -> bytes | bytearray:
         with self._lock:  # a caller arriving during a render waits for it and takes its result
@@ -69,7 +68,6 @@ class SharedRender:
             if self._at is None or now - self._at >= self._interval:
                 self._body = self._render()
                 self._at = self._clock()
-                self.renders += 1
             return self._body
 
 

@@ -107,7 +107,7 @@ class Entity:
     @property
     def uuid(self) -> str:
         """The `UUID` label: the physical GPU's."""
-        return self.gpu.parent_uuid or self.gpu.uuid if self.gi_id is not None else self.gpu.uuid
+        return (self.gpu.parent_uuid or self.gpu.uuid) if self.gi_id is not None else self.gpu.uuid
 
     @property
     def key(self) -> str:
@@ -261,9 +261,13 @@ SIMULATED_FIELD_IDS = frozenset(
 LABEL_FIELDS = {
     "DCGM_FI_DRIVER_VERSION": lambda d: d.driver_version,
     "DCGM_FI_DEV_NAME": lambda d: d.product_name,
-    "DCGM_FI_DEV_UUID": lambda d: d.parent_uuid or d.uuid if d.mig is not None else d.uuid,
-    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(d.parent_uuid or d.uuid if d.mig is not None else d.uuid),
+    "DCGM_FI_DEV_UUID": lambda d: _physical_uuid(d),
+    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(_physical_uuid(d)),
 }
+
+
+def _physical_uuid(device: GpuDevice) -> str:
+    return (device.parent_uuid or device.uuid) if device.mig is not None else device.uuid
 
 
 def is_simulated(counter: Counter) -> bool:
