@@ -116,7 +116,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            self._send(200, self.server.shared.get(), CONTENT_TYPE)
+            try:
+                body = self.server.shared.get()
+            except Exception as exc:  # a bug in a render: this scrape fails, the endpoint stays up
+                log.exception("telemetry: render failed")
+                self._send(500, f"render failed: {exc}\n".encode(), CONTENT_TYPE)
+                return
+            self._send(200, body, CONTENT_TYPE)
         elif path in ("/", "/health"):
             self._send(200, b"OK" if path == "/health" else b"fakeplugin telemetry: /metrics\n", CONTENT_TYPE)
         else:
