@@ -45,8 +45,9 @@ def test_a_flag_means_the_same_in_every_command_that_takes_it() -> None:
         variants = {repr(v) for v in by_command.values()}
         assert len(variants) == 1, f"{option} differs between {sorted(by_command)}: {variants}"
     taken_by_several = {option for option, by_command in seen.items() if len(by_command) > 1}
-    # Each flag several commands take comes from SHARED (fault's --clear: one helper in fault.py).
-    assert taken_by_several - set(SHARED) == {"--clear"}
+    # Each flag several commands take comes from SHARED (fault's --clear and --gpu-load: one helper each
+    # in fault.py).
+    assert taken_by_several - set(SHARED) == {"--clear", "--gpu-load"}
     assert sorted(seen["--kubeconfig"]) == [
         "compute-domain-controller", "compute-domain-daemon", "fault", "fleet", "serve",
     ]  # fmt: skip

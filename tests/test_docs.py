@@ -80,6 +80,13 @@ NOT_RUNNABLE: dict[Ref, str] = {
     Ref("docs/local-cluster.md", "fakeplugin cluster build"): "a cold Go build (about 12 min) and a cluster "
     "of its own; tests/e2e/test_cluster.py runs `cluster up`, `status` and `down`",
     Ref("docs/local-cluster.md", "cluster.json"): "a listing of the state dir",
+    Ref("docs/telemetry.md", "fakeplugin serve --inventory inv.yaml"): "a plugin and a fleet that run until "
+    "stopped, with a cluster's objects; tests/e2e/test_telemetry.py runs serve with --telemetry-endpoint and "
+    "sets the load, tests/test_faults.py checks the annotations these commands write",
+    Ref("docs/telemetry.md", "mine.csv:3: unknown field"): "output sample: tests/test_telemetry.py asserts "
+    "the message",
+    Ref("docs/telemetry.md", "# HELP DCGM_FI_DEV_GPU_UTIL"): "output sample (UUIDs elided): "
+    "tests/test_telemetry.py asserts the lines' format and labels against the exporter's",
     Ref("docs/testing.md", "pip install fakeplugin"): "installs from PyPI; tests/test_image.py installs the "
     "package into a clean virtualenv",
 }
@@ -223,6 +230,15 @@ def a_conftest(b: Block, tmp: Path) -> None:
     assert "1 passed" in done.stdout
 
 
+def a_counters_file(b: Block) -> None:
+    """A counters file: what --telemetry-counters reads, every record a simulated field."""
+    from fakeplugin.telemetry import counters, samples
+
+    chosen = counters.parse(b.text, str(b))
+    assert [c.field for c in chosen][:2] == ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]
+    assert all(samples.is_simulated(c) for c in chosen)
+
+
 # How each runnable block is run here.
 FAST: dict[Ref, Callable[..., None]] = {
     Ref("README.md", "$ fakeplugin render --inventory examples/seed-lab.yaml"): run_commands,
@@ -243,6 +259,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/hpa.md", "apiVersion: keda.sh/v1alpha1"): the_example("examples/hpa/scaledobject.yaml"),
     Ref("docs/testing.md", "# conftest.py"): a_conftest,
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
+    Ref("docs/telemetry.md", "# my dashboard's metrics"): a_counters_file,
 }
 
 

@@ -4,6 +4,7 @@ health, and the `fakeplugin fault` command's checks."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from fakeplugin.publish.fabricfaults import (
     parse_fabric_faults,
 )
 from fakeplugin.server.device_health import api_pb2, report
+from fakeplugin.telemetry import load
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, Node, claim_object, result
 
@@ -299,7 +301,9 @@ def test_health_report_shows_faulted_devices() -> None:
 
 
 def claim_args(**kw: Any) -> argparse.Namespace:
-    defaults = dict.fromkeys(("prepare_error", "prepare_fail_count", "prepare_delay", "unprepare_error"))
+    defaults = dict.fromkeys(
+        ("prepare_error", "prepare_fail_count", "prepare_delay", "unprepare_error", "gpu_load")
+    )
     return argparse.Namespace(**({"clear": False} | defaults | kw))
 
 
@@ -310,11 +314,30 @@ def test_fault_claim_patches() -> None:
         "fakeplugin.dev/prepare-fail-count": None,
         "fakeplugin.dev/prepare-delay": None,
         "fakeplugin.dev/unprepare-error": None,
+        "fakeplugin.dev/gpu-load": None,
     }
     with pytest.raises(ValueError, match="prepare-fail-count: 'x'"):
         fault.claim_annotations(claim_args(prepare_fail_count="x"))
     with pytest.raises(ValueError, match="--clear or at least one"):
         fault.claim_annotations(claim_args())
+
+
+def test_fault_gpu_load_patches() -> None:
+    """--gpu-load on a claim or a pod: checked (0-100) before anything is sent, removed by --clear."""
+    assert fault.GPU_LOAD == load.ANNOTATION  # named in fault.py so that `serve` need not load telemetry
+    assert fault.claim_annotations(claim_args(gpu_load="90")) == {"fakeplugin.dev/gpu-load": "90"}
+    pod = argparse.Namespace(clear=False, gpu_load="utilization=80,memory=30")
+    assert fault.pod_annotations(pod) == {"fakeplugin.dev/gpu-load": "utilization=80,memory=30"}
+    assert fault.pod_annotations(argparse.Namespace(clear=True, gpu_load=None)) == {
+        "fakeplugin.dev/gpu-load": None
+    }
+    with pytest.raises(ValueError, match="utilization '101' is not a whole number 0 to 100"):
+        fault.claim_annotations(claim_args(gpu_load="101"))
+    bad = re.escape("--gpu-load: annotation fakeplugin.dev/gpu-load='util=5'")
+    with pytest.raises(ValueError, match=bad):
+        fault.pod_annotations(argparse.Namespace(clear=False, gpu_load="util=5"))
+    with pytest.raises(ValueError, match="--clear or --gpu-load"):
+        fault.pod_annotations(argparse.Namespace(clear=False, gpu_load=None))
 
 
 def test_fault_node_annotation() -> None:
@@ -445,3 +468,28 @@ def test_fault_compute_domain_parses_and_the_testing_api_annotates() -> None:
             "fakeplugin.dev/compute-domain-daemon-left-clique-",
         ),
     ]
+
+
+def test_fault_pod_parses_and_the_testing_api_sets_the_gpu_load() -> None:
+    from fakeplugin.cli import build_parser
+    from fakeplugin.testing import Faults
+
+    args = build_parser().parse_args(["fault", "pod", "team-a/trainer-0", "--gpu-load", "75"])
+    assert (args.pod, args.gpu_load, args.func) == ("team-a/trainer-0", "75", fault.run_pod)
+    calls: list[tuple[str, ...]] = []
+    faults = Faults(lambda *a: calls.append(a))  # type: ignore[arg-type,func-returns-value]
+    faults.set_gpu_load("claim", "team-a", "big-gpu", 90, memory=40)
+    faults.set_gpu_load("pod", "team-a", "trainer-0", 75)
+    faults.clear_gpu_load("pod", "team-a", "trainer-0")
+    assert calls == [
+        ("annotate", "--overwrite", "resourceclaim", "big-gpu", "-n", "team-a",
+         "fakeplugin.dev/gpu-load=utilization=90,memory=40"),
+        ("annotate", "--overwrite", "pod", "trainer-0", "-n", "team-a",
+         "fakeplugin.dev/gpu-load=utilization=75"),
+        ("annotate", "--overwrite", "pod", "trainer-0", "-n", "team-a", "fakeplugin.dev/gpu-load-"),
+    ]  # fmt: skip
+    with pytest.raises(load.LoadError, match="utilization 101: a whole number of percent, 0 to 100"):
+        faults.set_gpu_load("pod", "team-a", "trainer-0", 101)
+    with pytest.raises(ValueError, match="gpu load: kind 'node': one of pod, claim"):
+        faults.set_gpu_load("node", "", "n1", 5)
+    assert len(calls) == 3  # nothing sent for a bad value

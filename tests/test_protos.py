@@ -12,6 +12,7 @@ from fakeplugin._proto.dra.v1 import api_pb2 as dra_v1
 from fakeplugin._proto.dra.v1beta1 import api_pb2 as dra_v1beta1
 from fakeplugin._proto.dra_health.v1alpha1 import api_pb2 as health_v1alpha1
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as registration
+from fakeplugin._proto.podresources.v1 import api_pb2 as podresources
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "fakeplugin" / "_proto"
@@ -61,6 +62,11 @@ def test_service_names_and_method_paths() -> None:
     ]
     assert _method_paths(health_v1alpha1, "DRAResourceHealth") == [
         "/v1alpha1.DRAResourceHealth/NodeWatchResources"
+    ]
+    assert _method_paths(podresources, "PodResourcesLister") == [
+        "/v1.PodResourcesLister/List",
+        "/v1.PodResourcesLister/GetAllocatableResources",
+        "/v1.PodResourcesLister/Get",
     ]
     watch = health_v1alpha1.DESCRIPTOR.services_by_name["DRAResourceHealth"].methods[0]
     assert watch.server_streaming and not watch.client_streaming
@@ -118,3 +124,29 @@ def test_device_health_fields() -> None:
         "message": (5, FieldDescriptor.TYPE_STRING),
     }
     assert dict(health_v1alpha1.HealthStatus.items()) == {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2}
+
+
+def test_podresources_fields_dcgm_exporter_reads() -> None:
+    """k8s.io/kubelet v0.37.2 pkg/apis/podresources/v1/api.proto: the fields of List's answer."""
+    string, message = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
+    assert _fields(podresources.ListPodResourcesResponse) == {"pod_resources": (1, message)}
+    assert {k: v for k, v in _fields(podresources.PodResources).items() if k != "memory"} == {
+        "name": (1, string),
+        "namespace": (2, string),
+        "containers": (3, message),
+        "cpu_ids": (4, FieldDescriptor.TYPE_INT64),
+    }
+    assert _fields(podresources.ContainerResources)["dynamic_resources"] == (5, message)
+    assert _fields(podresources.DynamicResource) == {
+        "claim_name": (2, string),
+        "claim_namespace": (3, string),
+        "claim_resources": (4, message),
+    }
+    assert _fields(podresources.ClaimResource) == {
+        "cdi_devices": (1, message),
+        "driver_name": (2, string),
+        "pool_name": (3, string),
+        "device_name": (4, string),
+        "share_id": (5, string),
+    }
+    assert podresources.ClaimResource.DESCRIPTOR.fields_by_name["share_id"].has_presence

@@ -10,10 +10,13 @@ from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_AN
 from fakeplugin.prepare import claimfaults as claim_faults
 from fakeplugin.publish import devicefaults, fabricfaults
 
+GPU_LOAD = "fakeplugin.dev/gpu-load"  # fakeplugin.telemetry.load.ANNOTATION (tests/test_faults.py)
+
 DESCRIPTION = """\
 Make a claim's Prepare or Unprepare fail, wait or fail a few times, make a node's devices fail as
-NVIDIA's driver sees XID errors and lost GPUs, or break a node's NVLink fabric and ComputeDomain daemon:
-by setting fakeplugin.dev annotations that every fakeplugin reads from the API server. Values are checked
+NVIDIA's driver sees XID errors and lost GPUs, break a node's NVLink fabric and ComputeDomain daemon, or
+load a pod's or claim's GPUs as telemetry shows them (--telemetry-endpoint): by setting fakeplugin.dev
+annotations that every fakeplugin reads from the API server. Values are checked
 here first; the plugin checks them again.
 """
 
@@ -23,9 +26,16 @@ claim faults (annotations on the ResourceClaim; each option sets one, the others
   fakeplugin fault claim team-a/my-gpu --prepare-fail-count 2           the first 2 Prepares fail
   fakeplugin fault claim team-a/my-gpu --prepare-delay 1m30s            Prepare waits first (<= 10m)
   fakeplugin fault claim team-a/my-gpu --unprepare-error "stuck"        the pod stays Terminating
+  fakeplugin fault claim team-a/my-gpu --gpu-load 90                    its GPUs 90 % busy (telemetry)
+  fakeplugin fault claim team-a/my-gpu --gpu-load utilization=90,memory=40   framebuffer 40 % used
   fakeplugin fault claim team-a/my-gpu --clear                          remove every claim fault
   (claims made from a ResourceClaimTemplate: put the annotations in the template's spec.metadata,
    the controller copies them into every claim it makes)
+
+pod load (the fakeplugin.dev/gpu-load annotation on the Pod: every GPU of every claim it uses, unless
+the claim has its own):
+  fakeplugin fault pod team-a/trainer-0 --gpu-load 75
+  fakeplugin fault pod team-a/trainer-0 --clear
 
 node faults (the fakeplugin.dev/device-faults annotation; sets exactly the faults given):
   fakeplugin fault node gpu-node-1 --xid gpu-1=79 --gpu-lost gpu-0
@@ -61,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     shared_flags(p, "--kubeconfig")
-    targets = p.add_subparsers(dest="target", required=True, metavar="{claim,node,compute-domain}")
+    targets = p.add_subparsers(dest="target", required=True, metavar="{claim,pod,node,compute-domain}")
 
     claim = targets.add_parser("claim", help="faults of one ResourceClaim's Prepare and Unprepare")
     claim.add_argument("claim", metavar="NS/NAME", help="the ResourceClaim, namespace/name")
@@ -71,8 +81,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--prepare-delay", metavar="DURATION", help="Prepare waits first (Go duration, <= 10m)"
     )
     claim.add_argument("--unprepare-error", metavar="MESSAGE", help="every Unprepare fails with MESSAGE")
+    load_flag(claim)
     clear_flag(claim)
     claim.set_defaults(func=run_claim)
+
+    pod = targets.add_parser("pod", help="the GPU load of one Pod (telemetry)")
+    pod.add_argument("pod", metavar="NS/NAME", help="the Pod, namespace/name")
+    load_flag(pod)
+    clear_flag(pod)
+    pod.set_defaults(func=run_pod)
 
     node = targets.add_parser("node", help="device faults of one node (taints, health)")
     node.add_argument("node", metavar="NODE", help="the node's name")
@@ -102,6 +119,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cd.set_defaults(func=run_compute_domain)
 
 
+def load_flag(target: argparse.ArgumentParser) -> None:
+    target.add_argument(
+        "--gpu-load",
+        metavar="N|utilization=N[,memory=M]",
+        # The annotation by name: fakeplugin.telemetry is loaded only where it is used (not by `serve`).
+        help="the GPU load in percent, 0-100 (memory: framebuffer used, default: as utilization), as "
+        "--telemetry-endpoint shows it (fakeplugin.dev/gpu-load; a claim's wins over its pods')",
+    )
+
+
+def checked_load(value: str, flag: str = "--gpu-load") -> str:
+    """`value` when it is a load annotation value; LoadError (a ValueError) says why not."""
+    from fakeplugin.telemetry.load import parse_load
+
+    parse_load(value, flag)
+    return value
+
+
 def clear_flag(target: argparse.ArgumentParser) -> None:
     target.add_argument(
         "--clear", action="store_true", help="remove every fault this target's options set (see the examples)"
@@ -115,14 +150,24 @@ def claim_annotations(args: argparse.Namespace) -> dict[str, str | None]:
         claim_faults.PREPARE_FAIL_COUNT: args.prepare_fail_count,
         claim_faults.PREPARE_DELAY: args.prepare_delay,
         claim_faults.UNPREPARE_ERROR: args.unprepare_error,
+        GPU_LOAD: args.gpu_load,
     }
     chosen = {key: value for key, value in values.items() if value is not None}
     if args.clear == bool(chosen):
         raise ValueError("fault claim: give --clear or at least one fault option (see --help)")
     if args.clear:
-        return dict.fromkeys(claim_faults.CLAIM_ANNOTATIONS)
+        return dict.fromkeys((*claim_faults.CLAIM_ANNOTATIONS, GPU_LOAD))
     claim_faults.claim_faults(chosen)  # ClaimFaultError (a ValueError) names the annotation and value
+    if args.gpu_load is not None:
+        checked_load(args.gpu_load)
     return dict(chosen)
+
+
+def pod_annotations(args: argparse.Namespace) -> dict[str, str | None]:
+    """The pod's load annotation patch (None removes it); ValueError when it is bad."""
+    if args.clear == (args.gpu_load is not None):
+        raise ValueError("fault pod: give --clear or --gpu-load (see --help)")
+    return {GPU_LOAD: None if args.clear else checked_load(args.gpu_load)}
 
 
 def node_annotation(args: argparse.Namespace) -> str | None:
@@ -179,6 +224,16 @@ def run_claim(args: argparse.Namespace) -> int:
     ns, n = quote(namespace, safe=""), quote(name, safe="")
     path = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{ns}/resourceclaims/{n}"
     _annotate(args, path, patch, f"resourceclaim {namespace}/{name}")
+    return 0
+
+
+def run_pod(args: argparse.Namespace) -> int:
+    namespace, sep, name = args.pod.partition("/")
+    if not sep or not namespace or not name:
+        raise ValueError(f"fault pod: {args.pod!r}: expected NAMESPACE/NAME")
+    patch = pod_annotations(args)
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    _annotate(args, path, patch, f"pod {namespace}/{name}")
     return 0
 
 

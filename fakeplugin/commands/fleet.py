@@ -10,10 +10,18 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fakeplugin.commands import compute_domain_driver_name, emulated, emulation_flags, flag, shared_flags
+from fakeplugin.commands import (
+    compute_domain_driver_name,
+    emulated,
+    emulation_flags,
+    flag,
+    shared_flags,
+    telemetry_flags,
+)
 
 if TYPE_CHECKING:
     from fakeplugin.fleet.api import FleetKube
+    from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.runtime.driver import Driver
 
 log = logging.getLogger("fakeplugin.fleet")
@@ -43,6 +51,10 @@ and daemons, docs/compute-domains.md), and since no container
 runs on a simulated node, the fleet plays each ComputeDomain daemon's part when its daemon claim is
 prepared: it labels the daemon pod, enters the node into its ComputeDomainClique and marks it Ready.
 The ComputeDomain controller (`fakeplugin compute-domain-controller`) must run in the cluster.
+
+With --telemetry-endpoint the fleet serves one dcgm-exporter-compatible /metrics for all its nodes (the
+Hostname label is the node), each container's devices derived from its pod and claims as the node's
+kubelet would list them (pod, namespace, container, dra_* labels; docs/telemetry.md).
 """
 
 EPILOG = """\
@@ -54,6 +66,7 @@ examples:
   fakeplugin fleet --inventory fleet.yaml --nodes-dir /tmp/fleet --shard 0/2 &     # two processes
   fakeplugin fleet --inventory fleet.yaml --nodes-dir /tmp/fleet --shard 1/2 &     # for one fleet
   fakeplugin fleet --inventory fleet.yaml --create-nodes my-fleet    # it makes the Nodes, too
+  fakeplugin fleet --inventory fleet.yaml --nodes-dir /tmp/fleet --telemetry-endpoint 127.0.0.1:9400
   fakeplugin fleet --inventory examples/gb200-nvl72.yaml --compute-domains \\
       --namespace nvidia-dra-driver-gpu --nodes-dir /tmp/fleet     # NVL72 racks with ComputeDomains
 
@@ -140,6 +153,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --create-nodes: the Nodes are owned by this ClusterRole (an ownerReference): deleting it "
         "deletes them and their ResourceSlices, fleet running or not (the chart: the fleet's ClusterRole)",
     )
+    telemetry_flags(p)
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -179,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch.
-    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=3 * args.threads + 5))
+    # ... and telemetry's claim watch.
+    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=3 * args.threads + 6))
     drivers = fleet_drivers(args, inventory.inventory.driver_release, kube)
     node_owner = None
     if args.create_nodes:
@@ -210,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
             f" matching {args.label_selector}" if args.label_selector else "",
         )
     log.info("node files in %s", args.nodes_dir)
+    if args.telemetry_endpoint:
+        start_telemetry(args, fleet, kube, stop)  # a bad flag or counters file is fatal at start
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0
@@ -234,3 +251,25 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
             ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True, retry_seconds=0)
         )
     return drivers
+
+
+def start_telemetry(args: argparse.Namespace, fleet: Fleet, kube: FleetKube, stop: threading.Event) -> None:
+    """--telemetry-endpoint: one /metrics for every node of the fleet, uses derived from its pods and a
+    ResourceClaim watch."""
+    from fakeplugin.drivers.gpu import GpuNode
+    from fakeplugin.telemetry.host import start_endpoint
+    from fakeplugin.telemetry.source import ClaimWatch, FleetAttribution, NodeView
+
+    gpus = fleet.nodes[args.driver_name]  # the GPU driver's nodes (fleet_drivers: first, --driver-name)
+
+    def nodes() -> list[NodeView]:
+        return [p for name in gpus.names() if isinstance(p := gpus.get(name), GpuNode)]
+
+    claims = ClaimWatch()
+    start_endpoint(
+        args.telemetry_endpoint,
+        args.telemetry_counters,
+        nodes,
+        FleetAttribution(fleet.kubelet.pods_on, claims),
+    )
+    threading.Thread(target=claims.run, args=(kube, stop), name="telemetry-claims", daemon=True).start()

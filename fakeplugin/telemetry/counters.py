@@ -20,7 +20,6 @@ here, package data, its source in its header).
 
 from __future__ import annotations
 
-import csv
 import difflib
 import functools
 from dataclasses import dataclass
@@ -105,11 +104,48 @@ def _records(lines: list[str], source: str) -> list[tuple[int, list[str]]]:
         if not line.strip() or line.startswith("#"):
             continue
         try:
-            (record,) = csv.reader([line], strict=True)
-        except (csv.Error, ValueError) as exc:
+            out.append((number, split_record(line)))
+        except ValueError as exc:
             raise CountersError(f"{source}:{number}: not a CSV record: {exc}") from None
-        out.append((number, record))
     return out
+
+
+def split_record(line: str) -> list[str]:
+    """One line's fields by Go's encoding/csv rules (LazyQuotes off): a field that starts with `"` is quoted
+    up to a `"` before the next comma or the end (`""` is a quote in it); a `"` anywhere else is an error.
+    A quoted field running over several lines (Go allows it) is refused here [difference]."""
+    fields: list[str] = []
+    at = 0
+    while True:
+        if line.startswith('"', at):
+            value, at = _quoted(line, at + 1)
+        else:
+            end = line.find(",", at)
+            value = line[at:] if end < 0 else line[at:end]
+            if '"' in value:
+                raise ValueError(f'bare " in non-quoted field {value!r}')
+            at = len(line) if end < 0 else end
+        fields.append(value)
+        if at >= len(line):
+            return fields
+        at += 1  # the comma
+
+
+def _quoted(line: str, at: int) -> tuple[str, int]:
+    """The quoted field starting at `at` (after its quote) and where it ends (at a comma or the end)."""
+    value: list[str] = []
+    while True:
+        close = line.find('"', at)
+        if close < 0:
+            raise ValueError('extraneous or missing " in quoted-field')
+        value.append(line[at:close])
+        if line.startswith('"', close + 1):  # "" is one quote
+            value.append('"')
+            at = close + 2
+            continue
+        if close + 1 < len(line) and line[close + 1] != ",":
+            raise ValueError('extraneous or missing " in quoted-field')
+        return "".join(value), close + 1
 
 
 def load(path: Path | None) -> list[Counter]:

@@ -107,7 +107,7 @@ class Entity:
     @property
     def uuid(self) -> str:
         """The `UUID` label: the physical GPU's."""
-        return self.gpu.parent_uuid or self.gpu.uuid if self.gi_id is not None else self.gpu.uuid
+        return (self.gpu.parent_uuid or self.gpu.uuid) if self.gi_id is not None else self.gpu.uuid
 
     @property
     def key(self) -> str:
@@ -115,7 +115,10 @@ class Entity:
         return self.uuid if self.gi_id is None else f"{self.gpu.index}-{self.gi_id}"
 
 
-Series = dict[Counter, list[tuple[tuple[tuple[str, str], ...], str]]]  # counter → (labels, value), in order
+# counter → its series in order, each (labels, attributes, value): the label text inside the braces in two
+# parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
+# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings.
+Series = dict[Counter, list[tuple[str, str, str]]]
 
 
 def gpu_instance_id(device: GpuDevice) -> int:
@@ -207,8 +210,8 @@ def _gpu_load(entity: Entity, loads: Mapping[str, Load], siblings: Sequence[Enti
     return Load(min(total // slices, 100), min(memory // slices, 100))
 
 
-def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, energy_mj: int) -> dict[str, str]:
-    """DCGM field name → value as the exporter prints it, for every field fakeplugin simulates on this
+def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, energy_mj: int) -> dict[int, str]:
+    """DCGM field ID → value as the exporter prints it, for every field fakeplugin simulates on this
     entity; `own`: the entity's load, `gpu`: the physical GPU's (the same for a GPU)."""
     device, instance = entity.gpu, entity.gi_id is not None
     out: dict[int, float | int] = {}
@@ -247,21 +250,7 @@ def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, ener
         out[1004] = active * TENSOR_SHARE  # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
         out[1005] = round(own.utilization * MEM_COPY_SHARE) / 100  # DCGM_FI_PROF_DRAM_ACTIVE
         out[1009] = out[1010] = PCIE_FULL_BYTES_PER_SECOND * own.utilization // 100  # PCIE_TX/RX_BYTES
-    return {_name(i): f"{v:f}" if i in _DOUBLE_FIELDS else f"{int(v)}" for i, v in out.items()}
-
-
-@functools.cache
-def _names() -> dict[int, str]:
-    from fakeplugin.telemetry.counters import dcgm_fields
-
-    ids: dict[int, str] = {}
-    for name, number in dcgm_fields().items():
-        ids.setdefault(number, name)  # current names come first
-    return ids
-
-
-def _name(field_id: int) -> str:
-    return _names()[field_id]
+    return {i: f"{v:f}" if i in _DOUBLE_FIELDS else f"{int(v)}" for i, v in out.items()}
 
 
 # Every DCGM field ID `values` can give (on some board); the others of a counters file make no series.
@@ -272,9 +261,13 @@ SIMULATED_FIELD_IDS = frozenset(
 LABEL_FIELDS = {
     "DCGM_FI_DRIVER_VERSION": lambda d: d.driver_version,
     "DCGM_FI_DEV_NAME": lambda d: d.product_name,
-    "DCGM_FI_DEV_UUID": lambda d: d.parent_uuid or d.uuid if d.mig is not None else d.uuid,
-    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(d.parent_uuid or d.uuid if d.mig is not None else d.uuid),
+    "DCGM_FI_DEV_UUID": lambda d: _physical_uuid(d),
+    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(_physical_uuid(d)),
 }
+
+
+def _physical_uuid(device: GpuDevice) -> str:
+    return (device.parent_uuid or device.uuid) if device.mig is not None else device.uuid
 
 
 def is_simulated(counter: Counter) -> bool:
@@ -330,12 +323,12 @@ def _attribution(state: NodeState) -> dict[str, list[dict[str, str]]]:
     return out
 
 
-def _labels(counters: Sequence[Counter], fields: Mapping[str, str], device: GpuDevice) -> dict[str, str]:
+def _labels(counters: Sequence[Counter], fields: Mapping[int, str], device: GpuDevice) -> dict[str, str]:
     """The `label` counters' labels: a simulated field's value, or the device's identity string."""
     out: dict[str, str] = {}
     for counter in counters:
-        if counter.field in fields:
-            out[counter.field] = fields[counter.field]
+        if counter.field_id in fields:
+            out[counter.field] = fields[counter.field_id]
         elif counter.field in LABEL_FIELDS:
             out[counter.field] = LABEL_FIELDS[counter.field](device)
     return out
@@ -365,12 +358,23 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
             base += [("GPU_I_PROFILE", device.mig.profile), ("GPU_I_ID", str(entity.gi_id))]
         base.append(("Hostname", state.hostname))
         base += sorted(_labels(labels, fields, device).items())
+        prefix = ",".join(f'{k}="{v}"' for k, v in base)
+        entries = attribution.get(entity.key) or [{}]
+        suffixes = [_text(who) for who in entries]
         for counter in metrics:
-            value = fields.get(counter.field)
+            value = fields.get(counter.field_id)
             if value is None:
                 continue
-            attributes = xid_attributes(value) if counter.field_id == 230 else {}
-            for who in attribution.get(entity.key) or [{}]:
-                labelled = tuple(base + sorted((attributes | who).items()))
-                series.setdefault(counter, []).append((labelled, value))
+            append = series.setdefault(counter, []).append
+            if counter.field_id == 230:  # attributes of its own, sorted among the attribution's
+                for who in entries:
+                    append((prefix, _text(xid_attributes(value) | who), value))
+                continue
+            for suffix in suffixes:
+                append((prefix, suffix, value))
     return series
+
+
+def _text(attributes: Mapping[str, str]) -> str:
+    """Attributes as the template writes them: `,k="v"` each, sorted by key."""
+    return "".join(f',{k}="{v}"' for k, v in sorted(attributes.items()))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from fakeplugin.kube import Kube
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.runtime.informer import Source, list_and_watch
@@ -132,7 +133,7 @@ class ClaimWatch:
         self._lock = threading.Lock()
         self.synced = threading.Event()
 
-    def run(self, kube: Any, stop: threading.Event) -> None:
+    def run(self, kube: Kube, stop: threading.Event) -> None:
         list_and_watch(
             kube, Source(CLAIMS), stop=stop, on_list=self._listed, on_event=self._event, synced=self.synced
         )
@@ -196,7 +197,7 @@ class Telemetry:
         self._energy: dict[str, _Energy] = {}
         self._lock = threading.Lock()  # one render at a time: the energy table is its state
 
-    def render(self) -> bytes:
+    def render(self) -> bytearray:
         with self._lock:
             series: samples.Series = {}
             energy: dict[str, _Energy] = {}
@@ -209,7 +210,7 @@ class Telemetry:
                 state = NodeState(view.node_name, listed, faults, found, loads, mj)
                 samples.node_series(state, self._counters, series)
             self._energy = energy  # entities not rendered now are dropped
-            return exposition.render(series).encode()
+            return exposition.render(series)
 
     def _integrate(self, powers: dict[str, float], now: float, into: dict[str, _Energy]) -> dict[str, int]:
         out: dict[str, int] = {}

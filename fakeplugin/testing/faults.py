@@ -23,8 +23,11 @@ from fakeplugin.prepare.claimfaults import (
 )
 from fakeplugin.publish.devicefaults import ANNOTATION as DEVICE_FAULTS
 from fakeplugin.publish.fabricfaults import ANNOTATION as FABRIC_STATE
+from fakeplugin.telemetry.load import ANNOTATION as GPU_LOAD
+from fakeplugin.telemetry.load import format_load
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+LOAD_KINDS = {"pod": "pod", "claim": "resourceclaim"}  # set_gpu_load's kinds → kubectl's
 COMPUTE_DOMAIN_FAULTS = (FABRIC_STATE, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION)
 
 
@@ -85,6 +88,18 @@ class Faults:
         """Remove the node's fabric and ComputeDomain daemon faults."""
         self.annotate("node", node, None, dict.fromkeys(COMPUTE_DOMAIN_FAULTS))
 
+    def set_gpu_load(
+        self, kind: str, namespace: str, name: str, utilization: int, memory: int | None = None
+    ) -> None:
+        """The GPU load telemetry shows (`fakeplugin.dev/gpu-load`) for the devices of a claim (`kind`
+        "claim") or of every claim a pod uses ("pod"; a claim's own load wins): `utilization` and `memory`
+        (framebuffer used; default: as utilization) in percent, 0 to 100 (LoadError otherwise)."""
+        self.annotate(_load_kind(kind), name, namespace, {GPU_LOAD: format_load(utilization, memory)})
+
+    def clear_gpu_load(self, kind: str, namespace: str, name: str) -> None:
+        """Remove the load of a claim or pod (`set_gpu_load`): its devices look idle."""
+        self.annotate(_load_kind(kind), name, namespace, {GPU_LOAD: None})
+
     def claim_faults(self, namespace: str, claim: str) -> dict[str, str]:
         """The claim's fault annotations now set."""
         return self._ours("resourceclaim", claim, namespace)
@@ -108,3 +123,9 @@ class Faults:
         obj = json.loads(self._kubectl("get", kind, name, *where, "-o", "json").stdout)
         annotations = obj["metadata"].get("annotations") or {}
         return {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
+
+
+def _load_kind(kind: str) -> str:
+    if kind not in LOAD_KINDS:
+        raise ValueError(f"gpu load: kind {kind!r}: one of {', '.join(LOAD_KINDS)}")
+    return LOAD_KINDS[kind]
