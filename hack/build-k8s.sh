@@ -23,6 +23,7 @@
 #   HELM_VERSION            helm version (default: the table's for that minor)
 #   KWOK_VERSION            kwok version, the simulated nodes' engine, the same for every minor (default v0.8.0)
 #   KUEUE_VERSION           Kueue version (default: the table's), the same for every minor
+#   KEDA_VERSION            KEDA version (default: the table's), the same for every minor
 #   CDI_VERSION             tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 # The etcd, helm and oldest Go of each Kubernetes minor come from one table, fakeplugin/cluster/versions.py
 # (run here as `python3 versions.py pins VERSION`), which also holds each minor's gates and flags.
@@ -43,6 +44,7 @@ ETCD_VERSION="${ETCD_VERSION:-$(pin ETCD_VERSION)}"
 HELM_VERSION="${HELM_VERSION:-$(pin HELM_VERSION)}"
 GO_MIN="$(pin GO_MIN)"
 KUEUE_VERSION="${KUEUE_VERSION:-${FAKEPLUGIN_KUEUE_VERSION:-$(pin KUEUE_VERSION)}}"
+KEDA_VERSION="${KEDA_VERSION:-$(pin KEDA_VERSION)}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
@@ -50,7 +52,7 @@ BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
-OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy kueue)
+OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy kueue keda)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -59,7 +61,7 @@ ONLY=""
 case "${1:-}" in
   "") ;;
   --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]}"; ONLY=",$2," ;;
-  -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
 esac
 for n in ${ONLY//,/ }; do
@@ -262,6 +264,43 @@ build_kueue() {
   say "kueue $KUEUE_VERSION: in $dir"
 }
 
+# KEDA (github.com/kedacore/keda/v2): independent of the Kubernetes version, built once per KEDA version
+# into $CACHE/keda/$KEDA_VERSION/. Not through a wrapper module as Kueue is: KEDA's go.mod pins k8s.io and
+# controller-runtime with replace directives, which Go ignores in a dependency, so the build runs inside
+# a writable copy of the module itself (its own go.mod, go.sum and replaces; the module proxy, no vendor/).
+build_keda() {
+  named keda || return 0
+  local dir="$CACHE/keda/$KEDA_VERSION" src="$CACHE/keda/$KEDA_VERSION/src" mod ld t0
+  [[ -x "$dir/keda" && -x "$dir/keda-adapter" && -d "$dir/module/config" ]] && { say "keda $KEDA_VERSION: cached in $dir"; return; }
+  if [[ ! -f "$src/go.mod" ]]; then
+    say "keda $KEDA_VERSION: downloading github.com/kedacore/keda/v2 (module proxy)"
+    mod="$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+    mkdir -p "$dir"
+    rm -rf "$src.tmp"
+    cp -r "$mod" "$src.tmp"
+    chmod -R u+w "$src.tmp"
+    mv "$src.tmp" "$src"
+  fi
+  cd "$src"
+  say "keda $KEDA_VERSION: resolving its dependencies (several hundred modules)"
+  quiet_go mod download
+  # As KEDA's Makefile does (GO_LDFLAGS), less the commit: a module zip has none.
+  ld="-s -w -X=github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION#v}"
+  t0=$SECONDS
+  say "building keda (the operator) and keda-adapter (the metrics API server)"
+  go build -trimpath -ldflags "$ld" -o "$dir/.keda.tmp" ./cmd/operator
+  go build -trimpath -ldflags "$ld" -o "$dir/.keda-adapter.tmp" ./cmd/adapter
+  mv "$dir/.keda.tmp" "$dir/keda"
+  mv "$dir/.keda-adapter.tmp" "$dir/keda-adapter"
+  say "built keda and keda-adapter in $((SECONDS - t0)) s"
+  rm -rf "$dir/.module.tmp"
+  mkdir -p "$dir/.module.tmp"
+  cp -r "$src/config" "$dir/.module.tmp/"
+  rm -rf "$dir/module"
+  mv "$dir/.module.tmp" "$dir/module"
+  say "keda $KEDA_VERSION: in $dir"
+}
+
 T0=$SECONDS
 build_etcd
 build_kube
@@ -271,5 +310,6 @@ build_kwok
 build_dra_test_driver
 build_kube_node
 build_kueue
+build_keda
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

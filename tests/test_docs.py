@@ -66,6 +66,16 @@ NOT_RUNNABLE: dict[Ref, str] = {
     Ref("docs/kubernetes-versions.md", ""): "a cold Go build of another Kubernetes version (about 13 min) "
     "and whole suites on it; hack/matrix.sh is that run",
     Ref("docs/kueue-kind.md", ""): "kind by hand, and its output; tests/kind/test_kueue.py runs all of it",
+    Ref("docs/hpa.md", "pod (fakeplugin.dev/gpu-load: 90)"): "a diagram",
+    Ref(
+        "docs/hpa.md", "kubectl annotate pod -n hpa"
+    ): "needs the cluster of tests/e2e/test_hpa.py, which runs this command (set_load)",
+    Ref(
+        "docs/hpa.md", "from fakeplugin.cluster import Cluster, keda"
+    ): "builds KEDA and brings up a cluster of "
+    "its own; tests/e2e/test_hpa.py starts its cluster with these arguments",
+    Ref("docs/hpa.md", "externalRules:"): "prometheus-adapter has no build script here (the page says why); "
+    "this rule and HPA were run by hand once, as the page reports",
     Ref("docs/kueue.md", "fakeplugin cluster up"): "builds Kueue from its module (--build) for a cluster of "
     "its own; tests/e2e/test_kueue.py applies these manifests on its session cluster",
     Ref("docs/local-cluster.md", "fakeplugin cluster build"): "a cold Go build (about 12 min) and a cluster "
@@ -134,6 +144,18 @@ def parse_manifest(b: Block) -> None:
     for doc in docs:
         assert {"apiVersion", "kind", "metadata"} <= set(doc), f"{b}: not a Kubernetes object"
         assert doc["metadata"]["name"], f"{b}: no name"
+
+
+def the_example(path: str) -> Callable[[Block], None]:
+    """A YAML block that is the example file `path` (named in the page's text), which a test applies."""
+
+    def check(b: Block) -> None:
+        assert path in (REPO / b.page).read_text(), f"{b}: the page does not name {path}"
+        assert list(yaml.safe_load_all(b.text)) == list(yaml.safe_load_all((REPO / path).read_text())), (
+            f"{b}: differs from {path}"
+        )
+
+    return check
 
 
 def excerpt_of(command: str) -> Callable[[Block], None]:
@@ -262,6 +284,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     ),
     Ref("docs/consumable-shares.md", "apiVersion: resource.k8s.io/v1"): parse_manifest,
     Ref("docs/driver-releases.md", "fakeplugin render"): run_commands,
+    Ref("docs/hpa.md", "apiVersion: keda.sh/v1alpha1"): the_example("examples/hpa/scaledobject.yaml"),
     Ref("docs/testing.md", "# conftest.py"): a_conftest,
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
     Ref("docs/prometheus.md", "promtool check rules"): promtool_commands,

@@ -468,3 +468,28 @@ def test_fault_compute_domain_parses_and_the_testing_api_annotates() -> None:
             "fakeplugin.dev/compute-domain-daemon-left-clique-",
         ),
     ]
+
+
+def test_fault_pod_parses_and_the_testing_api_sets_the_gpu_load() -> None:
+    from fakeplugin.cli import build_parser
+    from fakeplugin.testing import Faults
+
+    args = build_parser().parse_args(["fault", "pod", "team-a/trainer-0", "--gpu-load", "75"])
+    assert (args.pod, args.gpu_load, args.func) == ("team-a/trainer-0", "75", fault.run_pod)
+    calls: list[tuple[str, ...]] = []
+    faults = Faults(lambda *a: calls.append(a))  # type: ignore[arg-type,func-returns-value]
+    faults.set_gpu_load("claim", "team-a", "big-gpu", 90, memory=40)
+    faults.set_gpu_load("pod", "team-a", "trainer-0", 75)
+    faults.clear_gpu_load("pod", "team-a", "trainer-0")
+    assert calls == [
+        ("annotate", "--overwrite", "resourceclaim", "big-gpu", "-n", "team-a",
+         "fakeplugin.dev/gpu-load=utilization=90,memory=40"),
+        ("annotate", "--overwrite", "pod", "trainer-0", "-n", "team-a",
+         "fakeplugin.dev/gpu-load=utilization=75"),
+        ("annotate", "--overwrite", "pod", "trainer-0", "-n", "team-a", "fakeplugin.dev/gpu-load-"),
+    ]  # fmt: skip
+    with pytest.raises(load.LoadError, match="utilization 101: a whole number of percent, 0 to 100"):
+        faults.set_gpu_load("pod", "team-a", "trainer-0", 101)
+    with pytest.raises(ValueError, match="gpu load: kind 'node': one of pod, claim"):
+        faults.set_gpu_load("node", "", "n1", 5)
+    assert len(calls) == 3  # nothing sent for a bad value

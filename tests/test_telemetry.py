@@ -40,7 +40,7 @@ def render(*states: NodeState, chosen: list[counters.Counter] | None = None) -> 
     series: samples.Series = {}
     for state in states:
         samples.node_series(state, chosen or counters.default(), series)
-    return exposition.render(series)
+    return exposition.render(series).decode()
 
 
 def families(text: str) -> dict[str, Any]:
@@ -543,3 +543,17 @@ def test_energy_counter_integrates_power_and_nodes_render_by_name() -> None:
     second = energy()
     assert second[(NODE, "0")] == pytest.approx(first[(NODE, "0")] + 665 * 2 * 1000)
     assert list(second)[:2] == [(NODE, "0"), (NODE, "1")]  # nodes by name: gpu-node-1 before z-node
+
+
+def test_label_counters_become_labels_of_every_series() -> None:
+    """`label` records (counter_config.go) are labels named by the field, after Hostname, sorted; the
+    serial is the fake nvidia-smi's."""
+    gpu = devices(H200)[0]
+    chosen = counters.parse(
+        "DCGM_FI_DEV_GPU_UTIL, gauge, u\nDCGM_FI_DEV_SERIAL, label, s\nDCGM_FI_DEV_NAME, label, n\n",
+        "mine.csv",
+    )
+    [(labels, _)] = rows(render(NodeState(NODE, [gpu]), chosen=chosen), "DCGM_FI_DEV_GPU_UTIL")
+    assert list(labels)[-3:] == ["Hostname", "DCGM_FI_DEV_NAME", "DCGM_FI_DEV_SERIAL"]
+    assert labels["DCGM_FI_DEV_SERIAL"] == gpu_values(gpu)["serial"]
+    assert labels["DCGM_FI_DEV_NAME"] == "NVIDIA H200"

@@ -59,6 +59,23 @@ def test_pages_and_headers() -> None:
         endpoint.close()
 
 
+def test_a_failing_render_is_a_500_and_the_endpoint_stays_up() -> None:
+    calls = []
+
+    def render() -> bytes:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return BODY
+
+    endpoint = Endpoint(render, "127.0.0.1", 0, interval=0.0).start()
+    try:
+        assert get(endpoint.port) == (500, b"render failed: boom\n")
+        assert get(endpoint.port) == (200, BODY)
+    finally:
+        endpoint.close()
+
+
 def test_scrapes_within_the_interval_share_one_render() -> None:
     calls = []
     clock = [0.0]

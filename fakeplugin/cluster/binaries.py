@@ -109,6 +109,29 @@ def find_kueue(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path,
     return binary, module
 
 
+def keda_dir(version: str, env: Mapping[str, str] = os.environ) -> Path:
+    """What hack/build-k8s.sh builds for KEDA `version`: `keda` (the operator), `keda-adapter` (the metrics
+    API server) and `module/config` (its CRDs and manifests)."""
+    return cache_root(env) / "keda" / version
+
+
+def find_keda(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path, Path, Path]:
+    """KEDA's operator, metrics API server and module files (the cache), or one error saying how to
+    build them."""
+    home = keda_dir(version, env)
+    operator, adapter, module = home / "keda", home / "keda-adapter", home / "module"
+    if (
+        not all(b.is_file() and os.access(b, os.X_OK) for b in (operator, adapter))
+        or not (module / "config").is_dir()
+    ):
+        raise BinaryNotFound(
+            f"KEDA {version} is not built (no executables keda, keda-adapter or no module files in {home}); "
+            f"build it with `fakeplugin cluster build --only keda` (runs {BUILD_SCRIPT}; needs Go >= 1.26 "
+            "and the Go module proxy; about 6 minutes on 2 cores)"
+        )
+    return operator, adapter, module
+
+
 def _version_flag(version: str | None) -> str:
     return f" --kubernetes-version {version}" if version and version != K8S_VERSION else ""
 

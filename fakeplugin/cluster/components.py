@@ -22,6 +22,8 @@ LOOPBACK = "127.0.0.1"
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.64.0.0/12"
 CLUSTER_DNS = "10.0.0.10"
+# The CN of the client certificate the API server's aggregation layer presents to extension API servers.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 # The feature gates `cluster up` turns on for the default version (each minor's: versions.RELEASES).
 DEFAULT_FEATURE_GATES: dict[str, bool] = dict(release(DEFAULT_VERSION).feature_gates)
@@ -118,6 +120,40 @@ def etcd_argv(binary: Path, layout: StateLayout, ports: Ports) -> list[str]:
     ]
 
 
+def front_proxy_ca(layout: StateLayout) -> tuple[Path, Path]:
+    """The front-proxy CA's key and certificate (fakeplugin.cluster.credentials makes them)."""
+    return layout.pki / "front-proxy-ca.key", layout.pki / "front-proxy-ca.crt"
+
+
+def front_proxy_client(layout: StateLayout) -> tuple[Path, Path]:
+    """The aggregation layer's client key and certificate, CN FRONT_PROXY_CLIENT."""
+    return layout.pki / "front-proxy-client.key", layout.pki / "front-proxy-client.crt"
+
+
+def client_ca(layout: StateLayout) -> tuple[Path, Path]:
+    """The cluster's client CA's key and certificate: it signs nothing; see aggregation_args."""
+    return layout.pki / "client-ca.key", layout.pki / "client-ca.crt"
+
+
+def aggregation_args(layout: StateLayout) -> list[str]:
+    """The API server's aggregation layer flags, kubeadm's values: how it authenticates to an extension
+    API server (an APIService's, e.g. KEDA's external.metrics.k8s.io) and what that server trusts (the
+    extension-apiserver-authentication ConfigMap the API server publishes from these). The client CA is
+    there so that the ConfigMap has the client-ca-file an extension API server reads (without it, one
+    logs an error each second); our clients authenticate with the token."""
+    key, crt = front_proxy_client(layout)
+    return [
+        f"--client-ca-file={client_ca(layout)[1]}",
+        f"--requestheader-client-ca-file={front_proxy_ca(layout)[1]}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={crt}",
+        f"--proxy-client-key-file={key}",
+    ]
+
+
 def apiserver_argv(
     binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool], k8s: KubernetesRelease
 ) -> list[str]:
@@ -140,6 +176,7 @@ def apiserver_argv(
         # taint is lifted by the node-lifecycle controller, which this cluster does not run.
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         f"--feature-gates={gates_flag(gates)}",
+        *aggregation_args(layout),
     ]
     argv += k8s.apiserver_args
     if k8s.taint_rule_runtime_config and gates.get(k8s.taint_rule_gate):

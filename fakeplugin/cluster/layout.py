@@ -11,6 +11,7 @@
                           unix socket paths must fit in 108 bytes
 <state>/kueue/            with `--with kueue`: its Configuration, webhook certificates, its /etc layer
 <state>/prometheus/       with `--with prometheus`: prometheus.yml and data/ (its TSDB)
+<state>/keda/             with KEDA: its certificates, the unix sockets of its metrics server's bridges
 <state>/logs/             one log per process (`down` keeps them unless asked to purge)
 """
 
@@ -100,6 +101,7 @@ class StateLayout:
             self.kubectl_cache,
             self.kueue,
             self.prometheus,
+            self.keda,
         ]
 
     @property
@@ -111,6 +113,9 @@ class StateLayout:
     def prometheus(self) -> Path:
         """Prometheus (`--with prometheus`): its config and TSDB."""
         return self.root / "prometheus"
+    def keda(self) -> Path:
+        """KEDA's operator and metrics API server: their certificates, the bridges' unix sockets."""
+        return self.root / "keda"
 
 
 @dataclass(frozen=True)

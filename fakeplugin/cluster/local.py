@@ -22,6 +22,7 @@ from fakeplugin.cluster.computedomains import ComputeDomains, fabric_nodes
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
 from fakeplugin.cluster.host import allocate_ports, check_host, find_binaries
+from fakeplugin.cluster.keda import Keda, KedaRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import Kueue, KueueRequest
 from fakeplugin.cluster.layout import NodeDirs, StateLayout
@@ -65,6 +66,7 @@ class Cluster:
         self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
         self._prometheus = Prometheus(self._store, self._processes)
+        self._keda = Keda(self._store, self._processes, self._kubectl)
         self._watchdog: Watchdog | None = None
 
     # ---- starting and stopping ------------------------------------------------------------------
@@ -83,6 +85,7 @@ class Cluster:
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
         prometheus: PrometheusRequest | None = None,
+        keda: KedaRequest | None = None,
         fleet_shards: int | None = None,
         watchdog: bool = False,
     ) -> Cluster:
@@ -91,8 +94,9 @@ class Cluster:
 
         `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
-        (fakeplugin.cluster.kueue.request): Kueue too, started last; `prometheus`
-        (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue.
+        (fakeplugin.cluster.kueue.request): Kueue too, started last but for KEDA; `prometheus`
+        (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue;
+        `keda` (fakeplugin.cluster.keda.request): KEDA's operator and metrics API server, after Kueue.
         `fleet_shards`: fleet processes for the simulated nodes (default: one, two above 1000 simulated
         nodes; fakeplugin.fleet.shard).
         `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
@@ -127,6 +131,8 @@ class Cluster:
                     cluster._prometheus.start(prometheus)
                 if kueue is not None:
                     cluster._kueue.start(kueue)
+                if keda is not None:
+                    cluster._keda.start(keda)
             except BaseException:
                 state = cluster._store.state
                 if state and state.processes:

@@ -32,6 +32,7 @@ VMSTAT = Path("/proc/vmstat")  # its oom_kill: the OOM killer's kills since boot
 # Stop order: consumers before what they consume.
 STOP_ORDER = (
     "prometheus",
+    "keda",
     "kueue",
     "plugin/",
     "cd-plugin/",

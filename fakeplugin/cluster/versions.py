@@ -47,6 +47,10 @@ KUEUE_VERSION = "v0.19.2"
 KUEUE_MINOR = "0.19"
 KUEUE_ENV = "FAKEPLUGIN_KUEUE_VERSION"
 
+# KEDA (the GPU-utilisation autoscaling test, docs/hpa.md): the newest release whose go.mod the machine's
+# Go builds. v2.21.0 and v2.21.1 need go >= 1.27.4; v2.20.2 says go 1.26.0.
+KEDA_VERSION = "v2.20.2"
+
 
 @dataclass(frozen=True)
 class KubernetesRelease:
@@ -213,6 +217,7 @@ def build_pins(version: str) -> dict[str, str]:
         "HELM_VERSION": r.helm,
         "GO_MIN": r.go,
         "KUEUE_VERSION": KUEUE_VERSION,
+        "KEDA_VERSION": KEDA_VERSION,
     }
 
 

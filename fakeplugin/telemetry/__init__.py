@@ -9,4 +9,5 @@ attribution, values following each GPU's simulated load (docs/telemetry.md).
     podresources.py  the kubelet's PodResources List over its socket (serve)
     source.py      a host's nodes read at one moment, with load annotations and energy kept
     endpoint.py    the HTTP server: bounded handlers, one render shared per interval
+    host.py        starting it from serve's and fleet's flags
 """

@@ -50,23 +50,24 @@ class SharedRender:
     """`render()` once per `interval`, its result shared by every caller meanwhile."""
 
     def __init__(
-        self, render: Callable[[], bytes], interval: float, clock: Callable[[], float] = time.monotonic
+        self,
+        render: Callable[[], bytes | bytearray],
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self._render = render
         self._interval = interval
         self._clock = clock
         self._lock = threading.Lock()
-        self._body = b""
+        self._body: bytes | bytearray = b""
         self._at: float | None = None
-        self.renders = 0  # how many renders ran (tests, the log)
 
-    def get(self) -> bytes:
+    def get(self) -> bytes | bytearray:
         with self._lock:  # a caller arriving during a render waits for it and takes its result
             now = self._clock()
             if self._at is None or now - self._at >= self._interval:
                 self._body = self._render()
                 self._at = self._clock()
-                self.renders += 1
             return self._body
 
 
@@ -115,13 +116,19 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            self._send(200, self.server.shared.get(), CONTENT_TYPE)
+            try:
+                body = self.server.shared.get()
+            except Exception as exc:  # a bug in a render: this scrape fails, the endpoint stays up
+                log.exception("telemetry: render failed")
+                self._send(500, f"render failed: {exc}\n".encode(), CONTENT_TYPE)
+                return
+            self._send(200, body, CONTENT_TYPE)
         elif path in ("/", "/health"):
             self._send(200, b"OK" if path == "/health" else b"fakeplugin telemetry: /metrics\n", CONTENT_TYPE)
         else:
             self._send(404, b"not found: /metrics is the only page\n", CONTENT_TYPE)
 
-    def _send(self, code: int, body: bytes, content_type: str) -> None:
+    def _send(self, code: int, body: bytes | bytearray, content_type: str) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -138,7 +145,7 @@ class Endpoint:
 
     def __init__(
         self,
-        render: Callable[[], bytes],
+        render: Callable[[], bytes | bytearray],
         host: str,
         port: int,
         *,

@@ -29,10 +29,6 @@ class Load:
     utilization: int = 0
     memory: int = 0
 
-    @property
-    def idle(self) -> bool:
-        return self.utilization == 0 and self.memory == 0
-
 
 IDLE = Load()
 

@@ -107,7 +107,7 @@ class Entity:
     @property
     def uuid(self) -> str:
         """The `UUID` label: the physical GPU's."""
-        return self.gpu.parent_uuid or self.gpu.uuid if self.gi_id is not None else self.gpu.uuid
+        return (self.gpu.parent_uuid or self.gpu.uuid) if self.gi_id is not None else self.gpu.uuid
 
     @property
     def key(self) -> str:
@@ -115,7 +115,10 @@ class Entity:
         return self.uuid if self.gi_id is None else f"{self.gpu.index}-{self.gi_id}"
 
 
-Series = dict[Counter, list[tuple[tuple[tuple[str, str], ...], str]]]  # counter → (labels, value), in order
+# counter → its series in order, each (labels, attributes, value): the label text inside the braces in two
+# parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
+# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings.
+Series = dict[Counter, list[tuple[str, str, str]]]
 
 
 def gpu_instance_id(device: GpuDevice) -> int:
@@ -258,9 +261,13 @@ SIMULATED_FIELD_IDS = frozenset(
 LABEL_FIELDS = {
     "DCGM_FI_DRIVER_VERSION": lambda d: d.driver_version,
     "DCGM_FI_DEV_NAME": lambda d: d.product_name,
-    "DCGM_FI_DEV_UUID": lambda d: d.parent_uuid or d.uuid if d.mig is not None else d.uuid,
-    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(d.parent_uuid or d.uuid if d.mig is not None else d.uuid),
+    "DCGM_FI_DEV_UUID": lambda d: _physical_uuid(d),
+    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(_physical_uuid(d)),
 }
+
+
+def _physical_uuid(device: GpuDevice) -> str:
+    return (device.parent_uuid or device.uuid) if device.mig is not None else device.uuid
 
 
 def is_simulated(counter: Counter) -> bool:
@@ -351,12 +358,23 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
             base += [("GPU_I_PROFILE", device.mig.profile), ("GPU_I_ID", str(entity.gi_id))]
         base.append(("Hostname", state.hostname))
         base += sorted(_labels(labels, fields, device).items())
+        prefix = ",".join(f'{k}="{v}"' for k, v in base)
+        entries = attribution.get(entity.key) or [{}]
+        suffixes = [_text(who) for who in entries]
         for counter in metrics:
             value = fields.get(counter.field_id)
             if value is None:
                 continue
-            attributes = xid_attributes(value) if counter.field_id == 230 else {}
-            for who in attribution.get(entity.key) or [{}]:
-                labelled = tuple(base + sorted((attributes | who).items()))
-                series.setdefault(counter, []).append((labelled, value))
+            append = series.setdefault(counter, []).append
+            if counter.field_id == 230:  # attributes of its own, sorted among the attribution's
+                for who in entries:
+                    append((prefix, _text(xid_attributes(value) | who), value))
+                continue
+            for suffix in suffixes:
+                append((prefix, suffix, value))
     return series
+
+
+def _text(attributes: Mapping[str, str]) -> str:
+    """Attributes as the template writes them: `,k="v"` each, sorted by key."""
+    return "".join(f',{k}="{v}"' for k, v in sorted(attributes.items()))

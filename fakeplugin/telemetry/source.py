@@ -197,7 +197,7 @@ class Telemetry:
         self._energy: dict[str, _Energy] = {}
         self._lock = threading.Lock()  # one render at a time: the energy table is its state
 
-    def render(self) -> bytes:
+    def render(self) -> bytearray:
         with self._lock:
             series: samples.Series = {}
             energy: dict[str, _Energy] = {}
@@ -210,7 +210,7 @@ class Telemetry:
                 state = NodeState(view.node_name, listed, faults, found, loads, mj)
                 samples.node_series(state, self._counters, series)
             self._energy = energy  # entities not rendered now are dropped
-            return exposition.render(series).encode()
+            return exposition.render(series)
 
     def _integrate(self, powers: dict[str, float], now: float, into: dict[str, _Energy]) -> dict[str, int]:
         out: dict[str, int] = {}

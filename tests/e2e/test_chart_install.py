@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from fakeplugin.cluster import binaries, components, versions
+from fakeplugin.cluster.credentials import front_proxy_certificates
 from fakeplugin.cluster.layout import StateLayout
 from tests.harness.kube import wait_for
 from tests.harness.tooling import unavailable
@@ -203,6 +204,7 @@ def rbac_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServ
         ["openssl", "rsa", "-in", str(layout.pki / "sa.key"), "-pubout", "-out", str(layout.pki / "sa.pub")],
     ):
         subprocess.run(argv, capture_output=True, check=True, timeout=60)
+    front_proxy_certificates(layout)  # components.apiserver_argv names them
     token = secrets.token_hex(16)
     tokens = layout.root / "tokens.csv"
     tokens.write_text(f'{token},admin,admin-uid,"system:masters"\n')

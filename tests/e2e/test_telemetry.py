@@ -2,22 +2,28 @@
 kubelet's PodResources List.
 
 One small cluster for the module: one kubelet node with an H200 (a full GPU) and an A100-40GB split into
-seven static 1g.5gb MIG devices. Proven against it: a claim pod's series carry pod, namespace, container
-and dra_* labels and lose them when the pod is deleted; each MIG device has its own series; the load
-annotation moves DCGM_FI_DEV_GPU_UTIL; an injected XID shows in DCGM_FI_DEV_XID_ERRORS and in the slice's
-taints.
+seven static 1g.5gb MIG devices, and one kwok-simulated node with two H200. Proven against it: a claim
+pod's series carry pod, namespace, container and dra_* labels and lose them when the pod is deleted; each
+MIG device has its own series; the load annotation moves DCGM_FI_DEV_GPU_UTIL; an injected XID shows in
+DCGM_FI_DEV_XID_ERRORS and in the slice's taints; the fleet's one endpoint attributes its simulated
+node's GPUs from the pod and its claim (its `fakeplugin fleet` replaced by one with --telemetry-endpoint).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from fakeplugin.cluster import Cluster
+import fakeplugin
+from fakeplugin.cluster import Cluster, components
 from fakeplugin.cluster.host import free_ports
 from fakeplugin.testing import claim_pod, device_request, resource_claim
 from fakeplugin.testing.faults import Faults
@@ -27,6 +33,7 @@ from tests.harness.kube import apply, get, items, pod_phase, wait_for
 pytestmark = pytest.mark.cluster
 
 NODE = "telemetry-node"
+SIMULATED = "telemetry-sim"
 NAMESPACE = "telemetry"
 INVENTORY = {
     "driverVersion": "580.159.04",
@@ -38,7 +45,8 @@ INVENTORY = {
                 {"profile": "h200"},
                 {"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 7}]},
             ],
-        }
+        },
+        {"name": SIMULATED, "kubelet": False, "gpus": [{"profile": "h200", "count": 2}]},
     ],
 }
 H200 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"
@@ -78,6 +86,21 @@ def series(port: int, metric: str, **labels: str) -> list[tuple[dict[str, str], 
     ]
 
 
+def on(node: str, pod: dict[str, Any]) -> dict[str, Any]:
+    """`pod` scheduled onto `node` only (both nodes have H200s)."""
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
+
+
+def answering(port: int) -> bool:
+    """The endpoint accepts connections (a process just started may not yet)."""
+    try:
+        scrape(port)
+    except OSError:
+        return False
+    return True
+
+
 def device_taints(cluster: Cluster, device: str) -> list[dict[str, str]]:
     slices = items(cluster, "resourceslices", "--field-selector", f"spec.nodeName={NODE}")
     found = [d for s in slices for d in s["spec"].get("devices") or [] if d["name"] == device]
@@ -103,7 +126,7 @@ def test_claim_pod_attribution_load_xid_and_deletion(telemetry_cluster: tuple[Cl
         cluster,
         NAMESPACE,
         resource_claim("big-gpu", device_request(selector=H200)),
-        claim_pod("trainer", {"resourceClaimName": "big-gpu"}),
+        on(NODE, claim_pod("trainer", {"resourceClaimName": "big-gpu"})),
     )
     wait_for(lambda: pod_phase(cluster, NAMESPACE, "trainer") == "Running", what="the claim pod Running")
     [result] = get(cluster, "resourceclaim", "big-gpu", "-n", NAMESPACE)["status"]["allocation"]["devices"][
@@ -175,3 +198,69 @@ ATTRIBUTION: set[str] = {
     "dra_pool_name",
     "dra_device_name",
 }
+
+
+@pytest.fixture(scope="module")
+def fleet_port(telemetry_cluster: tuple[Cluster, int]) -> Iterator[int]:
+    """The cluster's fleet replaced by the same command line with --telemetry-endpoint."""
+    cluster, _ = telemetry_cluster
+    [port] = free_ports(1)
+    argv = components.fleet_argv(sys.executable, cluster.inventory, cluster.layout, [])
+    env = components.python_env({}, Path(fakeplugin.__file__).resolve().parents[1])
+    cluster.kill_fleet()
+    log = (cluster.layout.root / "logs" / "telemetry-fleet.log").open("w")
+    fleet = subprocess.Popen(
+        [*argv, f"--telemetry-endpoint=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT, env=env
+    )
+    try:
+        yield port
+    finally:
+        fleet.terminate()
+        fleet.wait(timeout=30)
+        log.close()
+        cluster.start_fleet()
+
+
+def test_the_fleet_endpoint_attributes_simulated_nodes(
+    telemetry_cluster: tuple[Cluster, int], fleet_port: int
+) -> None:
+    cluster, _ = telemetry_cluster
+    wait_for(lambda: answering(fleet_port), what="the fleet's endpoint", timeout=60)
+    temps = wait_for(lambda: series(fleet_port, "DCGM_FI_DEV_GPU_TEMP"), what="the fleet's series")
+    assert sorted((lb["Hostname"], lb["gpu"]) for lb, _ in temps) == [(SIMULATED, "0"), (SIMULATED, "1")]
+    apply(
+        cluster,
+        NAMESPACE,
+        resource_claim("sim-gpu", device_request(selector=H200)),
+        on(SIMULATED, claim_pod("sim-trainer", {"resourceClaimName": "sim-gpu"})),
+    )
+    wait_for(
+        lambda: pod_phase(cluster, NAMESPACE, "sim-trainer") == "Running", what="the simulated pod Running"
+    )
+    [result] = get(cluster, "resourceclaim", "sim-gpu", "-n", NAMESPACE)["status"]["allocation"]["devices"][
+        "results"
+    ]
+    Faults(cluster.kubectl).set_gpu_load("pod", NAMESPACE, "sim-trainer", 70)
+    [(labels, _)] = wait_for(
+        lambda: [
+            (lb, v) for lb, v in series(fleet_port, "DCGM_FI_DEV_GPU_UTIL", pod="sim-trainer") if v == 70
+        ],
+        what="the simulated pod's GPU at 70 %",
+        timeout=60,
+    )
+    assert (labels["Hostname"], labels["dra_pool_name"], labels["dra_device_name"]) == (
+        SIMULATED,
+        SIMULATED,
+        result["device"],
+    )
+    assert (labels["container"], labels["dra_claim_name"], labels["namespace"]) == (
+        "ctr",
+        "sim-gpu",
+        NAMESPACE,
+    )
+    cluster.kubectl("delete", "pod", "sim-trainer", "-n", NAMESPACE, "--wait=true")
+    wait_for(
+        lambda: not series(fleet_port, "DCGM_FI_DEV_GPU_UTIL", pod="sim-trainer"),
+        what="the simulated pod's labels gone",
+        timeout=60,
+    )
