@@ -86,7 +86,7 @@ class Use:
 @dataclass(frozen=True)
 class NodeState:
     """What one node's series are made of, read at one moment: `devices` and `faults` from one
-    NodeDevices state, `loads` by device name, `energy_mj` by entity (`entity_key`)."""
+    NodeDevices state, `loads` by device name, `energy_mj` by entity (`entity_key_of`)."""
 
     hostname: str
     devices: Sequence[GpuDevice]
