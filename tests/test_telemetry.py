@@ -557,3 +557,17 @@ def test_label_counters_become_labels_of_every_series() -> None:
     assert list(labels)[-3:] == ["Hostname", "DCGM_FI_DEV_NAME", "DCGM_FI_DEV_SERIAL"]
     assert labels["DCGM_FI_DEV_SERIAL"] == gpu_values(gpu)["serial"]
     assert labels["DCGM_FI_DEV_NAME"] == "NVIDIA H200"
+
+
+def test_a_dynamic_mig_partitions_load_and_use_show_on_its_gpu() -> None:
+    """DynamicMIG: a partition is no GPU instance before it is created (no UUID), so its GPU keeps its
+    series; the partition's use attributes them (its key is the parent's UUID) and its load moves them."""
+    inventory = {"driverVersion": "580.159.04", "cudaDriverVersion": "13.0", "nodes": [
+        {"name": NODE, "gpus": [{"profile": "h200"}]}]}  # fmt: skip
+    found = node_devices(parse_inventory(inventory), NODE, {}, dynamic_mig=True)
+    part = next(d for d in found if d.mig is not None)
+    use = Use("p", "ns", "c", "cl", "ns", "gpu.nvidia.com", NODE, part.name)
+    text = render(NodeState(NODE, found, uses=[use], loads={part.name: Load(60, 10)}))
+    [(labels, value)] = rows(text, "DCGM_FI_DEV_GPU_UTIL")
+    assert value == 60 and "GPU_I_PROFILE" not in labels
+    assert (labels["dra_mig_profile"], labels["dra_mig_device_uuid"]) == (part.mig.profile, "")

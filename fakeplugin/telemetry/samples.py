@@ -42,7 +42,7 @@ from fakeplugin.prepare.smi import IDLE_POWER_FRACTION, IDLE_TEMPERATURE_C, nvml
 from fakeplugin.profiles import UnknownProfileError, load_profile
 from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.telemetry.counters import Counter
-from fakeplugin.telemetry.load import IDLE, Load
+from fakeplugin.telemetry.load import IDLE, Load, busiest
 
 DRA_GPU_DRIVER = "gpu.nvidia.com"  # transformation/const.go DRAGPUDriverName
 _MIB = 1024 * 1024
@@ -86,7 +86,7 @@ class Use:
 @dataclass(frozen=True)
 class NodeState:
     """What one node's series are made of, read at one moment: `devices` and `faults` from one
-    NodeDevices state, `loads` by device name, `energy_mj` by entity (`entity_key`)."""
+    NodeDevices state, `loads` by device name, `energy_mj` by entity (`entity_key_of`)."""
 
     hostname: str
     devices: Sequence[GpuDevice]
@@ -182,7 +182,9 @@ def framebuffer_mib(device: GpuDevice, load: Load, *, gpu_instance: bool) -> tup
 
 def entity_powers(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> dict[str, float]:
     """Each entity's power draw now (`entity_key_of`), for the energy counter a host integrates."""
-    found = entities(devices)
+    listed = list(devices)
+    found = entities(listed)
+    loads = folded_loads(listed, loads)
     out: dict[str, float] = {}
     for entity in found:
         power = power_watts(entity.gpu, _gpu_load(entity, loads, found))
@@ -193,6 +195,19 @@ def entity_powers(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> di
 
 def dcp_supported(device: GpuDevice) -> bool:
     return device.architecture in _DCP_ARCHITECTURES and device.brand in _DATACENTER_BRANDS
+
+
+def folded_loads(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> dict[str, Load]:
+    """`loads` with each DynamicMIG partition's (not yet a GPU instance: it has no UUID) added to its GPU's:
+    work on a partition is work on the GPU, whose series stand for it."""
+    listed = list(devices)
+    gpus = {d.index: d.name for d in listed if d.type == "gpu"}
+    out = dict(loads)
+    for device in listed:
+        parent = gpus.get(device.index)
+        if device.mig is not None and not device.uuid and device.name in loads and parent is not None:
+            out[parent] = busiest([out.get(parent), loads[device.name]]) or IDLE
+    return out
 
 
 def _gpu_load(entity: Entity, loads: Mapping[str, Load], siblings: Sequence[Entity]) -> Load:
@@ -341,12 +356,13 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
     labels = [c for c in counters if c.is_label]
     attribution = _attribution(state)
     found = entities(state.devices)
+    loads = folded_loads(state.devices, state.loads)
     for entity in found:
         device = entity.gpu
-        own = state.loads.get(device.name, IDLE)
+        own = loads.get(device.name, IDLE)
         fault = state.faults.get(device.name)  # a GPU instance: its MIG device's entry
         energy = state.energy_mj.get(entity_key_of(entity), 0)
-        fields = values(entity, own, _gpu_load(entity, state.loads, found), fault, energy)
+        fields = values(entity, own, _gpu_load(entity, loads, found), fault, energy)
         base = [
             ("gpu", str(device.index)),
             ("UUID", entity.uuid),
