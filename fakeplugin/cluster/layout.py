@@ -113,6 +113,7 @@ class StateLayout:
     def prometheus(self) -> Path:
         """Prometheus (`--with prometheus`): its config and TSDB."""
         return self.root / "prometheus"
+
     def keda(self) -> Path:
         """KEDA's operator and metrics API server: their certificates, the bridges' unix sockets."""
         return self.root / "keda"

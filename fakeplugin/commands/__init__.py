@@ -75,7 +75,9 @@ SHARED: dict[str, dict[str, Any]] = {
         "mig.nvidia.com; docs/kueue.md); prometheus[=RULES]: Debian's Prometheus (apt package prometheus) "
         "scraping every plugin's dcgm-exporter-compatible telemetry endpoint every 2 s; RULES: a rule file "
         "or folder (default: examples/prometheus/, an XID alert and per-namespace recording rules; "
-        "docs/prometheus.md)",
+        "docs/prometheus.md); keda: KEDA's operator and metrics API server (github.com/kedacore/keda, built "
+        "from its Go module with --build), serving external.metrics.k8s.io for GPU-utilisation "
+        "autoscaling (docs/hpa.md)",
     ),
     "--kueue-version": dict(
         env="FAKEPLUGIN_KUEUE_VERSION",

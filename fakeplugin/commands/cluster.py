@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from fakeplugin.commands import flag, shared_flags
 
 if TYPE_CHECKING:
+    from fakeplugin.cluster.keda import KedaRequest
     from fakeplugin.cluster.kueue import KueueRequest
     from fakeplugin.cluster.prometheus import PrometheusRequest
 
@@ -36,6 +37,8 @@ examples:
   fakeplugin cluster up --inventory examples/seed-lab.yaml --with prometheus   Prometheus on the plugins'
                                                              telemetry (prints its URL)
   fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue,prometheus --build
+  fakeplugin cluster up --inventory examples/seed-lab.yaml --with prometheus,keda --build   and KEDA for
+                                                             GPU-utilisation autoscaling (docs/hpa.md)
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -145,6 +148,7 @@ def run_up(args: argparse.Namespace) -> int:
     k8s = versions.release(args.kubernetes_version)
     with_kueue = kueue_request(args, build=args.build)
     with_prometheus = prometheus_request(args)
+    with_keda = keda_request(args, build=args.build)
     cluster = Cluster.up(
         Path(args.inventory),
         Path(args.state_dir),
@@ -156,6 +160,7 @@ def run_up(args: argparse.Namespace) -> int:
         plugin_args=shlex.split(args.plugin_args),
         kueue=with_kueue,
         prometheus=with_prometheus,
+        keda=with_keda,
         fleet_shards=args.fleet_shards or None,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
@@ -170,6 +175,16 @@ def kueue_request(args: argparse.Namespace, *, build: bool) -> KueueRequest | No
 
     config = kueue.parse_with(args.with_addon)
     return None if config is None else kueue.request(config, args.kueue_version or None, build=build)
+
+
+def keda_request(args: argparse.Namespace, *, build: bool) -> KedaRequest | None:
+    """What --with keda asks for: KEDA's binaries (built first with `build`), before anything starts."""
+    from fakeplugin.cluster import addons, keda
+
+    wanted = addons.parse_with(args.with_addon).get(keda.NAME)
+    if wanted:
+        raise ValueError(f"--with {args.with_addon}: keda takes no argument (got {wanted!r})")
+    return None if wanted is None else keda.request(build=build)
 
 
 def prometheus_request(args: argparse.Namespace) -> PrometheusRequest | None:

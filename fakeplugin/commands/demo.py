@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.commands import flag, shared_flags
-from fakeplugin.commands.cluster import kueue_request, prometheus_request
+from fakeplugin.commands.cluster import keda_request, kueue_request, prometheus_request
 
 # Package data (links to examples/ in a source tree), so the demo runs from a wheel or the image too.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     state = Path(args.state_dir)
     kueue = kueue_request(args, build=True)
     prometheus = prometheus_request(args)
+    keda = keda_request(args, build=True)
     step(
         f"seed lab on Kubernetes {args.kubernetes_version}: 2 x NVIDIA T10 and 1 x RTX A5000 on real "
         "kubelets, plus 3 plain workers"
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         kubernetes_version=args.kubernetes_version,
         kueue=kueue,
         prometheus=prometheus,
+        keda=keda,
         watchdog=not args.keep,
     )
     try:

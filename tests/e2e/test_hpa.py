@@ -15,11 +15,7 @@ Long tier only (hack/test.sh --long): the KEDA build takes about 6 minutes on 2 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import Cluster
-from fakeplugin.cluster.host import free_ports
+from fakeplugin.cluster import Cluster, prometheus
 from fakeplugin.telemetry.load import ANNOTATION
-from tests.harness.host import own_cluster, require_keda
+from tests.harness.host import own_cluster, require_keda, require_prometheus
 from tests.harness.kube import apply, apply_file, get, items, wait_for
-from tests.harness.tooling import unavailable
 
 pytestmark = pytest.mark.cluster
 
@@ -49,82 +43,38 @@ TIMEOUT = 120.0
 
 
 def prometheus_query(url: str, query: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}", timeout=5
-    ) as r:
-        return json.load(r)["data"]["result"]
+    return prometheus.api(url, "query", query=query)["result"]
 
 
 @pytest.fixture(scope="module")
-def telemetry_port() -> int:
-    return free_ports(1)[0]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, telemetry_port: int) -> Iterator[Cluster]:
-    request = require_keda()
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with own_cluster(
         tmp_path_factory,
         "hpa",
         INVENTORY,
         NAMESPACE,
-        plugin_args=[f"--telemetry-endpoint=127.0.0.1:{telemetry_port}"],
-        keda=request,
+        prometheus=require_prometheus(),
+        keda=require_keda(),
     ) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory, telemetry_port: int) -> Iterator[str]:
-    """Debian's Prometheus on loopback scraping the node's telemetry endpoint every 2 s; its URL."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        unavailable("prometheus is not installed (hack/setup.sh installs Debian's package)")
-    home = tmp_path_factory.mktemp("prometheus")
-    config = {
-        "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
-        "scrape_configs": [
-            {"job_name": "dcgm", "static_configs": [{"targets": [f"127.0.0.1:{telemetry_port}"]}]}
-        ],
-    }
-    (home / "prometheus.yml").write_text(yaml.safe_dump(config))
-    (port,) = free_ports(1)
-    url = f"http://127.0.0.1:{port}"
-    with (home / "prometheus.log").open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={home / 'prometheus.yml'}",
-                f"--storage.tsdb.path={home / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_for(lambda: proc.poll() is None and _ready(url), what=f"Prometheus at {url}", timeout=60)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
+def prometheus_url(cluster: Cluster) -> str:
+    """The cluster's Prometheus (`--with prometheus`), scraping the node's telemetry every 2 s."""
+    url = cluster.prometheus_url
+    assert url is not None
+    return url
 
 
 @pytest.fixture(scope="module")
-def scaled(cluster: Cluster, prometheus: str) -> Cluster:
+def scaled(cluster: Cluster, prometheus_url: str) -> Cluster:
     """examples/hpa/ applied, its ScaledObject pointed at our Prometheus; returns once its one pod runs."""
     apply_file(cluster, NAMESPACE, EXAMPLES / "inference.yaml")
     (scaled_object,) = [d for d in yaml.safe_load_all((EXAMPLES / "scaledobject.yaml").read_text()) if d]
     (trigger,) = scaled_object["spec"]["triggers"]
     assert trigger["metadata"]["query"] == QUERY  # what the docs show
-    trigger["metadata"]["serverAddress"] = prometheus
+    trigger["metadata"]["serverAddress"] = prometheus_url.rstrip("/")
     apply(cluster, NAMESPACE, scaled_object)
     wait_for(lambda: running_pods(cluster, 1), what="the inference Deployment's pod to run", timeout=TIMEOUT)
     return cluster
@@ -160,17 +110,17 @@ def external_metric(cluster: Cluster) -> list[dict[str, Any]]:
     return json.loads(cluster.kubectl("get", "--raw", path).stdout)["items"]
 
 
-def summed(prometheus: str) -> float | None:
-    result = prometheus_query(prometheus, QUERY)
+def summed(prometheus_url: str) -> float | None:
+    result = prometheus_query(prometheus_url, QUERY)
     return float(result[0]["value"][1]) if result else None
 
 
-def test_the_hpa_reads_the_summed_gpu_utilisation_through_keda(scaled: Cluster, prometheus: str) -> None:
+def test_the_hpa_reads_the_summed_gpu_utilisation_through_keda(scaled: Cluster, prometheus_url: str) -> None:
     (pod,) = running_pods(scaled, 1) or []
     name = pod["metadata"]["name"]
     # The pod's GPU series as Prometheus scraped it from the plugin: attributed to the pod, idle.
     series = wait_for(
-        lambda: prometheus_query(prometheus, f'DCGM_FI_DEV_GPU_UTIL{{namespace="hpa", pod="{name}"}}'),
+        lambda: prometheus_query(prometheus_url, f'DCGM_FI_DEV_GPU_UTIL{{namespace="hpa", pod="{name}"}}'),
         what=f"{name}'s DCGM_FI_DEV_GPU_UTIL in Prometheus",
         timeout=TIMEOUT,
     )
@@ -187,12 +137,14 @@ def test_the_hpa_reads_the_summed_gpu_utilisation_through_keda(scaled: Cluster, 
     assert replicas(scaled) == 1
 
 
-def test_a_load_of_90_percent_scales_up_and_back_when_it_drops(scaled: Cluster, prometheus: str) -> None:
+def test_a_load_of_90_percent_scales_up_and_back_when_it_drops(scaled: Cluster, prometheus_url: str) -> None:
     (pod,) = running_pods(scaled, 1) or []
     set_load(scaled, 90)
     started = time.monotonic()
     wait_for(
-        lambda: summed(prometheus) == 90.0, what="the summed utilisation at 90 in Prometheus", timeout=TIMEOUT
+        lambda: summed(prometheus_url) == 90.0,
+        what="the summed utilisation at 90 in Prometheus",
+        timeout=TIMEOUT,
     )
     pods = wait_for(lambda: running_pods(scaled, 2), what="a second inference pod", timeout=TIMEOUT)
     scaled_up = time.monotonic() - started

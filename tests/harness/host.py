@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, kueue, prometheus
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, keda, kueue
+from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, keda, kueue, prometheus
 from fakeplugin.cluster.keda import KedaRequest
 from fakeplugin.cluster.kueue import KueueRequest
 from fakeplugin.cluster.prometheus import PrometheusRequest
@@ -66,6 +65,8 @@ def require_prometheus(rules: str = "") -> PrometheusRequest:
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
         unavailable(f"prometheus and promtool not found in PATH; {prometheus.INSTALL}")
     return prometheus.request(rules)
+
+
 def require_keda() -> KedaRequest:
     """KEDA's operator and metrics API server; skip (fail in CI) when they are not built."""
     try:
