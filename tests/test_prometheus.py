@@ -158,11 +158,12 @@ def test_with_lists_add_ons_comma_separated() -> None:
     }
     assert kueue.parse_with("prometheus") is None
     assert kueue.parse_with("prometheus,kueue") == ""
+    assert addons.parse_with("prometheus,keda") == {"prometheus": "", "keda": ""}
     with pytest.raises(ValueError, match=r"^--with prometheus,prometheus: prometheus is given twice$"):
         addons.parse_with("prometheus,prometheus")
     with pytest.raises(
         ValueError,
-        match=r"^--with grafana: unknown add-on 'grafana'; known: kueue\[=CONFIG\], prometheus\[=RULES\]$",
+        match=r"^--with grafana: unknown add-on 'grafana'; known: kueue\[=CONFIG\], prometheus\[=RULES\], keda$",
     ):
         addons.parse_with("grafana")
 
