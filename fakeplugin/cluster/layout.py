@@ -114,6 +114,7 @@ class StateLayout:
         """Prometheus (`--with prometheus`): its config and TSDB."""
         return self.root / "prometheus"
 
+    @property
     def keda(self) -> Path:
         """KEDA's operator and metrics API server: their certificates, the bridges' unix sockets."""
         return self.root / "keda"
