@@ -58,6 +58,7 @@ LAYERS: Layers = (
     ("parts", {"publish", "prepare", "computedomain", "server", "kueue"}),
     ("drivers", {"drivers"}),  # gpu.nvidia.com, compute-domain.nvidia.com
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
+    ("view", {"view"}),  # the fleet view: watches and a read-only page, served by commands and the cluster
     ("cluster", {"cluster"}),  # the real local cluster
     ("testing", {"testing"}),  # for users' tests
     ("commands", {"commands"}),

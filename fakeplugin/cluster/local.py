@@ -39,6 +39,7 @@ from fakeplugin.cluster.state import (
     remove_runtime_state,
 )
 from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor, take_down
+from fakeplugin.cluster.view import View
 from fakeplugin.cluster.watchdog import Watchdog
 from fakeplugin.inventory.schema import load_inventory
 
@@ -64,6 +65,7 @@ class Cluster:
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
         self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
+        self._view = View(self._store, self._processes)
         self._watchdog: Watchdog | None = None
 
     # ---- starting and stopping ------------------------------------------------------------------
@@ -83,6 +85,7 @@ class Cluster:
         kueue: KueueRequest | None = None,
         fleet_shards: int | None = None,
         watchdog: bool = False,
+        view_endpoint: str = "",
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
@@ -91,6 +94,7 @@ class Cluster:
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
         (fakeplugin.cluster.kueue.request): Kueue too, started last. `fleet_shards`: fleet processes for the
         simulated nodes (default: one, two above 1000 simulated nodes; fakeplugin.fleet.shard).
+        `view_endpoint`: HOST:PORT (PORT 0: a free one) of the fleet view, started last (`view_url`).
         `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
         fakeplugin.cluster.watchdog), as a test session's must; off for `fakeplugin cluster up`."""
         cluster = cls(state_dir)
@@ -116,6 +120,8 @@ class Cluster:
                 )
                 if kueue is not None:
                     cluster._kueue.start(kueue)
+                if view_endpoint:
+                    cluster._view.start(view_endpoint)
             except BaseException:
                 state = cluster._store.state
                 if state and state.processes:
@@ -230,6 +236,11 @@ class Cluster:
     def kubernetes_version(self) -> str:
         """The Kubernetes version the cluster runs, e.g. v1.37.2."""
         return self._store.require().kubernetes_version
+
+    @property
+    def view_url(self) -> str:
+        """The fleet view's page (`up(view_endpoint=...)`), e.g. http://127.0.0.1:8470/; empty: none."""
+        return self._store.require().view_url
 
     @property
     def inventory(self) -> Path:

@@ -90,6 +90,7 @@ class State:
     processes: list[ProcessRecord] = field(default_factory=list)
     plugin_args: list[str] = field(default_factory=list)  # extra `fakeplugin serve` flags, e.g. feature gates
     kubernetes_version: str = DEFAULT_VERSION  # every binary of the cluster is this version's
+    view_url: str = ""  # the fleet view's page, when `up` started it (fakeplugin.cluster.view)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +104,7 @@ class State:
             "processes": [p.to_json() for p in self.processes],
             "pluginArgs": self.plugin_args,
             "kubernetesVersion": self.kubernetes_version,
+            "viewURL": self.view_url,
         }
 
     @classmethod
@@ -118,6 +120,7 @@ class State:
             processes=[ProcessRecord.from_json(p) for p in data["processes"]],
             plugin_args=list(data.get("pluginArgs", [])),
             kubernetes_version=data.get("kubernetesVersion", DEFAULT_VERSION),
+            view_url=data.get("viewURL", ""),
         )
 
 

@@ -31,6 +31,7 @@ POLL_SECONDS = 0.5
 VMSTAT = Path("/proc/vmstat")  # its oom_kill: the OOM killer's kills since boot, the whole machine's
 # Stop order: consumers before what they consume.
 STOP_ORDER = (
+    "view",
     "kueue",
     "plugin/",
     "cd-plugin/",

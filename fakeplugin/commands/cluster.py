@@ -18,7 +18,8 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
   per inventory node with `kubelet: true` (default for GPU nodes): a real kubelet in a private mount
   namespace (host sysctls untouched), a fake CRI that resolves CDI devices, and `fakeplugin serve`;
   per other node (`kubelet: false`, --simulated-nodes): a Node kwok simulates (kwok runs once), and one
-  `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared).
+  `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared);
+  with --view-endpoint, `fakeplugin view` (the fleet's web page; PORT 0: a free port; its URL printed).
 
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
@@ -32,6 +33,7 @@ examples:
   fakeplugin cluster up --inventory examples/seed-lab.yaml --simulated-nodes 3
   fakeplugin cluster up --inventory examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
   fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue --build   real Kueue too
+  fakeplugin cluster up --inventory examples/seed-lab.yaml --view-endpoint 127.0.0.1:0   the fleet view
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -99,7 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run N `fakeplugin fleet` processes for the simulated nodes, each its shard of them "
         "(default: 1, or 2 above 1000 simulated nodes)",
     )
-    shared_flags(up, "--with", "--kueue-version")
+    shared_flags(up, "--with", "--kueue-version", "--view-endpoint")
     flag(
         up,
         "--build",
@@ -151,8 +153,11 @@ def run_up(args: argparse.Namespace) -> int:
         plugin_args=shlex.split(args.plugin_args),
         kueue=with_kueue,
         fleet_shards=args.fleet_shards or None,
+        view_endpoint=args.view_endpoint,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
+    if cluster.view_url:
+        print(f"view: {cluster.view_url}")
     return 0
 
 
@@ -185,6 +190,8 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"{r.name:<{width}}  pid {r.pid:<7} {state}  {r.log}")
     print(f"{'total RSS':<{width}}  {sum(r.rss_bytes for r in rows) / 2**20:.1f} MiB")
     print(f"kubeconfig: {cluster.kubeconfig}")
+    if cluster.view_url:
+        print(f"view: {cluster.view_url}")
     if not all(r.running for r in rows):
         return 1
     print(cluster.kubectl("get", "nodes", "-o", "wide").stdout, end="")

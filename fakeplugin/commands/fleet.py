@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakeplugin.commands import compute_domain_driver_name, emulated, emulation_flags, flag, shared_flags
+from fakeplugin.commands.view import view_flags
 
 if TYPE_CHECKING:
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.runtime.driver import Driver
 
 log = logging.getLogger("fakeplugin.fleet")
+
+VIEW_WATCHES = 9  # fakeplugin.view.objects.kinds and the two CRD watches
 
 DESCRIPTION = """\
 Be the DRA half of the kubelet of every node kwok simulates (sigs.k8s.io/kwok), in one process:
@@ -61,6 +64,9 @@ files: <nodes-dir>/<node>/cdi (CDI specs), plugins/<driver>/ (checkpoint, nvidia
 containers/<namespace>_<pod>_<container>.json (what each container would receive: CDI IDs, env, mounts).
 `fakeplugin cluster up` starts kwok and the fleet for every `kubelet: false` node by itself, its nodes
 dir the state dir's nodes/.
+
+--view-endpoint also serves the fleet view (`fakeplugin view`: a live web page of the nodes and their
+GPUs) from this process, e.g. --view-endpoint 127.0.0.1:8470.
 """
 
 
@@ -140,6 +146,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --create-nodes: the Nodes are owned by this ClusterRole (an ownerReference): deleting it "
         "deletes them and their ResourceSlices, fleet running or not (the chart: the fleet's ClusterRole)",
     )
+    shared_flags(p, "--view-endpoint")
+    view_flags(p)
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -178,8 +186,10 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.runtime.bootid import read_boot_id
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
-    # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch.
-    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=3 * args.threads + 5))
+    # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch; the
+    # view's watches.
+    connections = 3 * args.threads + 5 + (VIEW_WATCHES if args.view_endpoint else 0)
+    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=connections))
     drivers = fleet_drivers(args, inventory.inventory.driver_release, kube)
     node_owner = None
     if args.create_nodes:
@@ -210,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
             f" matching {args.label_selector}" if args.label_selector else "",
         )
     log.info("node files in %s", args.nodes_dir)
+    if args.view_endpoint:
+        from fakeplugin.commands.view import start
+
+        start(args, kube, args.view_endpoint, stop, "--view-endpoint")
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0
