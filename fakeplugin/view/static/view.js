@@ -88,12 +88,16 @@ function title(node, cell) {
   return lines.filter(Boolean).join("\n");
 }
 
+// A GPU: its name, who has it, its taints; a MIG partition: a small square, labelled only when in use
+// or tainted (a DynamicMIG GPU publishes every placement it could make).
 function cellOf(node, cell, mig) {
-  return el("div", { class: `cell ${cell.state}${mig ? " mig" : ""}`, "data-node": node, "data-device": cell.name, "data-state": cell.state, title: title(node, cell) },
-    mig ? (cell.profile || cell.name) : cell.name,
+  const split = cell.partitions && cell.partitions.length;
+  const label = mig ? (cell.state === "free" ? "" : cell.profile || cell.name) : cell.name;
+  return el("div", { class: `cell ${cell.state}${mig ? " mig" : ""}${split ? " split" : ""}`, "data-node": node, "data-device": cell.name, "data-state": cell.state, title: title(node, cell) },
+    label,
     who(cell) ? el("span", { class: "pod" }, who(cell)) : null,
     cell.taints.length ? el("span", { class: "fault" }, fault(cell)) : null,
-    cell.partitions && cell.partitions.length ? el("div", { class: "parts" }, ...cell.partitions.map((p) => cellOf(node, p, true))) : null);
+    split ? el("div", { class: "parts" }, ...cell.partitions.map((p) => cellOf(node, p, true))) : null);
 }
 
 function nodeCard(node) {
