@@ -189,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         store, closing = self.server.store, self.server.closing
         seen = store.version
         self._event(seen)
-        sent = quiet = time.monotonic()
+        sent, quiet = 0.0, time.monotonic()  # the first change goes out at once
         while not closing.is_set() and not self._client_gone():
             version = store.wait_change(seen, GONE_CHECK)
             if version == seen:
