@@ -57,6 +57,9 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "own; tests/e2e/test_consumable_shares.py runs plugins with these flags",
     Ref("docs/consumable-shares.md", "error preparing devices for claim"): "output sample: "
     "tests/test_prepare_shares.py asserts the message",
+    Ref("docs/fleet-view.md", "fakeplugin cluster up --inventory examples/gb200-nvl72.yaml"): "a cluster "
+    "and servers that run until stopped: tests/e2e/test_fleet_view.py runs `cluster up --view-endpoint`, "
+    "tests/test_view.py the server",
     Ref("docs/kind.md", ""): "kind: Docker, our images and a kind cluster; tests/kind runs the same steps",
     Ref("docs/test-tiers.md", "hack/test.sh --fast"): "the test commands themselves: this suite is what "
     "they run",
@@ -220,6 +223,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/driver-releases.md", "fakeplugin render"): run_commands,
     Ref("docs/testing.md", "# conftest.py"): a_conftest,
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
+    Ref("docs/fleet-view.md", "$ fakeplugin view --help"): run_commands,
 }
 
 
