@@ -5,8 +5,8 @@ for them, and `fakeplugin view` started by `cluster up --view-endpoint` as a sup
 Checked on the page, as a person sees it: every node and GPU, MIG partitions under their GPU, the rack
 with its ComputeDomain; a pod's claim shows the pod's name on the allocated GPU's cell; an injected
 XID 79 turns that cell unhealthy with the XID and the driver's health message, live (the page is never
-reloaded); clearing the fault turns it back. A screenshot of the page is taken (docs/images/fleet-view.png
-is one of this test's).
+reloaded); clearing the fault turns it back; a MIG claim shows its pod on the partition, inside its GPU.
+A screenshot of the page is taken (docs/images/fleet-view.png is one of this test's).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def viewed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def browser(viewed: Cluster) -> Iterator[Any]:
-    with chromium() as driver:
+    with chromium(width=1600, height=960) as driver:
         driver.get(viewed.view_url)
         yield driver
 
@@ -90,7 +90,7 @@ def wait_cell(browser: Any, node: str, device: str, state: str, *texts: str) -> 
         try:
             c = cell(browser, node, device)
             if c is not None and c.get_attribute("data-state") == state and all(t in c.text for t in texts):
-                return c.text
+                return c.text or f"({state}, no label)"  # a free partition is a bare square
         except StaleElementReferenceException:
             pass
         return None
@@ -143,6 +143,23 @@ def test_a_claim_then_an_xid_then_the_fault_cleared(viewed: Cluster, browser: An
     node, device = result["pool"], result["device"]
 
     wait_cell(browser, node, device, "allocated", "trainer")
+    apply(viewed, NAMESPACE, resource_claim_template("mig", device_request(device_class="mig.nvidia.com")))
+    apply(viewed, NAMESPACE, claim_pod("mig-worker", {"resourceClaimTemplateName": "mig"}))
+    (status,) = wait_for(
+        lambda: get(viewed, "pod", "mig-worker", "-n", NAMESPACE)["status"].get("resourceClaimStatuses"),
+        what="the MIG pod's claim",
+    )
+    mig_claim = wait_for(
+        lambda: get(viewed, "resourceclaim", status["resourceClaimName"], "-n", NAMESPACE)["status"].get(
+            "allocation"
+        ),
+        what="the MIG claim allocated",
+    )
+    (partition,) = mig_claim["devices"]["results"]
+    assert partition["pool"] == "a100-mig"
+    shown = wait_cell(browser, "a100-mig", partition["device"], "allocated", "1g.5gb", "mig-worker")
+    gpu = partition["device"].split("-mig-")[0]
+    assert wait_cell(browser, "a100-mig", gpu, "allocated").startswith(gpu), shown  # its GPU is in use
     text = browser.find_element(By.CSS_SELECTOR, f'#domains tr[data-domain="{NAMESPACE}/rack-job"]').text
     assert text.startswith(f"{NAMESPACE}/rack-job NotReady 0 of 2"), text
 
@@ -152,6 +169,9 @@ def test_a_claim_then_an_xid_then_the_fault_cleared(viewed: Cluster, browser: An
     wait_cell(browser, node, device, "unhealthy", "trainer", "xid 79")
     seen_after = time.monotonic() - started
     assert [n["name"] for n in api(viewed, "/api/nodes?state=unhealthy")["nodes"]] == [node]
+    screenshot = tmp_path / "fleet-view.png"
+    browser.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size < 200_000
     browser.find_element(By.CSS_SELECTOR, f'.node[data-node="{node}"] h3').click()
     row = wait_for(
         lambda: [
@@ -162,16 +182,14 @@ def test_a_claim_then_an_xid_then_the_fault_cleared(viewed: Cluster, browser: An
     )
     assert f"{NAMESPACE}/{claim['metadata']['name']} → trainer (Running)" in row[0], row
     assert "gpu.nvidia.com/xid=79:NoSchedule — critical XID 79 reported by NVML" in row[0], row
-    screenshot = tmp_path / "fleet-view.png"
-    browser.save_screenshot(str(screenshot))
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size < 400_000
     print(f"screenshot: {screenshot}; the XID reached the page {seen_after:.1f} s after the annotation")
 
     faults.clear_node(node)
     wait_cell(browser, node, device, "allocated", "trainer")
     assert api(viewed, "/api/nodes?state=unhealthy")["total"] == 0
-    viewed.kubectl("delete", "pod", "trainer", "-n", NAMESPACE, "--wait=true", "--timeout=60s")
+    viewed.kubectl("delete", "pod", "trainer", "mig-worker", "-n", NAMESPACE, "--wait=true", "--timeout=60s")
     wait_cell(browser, node, device, "free")
+    wait_cell(browser, "a100-mig", partition["device"], "free")
 
 
 def test_the_page_refuses_writes(viewed: Cluster) -> None:
