@@ -381,3 +381,47 @@ def test_endpoints_and_queries_are_checked() -> None:
     assert query_of({"q": ["pod"], "offset": ["50"]}) == Query(text="pod", offset=50)
     with pytest.raises(ValueError, match="offset: 'x'"):
         query_of({"offset": ["x"]})
+
+
+def test_a_host_starts_the_view_and_stops_it(tmp_path: Any) -> None:
+    """start_view as `view` and `fleet --view-endpoint` run it: served before any watch could list (the
+    API server here is unreachable: the watches retry with backoff), closed on `stop`; a taken port is
+    an error naming the flag."""
+    from fakeplugin.kube import Kube, new_api_client
+    from fakeplugin.view.app import start_view
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    kube = Kube(new_api_client(str(config)))
+    stop = threading.Event()
+    server = start_view(kube, "127.0.0.1:0", gpu_driver=GPU, cd_driver=CD, stop=stop)
+    try:
+        assert request(server, "/")[0] == 200
+        assert request(server, "/healthz")[0] == 503  # nothing listed
+        summary = json.loads(request(server, "/api/summary")[2])
+        assert (summary["synced"], summary["totals"]["nodes"]) == (False, 0)
+        taken = f"127.0.0.1:{server.address[1]}"
+        with pytest.raises(ValueError, match=rf"--view-endpoint {taken}: Address already in use"):
+            start_view(kube, taken, gpu_driver=GPU, cd_driver=CD, stop=stop)
+    finally:
+        stop.set()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(server.address, timeout=1).close()
+        except OSError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the server still accepts connections after stop")
