@@ -425,3 +425,6 @@ def test_a_host_starts_the_view_and_stops_it(tmp_path: Any) -> None:
         time.sleep(0.05)
     else:
         pytest.fail("the server still accepts connections after stop")
+    for thread in [t for t in threading.enumerate() if t.name.startswith("view-")]:
+        thread.join(timeout=10)  # the watches end on `stop` too (and log nothing after the test)
+        assert not thread.is_alive(), thread.name
