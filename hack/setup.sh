@@ -2,8 +2,9 @@
 # Sourced by hack/demo.sh and hack/test.sh: everything a fresh clone needs before the first command runs.
 #   - host tools the local cluster uses (unshare, openssl), from Debian's packages when root and missing;
 #   - likewise the tests' tools: the shells and awks the fake nvidia-smi is tested under (dash, mawk,
-#     busybox, gawk: tests/smi_shells.py), shellcheck (hack/test.sh) and Debian's prometheus with its
-#     promtool (`cluster up --with prometheus`, tests/test_prometheus.py, tests/e2e/test_prometheus.py);
+#     busybox, gawk: tests/smi_shells.py), shellcheck (hack/test.sh), Debian's prometheus with its
+#     promtool (`cluster up --with prometheus`, tests/test_prometheus.py, tests/e2e/test_prometheus.py),
+#     chromium and its chromedriver (the fleet view's browser test, tests/e2e/test_fleet_view.py);
 #     without them those tests skip, or fail when CI=true (installing gawk makes it Debian's default awk;
 #     the tests name each awk);
 #   - Go >= 1.25 present (it builds the real Kubernetes binaries; checked, not installed; not for the
@@ -16,7 +17,7 @@ say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # command:package of each host tool; the first two the local cluster cannot do without.
 missing=()
 for tool in unshare:util-linux openssl:openssl dash:dash mawk:mawk busybox:busybox gawk:gawk \
-  shellcheck:shellcheck prometheus:prometheus; do
+  shellcheck:shellcheck prometheus:prometheus chromium:chromium chromedriver:chromium-driver; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if ((${#missing[@]})); then

@@ -49,7 +49,7 @@ def test_a_flag_means_the_same_in_every_command_that_takes_it() -> None:
     # in fault.py).
     assert taken_by_several - set(SHARED) == {"--clear", "--gpu-load"}
     assert sorted(seen["--kubeconfig"]) == [
-        "compute-domain-controller", "compute-domain-daemon", "fault", "fleet", "serve",
+        "compute-domain-controller", "compute-domain-daemon", "fault", "fleet", "serve", "view",
     ]  # fmt: skip
     assert sorted(seen["--state-dir"]) == ["calls", "cluster down", "cluster status", "cluster up", "demo"]
     help_text, default, *_ = seen["--state-dir"]["demo"]

@@ -58,6 +58,9 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "own; tests/e2e/test_consumable_shares.py runs plugins with these flags",
     Ref("docs/consumable-shares.md", "error preparing devices for claim"): "output sample: "
     "tests/test_prepare_shares.py asserts the message",
+    Ref("docs/fleet-view.md", "fakeplugin cluster up --inventory examples/gb200-nvl72.yaml"): "a cluster "
+    "and servers that run until stopped: tests/e2e/test_fleet_view.py runs `cluster up --view-endpoint`, "
+    "tests/test_view.py the server",
     Ref("docs/kind.md", ""): "kind: Docker, our images and a kind cluster; tests/kind runs the same steps",
     Ref("docs/test-tiers.md", "hack/test.sh --fast"): "the test commands themselves: this suite is what "
     "they run",
@@ -290,6 +293,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/prometheus.md", "promtool check rules"): promtool_commands,
     Ref("docs/prometheus.md", 'prometheus.io/scrape: "true"'): chart_pod_annotations,
     Ref("docs/telemetry.md", "# my dashboard's metrics"): a_counters_file,
+    Ref("docs/fleet-view.md", "$ fakeplugin view --help"): run_commands,
 }
 HELM = (helm_template, chart_pod_annotations)  # helm, from hack/build-k8s.sh: the build tier
 

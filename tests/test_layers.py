@@ -59,6 +59,7 @@ LAYERS: Layers = (
     ("drivers", {"drivers"}),  # gpu.nvidia.com, compute-domain.nvidia.com
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
     ("telemetry", {"telemetry"}),  # dcgm-exporter's /metrics over both hosts' nodes and the fleet's pods
+    ("view", {"view"}),  # the fleet view: watches and a read-only page, served by commands and the cluster
     ("cluster", {"cluster"}),  # the real local cluster
     ("testing", {"testing"}),  # for users' tests
     ("commands", {"commands"}),

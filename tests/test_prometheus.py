@@ -163,7 +163,8 @@ def test_with_lists_add_ons_comma_separated() -> None:
         addons.parse_with("prometheus,prometheus")
     with pytest.raises(
         ValueError,
-        match=r"^--with grafana: unknown add-on 'grafana'; known: kueue\[=CONFIG\], prometheus\[=RULES\], keda$",
+        match=r"^--with grafana: unknown add-on 'grafana'; known: kueue\[=CONFIG\], prometheus\[=RULES\], "
+        r"keda$",
     ):
         addons.parse_with("grafana")
 

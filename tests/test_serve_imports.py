@@ -37,6 +37,10 @@ TIMEOUT_S = 60
 # Interpreter, site and build artefacts, not imports: Cython's per-version runtime modules, sysconfig's data,
 # setuptools' .pth hook.
 NOT_IMPORTS = re.compile(r"^(__|_cython_|cython_runtime$|_sysconfigdata_|_distutils_hack$)")
+# Loaded by requests (through the API client's config) only where PySocks is installed: selenium's
+# urllib3[socks] brings it into the dev venv (pyproject's dev extras, the fleet view's browser test); the
+# plugin's image has none. Not counted either way.
+DEV_ONLY = frozenset({"socks", "urllib3.contrib.socks"})
 
 # Runs `fakeplugin serve` as `python -m fakeplugin serve` does; writes the loaded modules when it exits.
 LAUNCH = """
@@ -60,7 +64,9 @@ current-context: c
 def third_party(modules: list[str]) -> list[str]:
     """The modules outside the standard library, sorted."""
     return sorted(
-        m for m in modules if m.split(".")[0] not in sys.stdlib_module_names and not NOT_IMPORTS.match(m)
+        m
+        for m in modules
+        if m.split(".")[0] not in sys.stdlib_module_names and not NOT_IMPORTS.match(m) and m not in DEV_ONLY
     )
 
 

@@ -40,6 +40,7 @@ from fakeplugin.cluster.state import (
     remove_runtime_state,
 )
 from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor, take_down
+from fakeplugin.cluster.view import View
 from fakeplugin.cluster.watchdog import Watchdog
 from fakeplugin.inventory.schema import load_inventory
 
@@ -67,6 +68,7 @@ class Cluster:
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
         self._prometheus = Prometheus(self._store, self._processes)
         self._keda = Keda(self._store, self._processes, self._kubectl)
+        self._view = View(self._store, self._processes)
         self._watchdog: Watchdog | None = None
 
     # ---- starting and stopping ------------------------------------------------------------------
@@ -88,17 +90,19 @@ class Cluster:
         keda: KedaRequest | None = None,
         fleet_shards: int | None = None,
         watchdog: bool = False,
+        view_endpoint: str = "",
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
 
         `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
-        (fakeplugin.cluster.kueue.request): Kueue too, started last but for KEDA; `prometheus`
+        (fakeplugin.cluster.kueue.request): Kueue too, started after Prometheus; `prometheus`
         (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue;
         `keda` (fakeplugin.cluster.keda.request): KEDA's operator and metrics API server, after Kueue.
         `fleet_shards`: fleet processes for the simulated nodes (default: one, two above 1000 simulated
         nodes; fakeplugin.fleet.shard).
+        `view_endpoint`: HOST:PORT (PORT 0: a free one) of the fleet view, started last (`view_url`).
         `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
         fakeplugin.cluster.watchdog), as a test session's must; off for `fakeplugin cluster up`."""
         if prometheus is not None and not plugin:
@@ -133,6 +137,8 @@ class Cluster:
                     cluster._kueue.start(kueue)
                 if keda is not None:
                     cluster._keda.start(keda)
+                if view_endpoint:
+                    cluster._view.start(view_endpoint)
             except BaseException:
                 state = cluster._store.state
                 if state and state.processes:
@@ -236,6 +242,11 @@ class Cluster:
     def kubernetes_version(self) -> str:
         """The Kubernetes version the cluster runs, e.g. v1.37.2."""
         return self._store.require().kubernetes_version
+
+    @property
+    def view_url(self) -> str:
+        """The fleet view's page (`up(view_endpoint=...)`), e.g. http://127.0.0.1:8470/; empty: none."""
+        return self._store.require().view_url
 
     @property
     def inventory(self) -> Path:

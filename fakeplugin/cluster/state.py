@@ -95,6 +95,7 @@ class State:
     kubernetes_version: str = DEFAULT_VERSION  # every binary of the cluster is this version's
     # With --with prometheus: each plugin's and fleet's telemetry endpoint, process name → loopback port.
     telemetry_ports: dict[str, int] = field(default_factory=dict)
+    view_url: str = ""  # the fleet view's page, when `up` started it (fakeplugin.cluster.view)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +110,7 @@ class State:
             "pluginArgs": self.plugin_args,
             "kubernetesVersion": self.kubernetes_version,
             "telemetryPorts": self.telemetry_ports,
+            "viewURL": self.view_url,
         }
 
     @classmethod
@@ -125,6 +127,7 @@ class State:
             plugin_args=list(data.get("pluginArgs", [])),
             kubernetes_version=data.get("kubernetesVersion", DEFAULT_VERSION),
             telemetry_ports=dict(data.get("telemetryPorts", {})),
+            view_url=data.get("viewURL", ""),
         )
 
 

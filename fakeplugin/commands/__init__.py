@@ -85,6 +85,27 @@ SHARED: dict[str, dict[str, Any]] = {
         metavar="v0.19.Z",
         help="the Kueue release --with kueue runs (default: fakeplugin/cluster/versions.py's)",
     ),
+    "--view-endpoint": dict(
+        env="FAKEPLUGIN_VIEW_ENDPOINT",
+        default="",
+        metavar="HOST:PORT",
+        help="also serve the fleet view, a read-only live web page of the nodes and their GPUs "
+        "(`fakeplugin view`, docs/fleet-view.md), at HOST:PORT (PORT 0: a free one); empty: off",
+    ),
+    "--view-group-label": dict(
+        env="FAKEPLUGIN_VIEW_GROUP_LABEL",
+        default="",
+        metavar="LABEL",
+        help="the fleet view groups the nodes by this node label's value (empty: by GPU model)",
+    ),
+    "--view-max-clients": dict(
+        env="FAKEPLUGIN_VIEW_MAX_CLIENTS",
+        default=32,
+        type=int,
+        metavar="N",
+        help="the fleet view's connections served at once, open pages' event streams included; one more "
+        "gets 503",
+    ),
     "--node": dict(env="FAKEPLUGIN_NODE", metavar="NAME", help="only this node"),
     "--node-name": dict(env="NODE_NAME", default="", metavar="NAME", help="this node's name"),
     "--namespace": dict(
@@ -237,6 +258,7 @@ _MODULES: tuple[str, ...] = (
     "cluster",
     "calls",
     "fault",
+    "view",
 )
 
 

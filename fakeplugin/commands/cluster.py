@@ -20,7 +20,8 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
   per inventory node with `kubelet: true` (default for GPU nodes): a real kubelet in a private mount
   namespace (host sysctls untouched), a fake CRI that resolves CDI devices, and `fakeplugin serve`;
   per other node (`kubelet: false`, --simulated-nodes): a Node kwok simulates (kwok runs once), and one
-  `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared).
+  `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared);
+  with --view-endpoint, `fakeplugin view` (the fleet's web page; PORT 0: a free port; its URL printed).
 
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
@@ -39,6 +40,7 @@ examples:
   fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue,prometheus --build
   fakeplugin cluster up --inventory examples/seed-lab.yaml --with prometheus,keda --build   and KEDA for
                                                              GPU-utilisation autoscaling (docs/hpa.md)
+  fakeplugin cluster up --inventory examples/seed-lab.yaml --view-endpoint 127.0.0.1:0   the fleet view
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
@@ -106,7 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run N `fakeplugin fleet` processes for the simulated nodes, each its shard of them "
         "(default: 1, or 2 above 1000 simulated nodes)",
     )
-    shared_flags(up, "--with", "--kueue-version")
+    shared_flags(up, "--with", "--kueue-version", "--view-endpoint")
     flag(
         up,
         "--build",
@@ -162,10 +164,13 @@ def run_up(args: argparse.Namespace) -> int:
         prometheus=with_prometheus,
         keda=with_keda,
         fleet_shards=args.fleet_shards or None,
+        view_endpoint=args.view_endpoint,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     if cluster.prometheus_url:
         print(f"# Prometheus: {cluster.prometheus_url}")  # a comment: `eval "$(fakeplugin cluster up ...)"`
+    if cluster.view_url:
+        print(f"view: {cluster.view_url}")
     return 0
 
 
@@ -218,6 +223,8 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"kubeconfig: {cluster.kubeconfig}")
     if cluster.prometheus_url:
         print(f"prometheus: {cluster.prometheus_url}")
+    if cluster.view_url:
+        print(f"view: {cluster.view_url}")
     if not all(r.running for r in rows):
         return 1
     print(cluster.kubectl("get", "nodes", "-o", "wide").stdout, end="")

@@ -18,6 +18,7 @@ from fakeplugin.commands import (
     shared_flags,
     telemetry_flags,
 )
+from fakeplugin.commands.view import view_flags
 
 if TYPE_CHECKING:
     from fakeplugin.fleet.api import FleetKube
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from fakeplugin.runtime.driver import Driver
 
 log = logging.getLogger("fakeplugin.fleet")
+
+VIEW_WATCHES = 9  # fakeplugin.view.objects.kinds and the two CRD watches
 
 DESCRIPTION = """\
 Be the DRA half of the kubelet of every node kwok simulates (sigs.k8s.io/kwok), in one process:
@@ -74,6 +77,9 @@ files: <nodes-dir>/<node>/cdi (CDI specs), plugins/<driver>/ (checkpoint, nvidia
 containers/<namespace>_<pod>_<container>.json (what each container would receive: CDI IDs, env, mounts).
 `fakeplugin cluster up` starts kwok and the fleet for every `kubelet: false` node by itself, its nodes
 dir the state dir's nodes/.
+
+--view-endpoint also serves the fleet view (`fakeplugin view`: a live web page of the nodes and their
+GPUs) from this process, e.g. --view-endpoint 127.0.0.1:8470.
 """
 
 
@@ -154,6 +160,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "deletes them and their ResourceSlices, fleet running or not (the chart: the fleet's ClusterRole)",
     )
     telemetry_flags(p)
+    shared_flags(p, "--view-endpoint")
+    view_flags(p)
     p.add_argument(
         "--print-kwok-config",
         action="store_true",
@@ -192,9 +200,10 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.runtime.bootid import read_boot_id
 
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
-    # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch.
-    # ... and telemetry's claim watch.
-    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=3 * args.threads + 6))
+    # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch;
+    # telemetry's claim watch; the view's watches.
+    connections = 3 * args.threads + 6 + (VIEW_WATCHES if args.view_endpoint else 0)
+    kube = FleetKube(new_api_client(args.kubeconfig or None, connections=connections))
     drivers = fleet_drivers(args, inventory.inventory.driver_release, kube)
     node_owner = None
     if args.create_nodes:
@@ -227,6 +236,10 @@ def run(args: argparse.Namespace) -> int:
     log.info("node files in %s", args.nodes_dir)
     if args.telemetry_endpoint:
         start_telemetry(args, fleet, kube, stop)  # a bad flag or counters file is fatal at start
+    if args.view_endpoint:
+        from fakeplugin.commands.view import start
+
+        start(args, kube, args.view_endpoint, stop, "--view-endpoint")
     fleet.run(stop)
     log.info("stopped; ResourceSlices stay (a node's kubelet would leave them too)")
     return 0

@@ -36,6 +36,8 @@ End-to-end tests (tests/e2e, tests/kind):
   (`allocated_uuids`) and those `nvidia-smi -L` listed (`smi_uuids`).
 - kueue: examples/kueue's Jobs created (`create_job`) and what Kueue's Workload for one says (`admitted`,
   `pending`, `finished`, `usage`), on the local cluster and in kind.
+- browser: a real headless chromium driven by selenium through Debian's chromedriver, offline
+  (`chromium`), for the fleet view's page.
 
 The objects tests apply (claims, templates, pods) come from fakeplugin.testing, as in users' tests.
 """
