@@ -40,7 +40,7 @@ def render(*states: NodeState, chosen: list[counters.Counter] | None = None) -> 
     series: samples.Series = {}
     for state in states:
         samples.node_series(state, chosen or counters.default(), series)
-    return exposition.render(series).decode()
+    return b"".join(exposition.blocks(series)).decode()
 
 
 def families(text: str) -> dict[str, Any]:
@@ -529,7 +529,7 @@ def test_energy_counter_integrates_power_and_nodes_render_by_name() -> None:
     telemetry = Telemetry(lambda: views, attribution, counters.default(), clock=lambda: now[0])
 
     def energy() -> dict[tuple[str, str], float]:
-        text = telemetry.render().decode()
+        text = b"".join(telemetry.render()).decode()
         return {
             (lb["Hostname"], lb["gpu"]): v for lb, v in rows(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
         }

@@ -4,6 +4,7 @@ and the kubelet PodResources client against a real gRPC server on a unix socket.
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
 import http.client
 import socket
 import threading
@@ -44,7 +45,7 @@ def test_parse_endpoint() -> None:
 
 
 def test_pages_and_headers() -> None:
-    endpoint = Endpoint(lambda: BODY, "127.0.0.1", 0).start()
+    endpoint = Endpoint(lambda: [BODY], "127.0.0.1", 0).start()
     try:
         conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
         conn.request("GET", "/metrics")
@@ -62,11 +63,11 @@ def test_pages_and_headers() -> None:
 def test_a_failing_render_is_a_500_and_the_endpoint_stays_up() -> None:
     calls = []
 
-    def render() -> bytes:
+    def render() -> list[bytes]:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("boom")
-        return BODY
+        return [BODY]
 
     endpoint = Endpoint(render, "127.0.0.1", 0, interval=0.0).start()
     try:
@@ -79,8 +80,9 @@ def test_a_failing_render_is_a_500_and_the_endpoint_stays_up() -> None:
 def test_scrapes_within_the_interval_share_one_render() -> None:
     calls = []
     clock = [0.0]
-    shared = SharedRender(lambda: calls.append(1) or b"x", interval=1.0, clock=lambda: clock[0])
-    assert shared.get() == b"x" and shared.get() == b"x"
+    shared = SharedRender(lambda: calls.append(1) or [b"x"], interval=1.0, clock=lambda: clock[0])
+    first = shared.get()
+    assert shared.get() is first and gzip.decompress(first.gzip) == b"x" and first.size == 1
     assert len(calls) == 1
     clock[0] = 1.5
     shared.get()
@@ -95,10 +97,10 @@ def test_a_hundred_concurrent_clients_get_bounded_answers_with_bounded_memory() 
     active = [0, 0]  # now, most
     lock = threading.Lock()
 
-    def slow() -> bytes:
+    def slow() -> list[bytes]:
         renders.append(1)
         time.sleep(0.3)
-        return BODY
+        return [BODY]
 
     endpoint = Endpoint(slow, "127.0.0.1", 0, interval=5.0, max_connections=8).start()
     before = threading.active_count()
@@ -132,8 +134,34 @@ def test_a_hundred_concurrent_clients_get_bounded_answers_with_bounded_memory() 
     assert peak < (len(ok) + 2 * 8) * len(BODY) + 2 * 2**20
 
 
+def test_gzip_for_scrapers_that_accept_it_and_the_text_in_pieces_for_others() -> None:
+    """Prometheus asks for gzip and gets the kept body as it is; a client that does not gets the text,
+    decompressed piece by piece (a body of many pieces: 4 MiB of varied lines), the same bytes."""
+    big = b"".join(b'DCGM_FI_DEV_GPU_UTIL{gpu="%d"} %d\n' % (i, i * 7919 % 101) for i in range(150_000))
+    assert len(big) > 4 * 2**20
+    endpoint = Endpoint(lambda: [big[: len(big) // 2], big[len(big) // 2 :]], "127.0.0.1", 0).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
+        conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        response = conn.getresponse()
+        compressed = response.read()
+        assert response.getheader("Content-Encoding") == "gzip"
+        assert int(response.getheader("Content-Length")) == len(compressed) < len(big) // 3
+        assert gzip.decompress(compressed) == big
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        assert response.getheader("Content-Encoding") is None
+        assert int(response.getheader("Content-Length")) == len(big)
+        assert response.read() == big
+        conn.close()
+    finally:
+        endpoint.close()
+
+
 def test_a_client_that_sends_nothing_is_dropped_after_the_timeout() -> None:
-    endpoint = Endpoint(lambda: BODY, "127.0.0.1", 0, timeout=0.5, max_connections=1).start()
+    endpoint = Endpoint(lambda: [BODY], "127.0.0.1", 0, timeout=0.5, max_connections=1).start()
     try:
         idle = socket.create_connection(("127.0.0.1", endpoint.port))
         time.sleep(0.1)
@@ -148,7 +176,7 @@ def test_a_client_that_sends_nothing_is_dropped_after_the_timeout() -> None:
 
 
 def test_loopback_only_by_default() -> None:
-    endpoint = Endpoint(lambda: b"", *parse_endpoint(":0")).start()
+    endpoint = Endpoint(lambda: [], *parse_endpoint(":0")).start()
     try:
         assert endpoint._server.server_address[0] == "127.0.0.1"
     finally:

@@ -87,6 +87,7 @@ class Cluster:
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
         prometheus: PrometheusRequest | None = None,
+        telemetry: bool = False,
         keda: KedaRequest | None = None,
         fleet_shards: int | None = None,
         watchdog: bool = False,
@@ -99,6 +100,8 @@ class Cluster:
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
         (fakeplugin.cluster.kueue.request): Kueue too, started after Prometheus; `prometheus`
         (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue;
+        `telemetry`: every kubelet node's plugin and every fleet serves its dcgm-exporter endpoint on
+        loopback (`telemetry_urls`; implied by `prometheus`);
         `keda` (fakeplugin.cluster.keda.request): KEDA's operator and metrics API server, after Kueue.
         `fleet_shards`: fleet processes for the simulated nodes (default: one, two above 1000 simulated
         nodes; fakeplugin.fleet.shard).
@@ -109,6 +112,7 @@ class Cluster:
             raise ClusterError(
                 "--with prometheus scrapes the plugins' telemetry: it needs the plugins (no --no-plugin)"
             )
+        telemetry = telemetry or prometheus is not None
         cluster = cls(state_dir)
         cluster.layout.root.mkdir(parents=True, exist_ok=True)
         with cluster._store.locked():
@@ -129,6 +133,7 @@ class Cluster:
                     plugin_args,
                     version,
                     fleet_shards,
+                    telemetry,
                     prometheus is not None,
                 )
                 if prometheus is not None:
@@ -161,9 +166,10 @@ class Cluster:
         version: str,
         fleet_shards: int | None,
         telemetry: bool,
+        prometheus: bool,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs.
-        `telemetry`: every plugin and fleet gets a telemetry endpoint, and Prometheus a port."""
+        `telemetry`: every plugin and fleet gets a telemetry endpoint; `prometheus`: Prometheus a port."""
         inventory = load_inventory(inventory_path)
         nodes = cluster_nodes(inventory, simulated_nodes)
         kubelet_nodes = [n for n in nodes if n.kubelet]
@@ -173,7 +179,7 @@ class Cluster:
         bins = find_binaries(build, version)
         log.info("Kubernetes %s", version)
         scraped = endpoints(kubelet_nodes, simulated, shards) if telemetry else []
-        cp, kubelet_ports, extra = allocate_ports([n.name for n in kubelet_nodes], len(scraped) + telemetry)
+        cp, kubelet_ports, extra = allocate_ports([n.name for n in kubelet_nodes], len(scraped) + prometheus)
         self._store.state = State(
             inventory=str(inventory_path),
             server=f"https://{LOOPBACK}:{cp.apiserver}",
@@ -186,7 +192,7 @@ class Cluster:
                 "apiserver": cp.apiserver,
                 "scheduler": cp.scheduler,
                 "controllerManager": cp.controller_manager,
-                **({"prometheus": extra[-1]} if telemetry else {}),
+                **({"prometheus": extra[-1]} if prometheus else {}),
             },
             nodes=nodes,
             kubelet_ports=kubelet_ports,
@@ -258,6 +264,13 @@ class Cluster:
         """Prometheus' web UI and API (`--with prometheus`), e.g. http://127.0.0.1:9090/; None without."""
         port = self._store.require().ports.get("prometheus")
         return None if port is None else prometheus_url(port)
+
+    @property
+    def telemetry_urls(self) -> dict[str, str]:
+        """Each telemetry endpoint's /metrics (`up(telemetry=True)` or Prometheus), by the process serving
+        it (`plugin/<node>`, `fleet`, `fleet/<i>`); empty without."""
+        ports = self._store.require().telemetry_ports
+        return {name: f"http://{LOOPBACK}:{port}/metrics" for name, port in ports.items()}
 
     def nodes(self) -> list[ClusterNode]:
         """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the plain

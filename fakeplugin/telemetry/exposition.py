@@ -15,22 +15,22 @@ when the help is empty, as the template does (render_metrics_test.go).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from fakeplugin.telemetry.samples import Series
 
 CONTENT_TYPE = "text/plain; charset=utf-8"  # the exporter sets none; Go's net/http sniffs this for text
 
 
-def render(series: Series) -> bytearray:
-    """The exposition, counter block by counter block into one buffer (a fleet's is tens of MiB: no
-    second copy of it is made)."""
-    out = bytearray()
+def blocks(series: Series) -> Iterator[bytes]:
+    """The exposition, counter block by counter block (a fleet's is tens of MiB: the endpoint compresses
+    each block as it comes, and never holds the whole text)."""
     for counter in sorted(series):
         rows = series[counter]
         if not rows:
             continue
         field = counter.field
         head = f"# HELP {field} {counter.help}\n# TYPE {field} {counter.prom_type}\n"
-        out += "".join(
+        yield "".join(
             [head, *(f"{field}{{{labels}{more}}} {value}\n" for labels, more, value in rows)]
         ).encode()
-    return out

@@ -4,7 +4,7 @@
 devices and faults from one NodeDevices state (`device_state`: the XID values agree with the taints of that
 state), the uses and loads the node's attribution gives (serve: the kubelet's PodResources `List`, the load
 annotations read from the API server; fleet: derived from the pods the fleet watches and a ResourceClaim
-watch), then samples.node_series and exposition.render.
+watch), then samples.node_series and exposition.blocks.
 
 Energy (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, mJ) is integrated here, render by render: the power of the
 last render times the time since. It starts at 0 when the host starts (the real counter starts when the
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -197,7 +197,8 @@ class Telemetry:
         self._energy: dict[str, _Energy] = {}
         self._lock = threading.Lock()  # one render at a time: the energy table is its state
 
-    def render(self) -> bytearray:
+    def render(self) -> Iterator[bytes]:
+        """One scrape's exposition, block by block (exposition.blocks)."""
         with self._lock:
             series: samples.Series = {}
             energy: dict[str, _Energy] = {}
@@ -210,7 +211,7 @@ class Telemetry:
                 state = NodeState(view.node_name, listed, faults, found, loads, mj)
                 samples.node_series(state, self._counters, series)
             self._energy = energy  # entities not rendered now are dropped
-            return exposition.render(series)
+            return exposition.blocks(series)  # made outside the lock: `series` is this render's
 
     def _integrate(self, powers: dict[str, float], now: float, into: dict[str, _Energy]) -> dict[str, int]:
         out: dict[str, int] = {}
