@@ -40,6 +40,7 @@ LAYERS: Layers = (
             "quantity",
             "k8snames",
             "atomicfile",
+            "boundedhttp",
             "yamlschema",
             "logs",
             "scheme",

@@ -15,15 +15,15 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from fakeplugin.boundedhttp import BoundedHTTPServer, busy_response
 from fakeplugin.telemetry.exposition import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 9400  # dcgm-exporter's (pkg/cmd/app.go --address ":9400")
 DEFAULT_INTERVAL = 1.0
 DEFAULT_MAX_CONNECTIONS = 16
-_BUSY_BODY = b"too many concurrent scrapes; try again\n"
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\n"
-    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
-)
+_BUSY = busy_response(b"too many concurrent scrapes; try again\n")
 
 
 def parse_endpoint(value: str) -> tuple[str, int]:
@@ -111,38 +107,13 @@ class SharedRender:
             return self._body
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(BoundedHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], shared: SharedRender, max_connections: int, timeout: float):
         self.shared = shared
         self.request_timeout = timeout
-        self._slots = threading.BoundedSemaphore(max_connections)
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.address_family = family
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.settimeout(1.0)
-                request.sendall(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+        super().__init__(address, _Handler, max_connections, _BUSY)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -15,7 +15,6 @@ more gets 503 at once, never a queue.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import select
@@ -24,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from fakeplugin.boundedhttp import BoundedHTTPServer, busy_response
 from fakeplugin.view.model import PAGE_SIZE, STATES, Query
 from fakeplugin.view.store import FleetStore
 
@@ -78,33 +78,13 @@ def query_of(params: dict[str, list[str]]) -> Query:
     )
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(BoundedHTTPServer):
     block_on_close = False
 
     def __init__(self, address: tuple[str, int], store: FleetStore, max_clients: int) -> None:
         self.store = store
         self.closing = threading.Event()
-        self._slots = threading.BoundedSemaphore(max_clients)
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 22\r\n"
-                    b"Connection: close\r\n\r\ntoo many clients (cap)"
-                )
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+        super().__init__(address, _Handler, max_clients, busy_response(b"too many clients (cap)"))
 
 
 class _Handler(BaseHTTPRequestHandler):
