@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster import binaries, crirecords, versions
-from fakeplugin.cluster.components import LOOPBACK
+from fakeplugin.cluster.components import LOOPBACK, Ports
 from fakeplugin.cluster.computedomains import ComputeDomains, fabric_nodes
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
@@ -178,26 +178,8 @@ class Cluster:
         check_host(self.layout.root, [self._store.dirs(n) for n in kubelet_nodes])
         bins = find_binaries(build, version)
         log.info("Kubernetes %s", version)
-        scraped = endpoints(kubelet_nodes, simulated, shards) if telemetry else []
-        cp, kubelet_ports, extra = allocate_ports([n.name for n in kubelet_nodes], len(scraped) + prometheus)
-        self._store.state = State(
-            inventory=str(inventory_path),
-            server=f"https://{LOOPBACK}:{cp.apiserver}",
-            feature_gates=gates,
-            plugin=plugin,
-            plugin_args=list(plugin_args),
-            ports={
-                "etcdClient": cp.etcd_client,
-                "etcdPeer": cp.etcd_peer,
-                "apiserver": cp.apiserver,
-                "scheduler": cp.scheduler,
-                "controllerManager": cp.controller_manager,
-                **({"prometheus": extra[-1]} if prometheus else {}),
-            },
-            nodes=nodes,
-            kubelet_ports=kubelet_ports,
-            kubernetes_version=version,
-            telemetry_ports=dict(zip(scraped, extra, strict=False)),
+        self._store.state, cp = new_state(
+            inventory_path, gates, plugin, plugin_args, version, nodes, shards, telemetry, prometheus
         )
         self._store.save()
         make_credentials(self.layout, self._store.state.server)
@@ -336,3 +318,43 @@ class Cluster:
         """The records of a node's call log, oldest first; claim: "namespace/name" or a UID, method: a
         short name such as "NodePrepareResources"."""
         return self._plugins.calls(self._store.kubelet_node(node), claim=claim, method=method)
+
+
+def new_state(
+    inventory_path: Path,
+    gates: dict[str, bool],
+    plugin: bool,
+    plugin_args: Sequence[str],
+    version: str,
+    nodes: list[ClusterNode],
+    shards: int,
+    telemetry: bool,
+    prometheus: bool,
+) -> tuple[State, Ports]:
+    """A new cluster's record and its control plane's ports, every port allocated at once: the control
+    plane's, each kubelet's, with `telemetry` each plugin's and fleet's telemetry endpoint, with
+    `prometheus` Prometheus'."""
+    kubelet_nodes = [n for n in nodes if n.kubelet]
+    simulated = [n for n in nodes if not n.kubelet]
+    scraped = endpoints(kubelet_nodes, simulated, shards) if telemetry else []
+    cp, kubelet_ports, extra = allocate_ports([n.name for n in kubelet_nodes], len(scraped) + prometheus)
+    state = State(
+        inventory=str(inventory_path),
+        server=f"https://{LOOPBACK}:{cp.apiserver}",
+        feature_gates=gates,
+        plugin=plugin,
+        plugin_args=list(plugin_args),
+        ports={
+            "etcdClient": cp.etcd_client,
+            "etcdPeer": cp.etcd_peer,
+            "apiserver": cp.apiserver,
+            "scheduler": cp.scheduler,
+            "controllerManager": cp.controller_manager,
+            **({"prometheus": extra[-1]} if prometheus else {}),
+        },
+        nodes=nodes,
+        kubelet_ports=kubelet_ports,
+        kubernetes_version=version,
+        telemetry_ports=dict(zip(scraped, extra, strict=False)),
+    )
+    return state, cp

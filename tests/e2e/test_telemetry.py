@@ -6,25 +6,21 @@ seven static 1g.5gb MIG devices, and one kwok-simulated node with two H200. Prov
 pod's series carry pod, namespace, container and dra_* labels and lose them when the pod is deleted; each
 MIG device has its own series; the load annotation moves DCGM_FI_DEV_GPU_UTIL; an injected XID shows in
 DCGM_FI_DEV_XID_ERRORS and in the slice's taints; the fleet's one endpoint attributes its simulated
-node's GPUs from the pod and its claim (its `fakeplugin fleet` replaced by one with --telemetry-endpoint).
+node's GPUs from the pod and its claim (`Cluster.up(telemetry=True)`: every plugin's and fleet's endpoint).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-import fakeplugin
-from fakeplugin.cluster import Cluster, components
-from fakeplugin.cluster.host import free_ports
+from fakeplugin.cluster import Cluster
 from fakeplugin.testing import claim_pod, device_request, resource_claim
 from fakeplugin.testing.faults import Faults
 from tests.harness.host import require_cluster_host
@@ -58,13 +54,10 @@ def telemetry_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     root = tmp_path_factory.mktemp("telemetry")
     inventory = root / "telemetry.yaml"
     inventory.write_text(yaml.safe_dump(INVENTORY, sort_keys=False))
-    [port] = free_ports(1)
-    cluster = Cluster.up(
-        inventory, root / "state", plugin_args=[f"--telemetry-endpoint=127.0.0.1:{port}"], watchdog=True
-    )
+    cluster = Cluster.up(inventory, root / "state", telemetry=True, watchdog=True)
     try:
         cluster.kubectl("create", "namespace", NAMESPACE)
-        yield cluster, port
+        yield cluster, port_of(cluster, f"plugin/{NODE}")
     finally:
         cluster.down()
 
@@ -200,25 +193,17 @@ ATTRIBUTION: set[str] = {
 }
 
 
+def port_of(cluster: Cluster, process: str) -> int:
+    """The loopback port of `process`'s telemetry endpoint."""
+    port = urlsplit(cluster.telemetry_urls[process]).port
+    assert port is not None
+    return port
+
+
 @pytest.fixture(scope="module")
-def fleet_port(telemetry_cluster: tuple[Cluster, int]) -> Iterator[int]:
-    """The cluster's fleet replaced by the same command line with --telemetry-endpoint."""
-    cluster, _ = telemetry_cluster
-    [port] = free_ports(1)
-    argv = components.fleet_argv(sys.executable, cluster.inventory, cluster.layout, [])
-    env = components.python_env({}, Path(fakeplugin.__file__).resolve().parents[1])
-    cluster.kill_fleet()
-    log = (cluster.layout.root / "logs" / "telemetry-fleet.log").open("w")
-    fleet = subprocess.Popen(
-        [*argv, f"--telemetry-endpoint=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT, env=env
-    )
-    try:
-        yield port
-    finally:
-        fleet.terminate()
-        fleet.wait(timeout=30)
-        log.close()
-        cluster.start_fleet()
+def fleet_port(telemetry_cluster: tuple[Cluster, int]) -> int:
+    """The fleet's endpoint: one for every simulated node."""
+    return port_of(telemetry_cluster[0], "fleet")
 
 
 def test_the_fleet_endpoint_attributes_simulated_nodes(
