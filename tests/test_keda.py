@@ -49,15 +49,20 @@ def echo_server() -> Iterator[int]:
     server.close()
 
 
-def wait_listening(port: int) -> None:
+def wait_listening(where: int | Path) -> None:
+    """Until something accepts on loopback port `where`, or on the unix socket at `where`."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
+        family = socket.AF_UNIX if isinstance(where, Path) else socket.AF_INET
+        address = str(where) if isinstance(where, Path) else ("127.0.0.1", where)
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1)
+                probe.connect(address)
             return
         except OSError:
             time.sleep(0.05)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
+    raise AssertionError(f"nothing listens on {address}")
 
 
 def test_bridges_relay_tcp_through_a_unix_socket_both_ways(tmp_path: Path, echo_server: int) -> None:
@@ -70,6 +75,7 @@ def test_bridges_relay_tcp_through_a_unix_socket_both_ways(tmp_path: Path, echo_
         subprocess.Popen([*bridge, f"tcp:{front}=unix:{sock}"]),
     ]
     try:
+        wait_listening(sock)  # the far bridge first: the near one's connection goes straight to it
         wait_listening(front)
         payload = bytes(range(256)) * 1024  # larger than one read
         with socket.create_connection(("127.0.0.1", front), timeout=10) as conn:
