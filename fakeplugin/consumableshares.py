@@ -45,7 +45,7 @@ def parse(value: str | None, gates: Mapping[str, bool], release: DriverRelease) 
     if GATE not in release.feature_gates:
         raise ValueError(
             f"--consumable-shares {mode}: NVIDIA driver release {release.name} has no consumable shares "
-            f"(only {_releases_with_shares()} has them)"
+            f"(only {_releases_with_shares()} have them)"
         )
     if not gates.get(GATE, False):
         raise ValueError(f"invalid CLI flags: --consumable-shares requires feature gate {GATE} to be enabled")
@@ -58,7 +58,8 @@ def parse(value: str | None, gates: Mapping[str, bool], release: DriverRelease) 
 
 
 def _releases_with_shares() -> str:
-    """The releases that know the gate (fakeplugin.releases): `0.5.0-dev, the driver's main at 95932046,`."""
+    """The releases that know the gate (fakeplugin.releases): `0.5.0-dev, the driver's main at 95932046, and
+    0.5.0`."""
     return " and ".join(
         r.name if r.tag else f"{r.name}, the driver's main at {r.commit[:8]},"
         for r in releases.RELEASES.values()

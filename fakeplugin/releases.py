@@ -4,7 +4,9 @@ A release is picked by `driverRelease:` in the inventory, `render --driver-relea
 --driver-release` (the chart's `driverRelease` value); the default is the seed lab's 25.12.
 
 Every field is verified in kubernetes-sigs/dra-driver-nvidia-gpu at the release's tag, or for 0.5.0-dev at a
-commit of main (`commit` below); docs/driver-releases.md has one row per difference with its source, and
+commit of main (`commit` below); 0.5.0's tag is not in the newest snapshot available here, so its fields are
+main's at 95932046 plus the fixes merged before the tag that the public record shows (PR #1326);
+docs/driver-releases.md has one row per difference with its source, and
 lists what is the same and what fakeplugin does not emulate. Differences that do not show in what
 fakeplugin publishes or accepts (VFIO devices, compute domains, metrics, chart names) are only in the docs.
 """
@@ -50,6 +52,17 @@ _GATES_25_12 = {
     "NVMLDeviceHealthCheck": False,
     "ComputeDomainCliques": True,
     "CrashOnNVLinkFabricErrors": True,
+}
+
+# Main at 95932046 adds four Alpha gates to 0.4.1's; v0.5.0 ships them (its docs: FabricManagerPartitioning,
+# ConsumableShares, HostManagedIMEXDaemon, the list-form numaNode).
+_GATES_0_5 = {
+    **_GATES_25_12,
+    "DeviceMetadata": False,
+    "FabricManagerPartitioning": False,
+    "HostManagedIMEXDaemon": False,
+    "DRAListTypeAttributes": False,
+    "ConsumableShares": False,
 }
 
 
@@ -112,6 +125,11 @@ class DriverRelease:
     # The DRAListTypeAttributes gate is on (`with_gates`): list-capable attributes are published as
     # lists, numaNode as `{"ints": [n]}` (deviceinfo.go addNumaNodeAttribute at 95932046).
     list_type_attributes: bool = False
+    # The checkpoint's `configState.mpsControlDaemonID` has `omitempty` (cmd/gpu-kubelet-plugin/
+    # device_state.go `DeviceConfigState`: added by commit 75a2d69f on main, 2026-07-29; reverted by
+    # PR #1326, 2026-08-11). A checkpoint whose JSON differs in it fails the reader's checksum
+    # (fakeplugin.prepare.checkpoint).
+    checkpoint_mps_id_omitempty: bool = False
 
     def with_gates(self, gates: Mapping[str, bool]) -> DriverRelease:
         """The release as it publishes with these feature gates (featuregates.parse's result)."""
@@ -156,16 +174,27 @@ RELEASES: dict[str, DriverRelease] = {
             tag="",
             commit="95932046683719c43b6a0dd9613c2e5aad5d6703",
             k8s_libs="v0.36.0",
-            feature_gates=MappingProxyType(
-                {
-                    **_GATES_25_12,
-                    "DeviceMetadata": False,
-                    "FabricManagerPartitioning": False,
-                    "HostManagedIMEXDaemon": False,
-                    "DRAListTypeAttributes": False,
-                    "ConsumableShares": False,
-                }
-            ),
+            feature_gates=MappingProxyType(_GATES_0_5),
+            gate_rules=_RULES_0_4_1,
+            attributes=GPU_ATTRIBUTES | {NUMA_NODE_ATTRIBUTE},
+            device_classes=("gpu", "mig", "vfio"),
+            slice_index_prefix=True,
+            implicit_time_slicing=False,
+            verbose_sharing_errors=True,
+            vfio_iommu_config=True,
+            checkpoint_mps_id_omitempty=True,
+        ),
+        # Released 2026-08-19 (issue #1365, PR #1367, chart dra-driver-nvidia-gpu 0.5.0). The tag is not in
+        # the newest snapshot available here (it ends at main 95932046), so `commit` is unknown. Inferred:
+        # it has PR #1326 (merged 2026-08-11; the bump PR was opened 2026-08-18, and release-0.4 was cut from
+        # main at its rc). The rest is 0.5.0-dev's, which v0.5.0's docs confirm for the gates, numaNode and
+        # consumable shares; docs/driver-releases.md says which.
+        DriverRelease(
+            name="0.5.0",
+            tag="v0.5.0",
+            commit="",
+            k8s_libs="v0.36.0",
+            feature_gates=MappingProxyType(_GATES_0_5),
             gate_rules=_RULES_0_4_1,
             attributes=GPU_ATTRIBUTES | {NUMA_NODE_ATTRIBUTE},
             device_classes=("gpu", "mig", "vfio"),
@@ -177,13 +206,13 @@ RELEASES: dict[str, DriverRelease] = {
     )
 }
 DEFAULT_RELEASE = "25.12"  # the reference lab's (docs/emulation.md, "The reference lab")
-NEWEST_RELEASE = "0.4.1"
+NEWEST_RELEASE = "0.5.0"
 # Also accepted: the tag, with or without its "v" (v0.4.1, 25.12.0).
 _ALIASES = {alias: r.name for r in RELEASES.values() if r.tag for alias in (r.tag, r.tag.removeprefix("v"))}
 
 
 def known() -> str:
-    """The selectable releases, for messages: `25.12 (v25.12.0), …, 0.5.0-dev (main 95932046)`."""
+    """The selectable releases, for messages: `25.12 (v25.12.0), …, 0.5.0 (v0.5.0)`."""
     return ", ".join(f"{r.name} ({r.tag or 'main ' + r.commit[:8]})" for r in RELEASES.values())
 
 

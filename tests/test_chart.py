@@ -296,7 +296,9 @@ def test_the_driver_release_reaches_the_plugin(helm: Path) -> None:
     assert env_of(plugin_container(objects(render(helm))))["DRIVER_RELEASE"] == ""
     objs = objects(render(helm, "--set", "driverRelease=0.4.1"))
     assert releases.get(env_of(plugin_container(objs))["DRIVER_RELEASE"]).tag == "v0.4.1"
-    assert "driverRelease" in refusal(helm, "--set", "driverRelease=0.5.0")
+    objs = objects(render(helm, "--set", "driverRelease=0.5.0"))
+    assert releases.get(env_of(plugin_container(objs))["DRIVER_RELEASE"]).tag == "v0.5.0"
+    assert "driverRelease" in refusal(helm, "--set", "driverRelease=0.6.0")
 
 
 def test_consumable_shares_reach_the_plugin_only_when_set(helm: Path) -> None:

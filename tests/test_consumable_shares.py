@@ -71,7 +71,7 @@ def test_older_releases_refuse_any_mode_but_disabled_naming_the_release(release:
         consumableshares.parse("memory", gates, r)
     assert str(caught.value) == (
         f"--consumable-shares memory: NVIDIA driver release {release} has no consumable shares "
-        "(only 0.5.0-dev, the driver's main at 95932046, has them)"
+        "(only 0.5.0-dev, the driver's main at 95932046, and 0.5.0 have them)"
     )
 
 

@@ -84,7 +84,8 @@ def test_one_gpu_of_a_few_profiles_per_release(release: str, profile: str) -> No
     check_golden(f"releases/{release}/profile-{profile}.yaml", one_gpu(profile, release))
 
 
-# Consumable shares exist only in 0.5.0-dev (fakeplugin.consumableshares): the seed lab shared by memory,
+# Consumable shares exist in 0.5.0-dev and 0.5.0 (fakeplugin.consumableshares; 0.5.0 renders as 0.5.0-dev,
+# so these goldens are 0.5.0-dev's only): the seed lab shared by memory,
 # the MIG example (static MIG devices too) by a number of shares.
 SHARES_GOLDENS = {
     "render-seed-lab-consumable-shares-memory.yaml": (SEED, "memory"),

@@ -22,7 +22,7 @@ from tests.harness.cli import render_cli
 from tests.harness.paths import SEED_LAB
 from tests.harness.prepare import gpu
 
-KNOWN = "25.12 (v25.12.0), 0.4.1 (v0.4.1), 0.5.0-dev (main 95932046)"
+KNOWN = "25.12 (v25.12.0), 0.4.1 (v0.4.1), 0.5.0-dev (main 95932046), 0.5.0 (v0.5.0)"
 V25_12, V0_4_1 = releases.get("25.12"), releases.get("0.4.1")
 
 
@@ -53,7 +53,7 @@ def test_the_default_is_the_reference_labs_release_and_tags_are_accepted() -> No
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        ("0.5.0", f'unknown NVIDIA driver release "0.5.0"; known: {KNOWN}'),
+        ("0.6.0", f'unknown NVIDIA driver release "0.6.0"; known: {KNOWN}'),
         ("", f'unknown NVIDIA driver release ""; known: {KNOWN}'),
         (25.12, f'must be a string: quote it, driverRelease: "25.12"; known: {KNOWN}'),
         (["0.4.1"], f"must be a string, one of: {KNOWN}"),
@@ -65,6 +65,19 @@ def test_a_bad_driver_release_names_the_file_and_field_and_lists_the_known_ones(
     assert problems(inventory(driverRelease=value)) == [f"inv.yaml: driverRelease: {problem}"]
 
 
+def test_0_5_0_is_the_newest_and_publishes_as_0_5_0_dev_but_for_its_checkpoint() -> None:
+    """v0.5.0 is selectable by name and tag; what it publishes and accepts is 0.5.0-dev's (main 95932046);
+    only the checkpoint's empty mpsControlDaemonID (PR #1326) tells them apart (test_checkpoint_releases)."""
+    v0_5_0, dev = releases.get("0.5.0"), releases.get("0.5.0-dev")
+    assert releases.NEWEST_RELEASE == "0.5.0" and releases.get(None) is V25_12
+    assert releases.get("v0.5.0") is releases.get("0.5.0") is v0_5_0
+    assert parse_inventory(inventory(driverRelease="v0.5.0"), source="t").driver_release == "0.5.0"
+    assert v0_5_0.checkpoint_mps_id_omitempty is False and dev.checkpoint_mps_id_omitempty is True
+    differ = {"name", "tag", "commit", "checkpoint_mps_id_omitempty"}
+    same = {f for f in v0_5_0.__dataclass_fields__ if f not in differ}
+    assert {f: getattr(v0_5_0, f) for f in same} == {f: getattr(dev, f) for f in same}
+
+
 def test_feature_gates_follow_the_release() -> None:
     assert "DeviceMetadata" not in featuregates.parse("", V25_12)
     assert featuregates.parse("PassthroughSupport=true,DeviceMetadata=true", V0_4_1)["DeviceMetadata"] is True
@@ -74,7 +87,7 @@ def test_feature_gates_follow_the_release() -> None:
         "--feature-gates: unknown feature gate 'DeviceMetadata' in NVIDIA driver release 25.12; known: "
         "ComputeDomainCliques, CrashOnNVLinkFabricErrors, DynamicMIG, IMEXDaemonsWithDNSNames, MPSSupport, "
         "NVMLDeviceHealthCheck, PassthroughSupport, TimeSlicingSettings "
-        "(DeviceMetadata is a gate of releases 0.4.1, 0.5.0-dev)"
+        "(DeviceMetadata is a gate of releases 0.4.1, 0.5.0-dev, 0.5.0)"
     )
     # Same defaults wherever both releases have the gate (pkg/featuregates/featuregates.go at both tags).
     assert {g: d for g, d in V0_4_1.feature_gates.items() if g in V25_12.feature_gates} == dict(
@@ -188,6 +201,6 @@ def test_render_driver_release_overrides_the_inventory() -> None:
         "00000-gpu.nvidia.com-capi-dralabs-md-gput10-gzl84-f2m2d-",
         "00000-gpu.nvidia.com-capi-dralabs-md-gpua5000-jw4mx-d64jz-",
     ]
-    bad = render_cli("--driver-release", "0.5.0")
+    bad = render_cli("--driver-release", "0.6.0")
     assert bad.returncode == 2
-    assert f'--driver-release: unknown NVIDIA driver release "0.5.0"; known: {KNOWN}' in bad.stderr
+    assert f'--driver-release: unknown NVIDIA driver release "0.6.0"; known: {KNOWN}' in bad.stderr

@@ -168,8 +168,9 @@ SHARED: dict[str, dict[str, Any]] = {
         env="CONSUMABLE_SHARES",
         default=consumableshares.DISABLED,
         metavar="MODE",
-        help="devices several claims can share, each consuming part (release 0.5.0-dev with its gate "
-        "ConsumableShares): disabled, memory, unlimited or a number of shares (docs/consumable-shares.md)",
+        help="devices several claims can share, each consuming part (releases 0.5.0-dev and 0.5.0 with "
+        "their gate ConsumableShares): disabled, memory, unlimited or a number of shares "
+        "(docs/consumable-shares.md)",
     ),
     "--telemetry-endpoint": dict(
         env="FAKEPLUGIN_TELEMETRY_ENDPOINT",

@@ -95,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         env="IMEX_MODE",
         default="driverManaged",
         choices=IMEX_MODES,
-        help="who runs nvidia-imex (release 0.5.0-dev; hostManaged needs gate HostManagedIMEXDaemon)",
+        help="who runs nvidia-imex (releases 0.5.0-dev, 0.5.0; hostManaged needs gate HostManagedIMEXDaemon)",
     )
     flag(
         p,

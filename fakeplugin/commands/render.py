@@ -37,7 +37,7 @@ node name (a real API server has the Node's own UID). --feature-gates takes the 
 DynamicMIG=true shows MIG-capable GPUs as partitionable devices with shared counters.
 
 --driver-release picks the NVIDIA driver release to emulate (overriding the inventory's driverRelease;
-default 25.12): its feature gates, attributes, DeviceClasses and slice names (0.4.1 names slices
+default 25.12, newest 0.5.0): its feature gates, attributes, DeviceClasses and slice names (0.4.1 names slices
 <index>-<driver>-<node>-...). docs/driver-releases.md lists the differences.
 
 --kubernetes-version lays the slices out for that API server (DynamicMIG: before 1.35 each GPU's counter

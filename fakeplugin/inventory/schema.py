@@ -20,7 +20,7 @@ Fields:
 | --- | --- | --- | --- |
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
-| `driverRelease` | string | `"25.12"` | NVIDIA driver release to emulate: `25.12`, `0.4.1`, `0.5.0-dev` [7] |
+| `driverRelease` | string | `"25.12"` | NVIDIA release emulated: `25.12`, `0.4.1`, `0.5.0-dev`, `0.5.0` [7] |
 | `nodes[]` | list | required | at least one entry: one node by name, many by prefix, or nodes by selector |
 | `nodes[].name` | string | one of the three | exact node name (DNS subdomain) |
 | `nodes[].namePrefix` | string | one of the three | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |

@@ -18,6 +18,7 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
                          "mpsMultiUser"?}}  (what its opaque config applied, typed; only devices with any)
         }
       },
+      "driverRelease"?: "<the NVIDIA release the writer emulated>" (absent: fakeplugin before 0.5.0 support),
       "checksum": "sha256:<hex of the canonical JSON (sorted keys, no spaces) of everything but checksum>"
     }
 
@@ -29,7 +30,10 @@ Loading rules (the real driver's, v0.4+):
   (logged): they only matter if a prepared claim's CDI spec must be written again;
 - corrupt (not JSON, wrong shape, checksum mismatch) or unknown version: `CheckpointError` naming the file.
   Never discarded silently: as with the real driver (`checkpoint is corrupted`), prepare and unprepare fail
-  until an operator inspects and removes the file.
+  until an operator inspects and removes the file;
+- written by an emulated release whose NVIDIA checkpoint the reading release re-marshals differently
+  (`releases.DriverRelease.checkpoint_mps_id_omitempty`, see `_release_mismatch`): `CheckpointError`, as
+  the real driver's checksum check fails, before the boot ID is looked at.
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from fakeplugin import releases
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.model import DeviceSettings, PreparedDevice
+from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +88,8 @@ class ClaimEntry:
 class Checkpoint:
     node_boot_id: str
     claims: Mapping[str, ClaimEntry] = field(default_factory=dict)  # key: claim UID
+    # The release (fakeplugin.releases name) the writer emulated; "" when it did not say.
+    driver_release: str = ""
 
     def with_claim(self, uid: str, entry: ClaimEntry) -> Checkpoint:
         return replace(self, claims={**self.claims, uid: entry})
@@ -157,6 +165,8 @@ def encode(checkpoint: Checkpoint) -> bytes:
         "nodeBootID": checkpoint.node_boot_id,
         "preparedClaims": {uid: _claim_json(entry) for uid, entry in checkpoint.claims.items()},
     }
+    if checkpoint.driver_release:
+        payload["driverRelease"] = checkpoint.driver_release
     canonical = _canonical(payload)
     checksum = CHECKSUM_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
     # The canonical form with the checksum as its last member: still valid JSON, encoded once.
@@ -187,7 +197,40 @@ def decode(data: bytes, *, source: Path) -> Checkpoint:
     return Checkpoint(
         node_boot_id=reader.get(payload, "nodeBootID", str, ""),
         claims={uid: reader.claim(entry, f"preparedClaims.{uid}") for uid, entry in claims_json.items()},
+        driver_release=reader.get(payload, "driverRelease", str, "") if "driverRelease" in payload else "",
     )
+
+
+def _release_mismatch(checkpoint: Checkpoint, reader: DriverRelease) -> str:
+    """Why NVIDIA's driver of release `reader` fails the checksum of the checkpoint that the release which
+    wrote `checkpoint` would have written, or "".
+
+    Each prepared device group's `configState` has `mpsControlDaemonID`, "" unless MPS was applied;
+    with `omitempty` (0.5.0-dev) the empty ID is left out. The reader re-marshals what it decoded and
+    hashes that (cmd/gpu-kubelet-plugin/checkpoint.go `VerifyChecksumV1`/`V2`), so a completed claim with a
+    device not using MPS hashes differently when writer and reader disagree on the tag: upgrading v0.4.x
+    to main before PR #1326 failed so (the PR's log: `"configState": {"mpsControlDaemonID": ""}` on disk,
+    `{}` re-marshaled). Claims still `PrepareStarted` have no device groups yet.
+    """
+    writer = releases.RELEASES.get(checkpoint.driver_release)
+    if writer is None or writer.checkpoint_mps_id_omitempty == reader.checkpoint_mps_id_omitempty:
+        return ""
+    for uid, entry in sorted(checkpoint.claims.items()):
+        without_mps = [d.device_name for d in entry.devices if _strategy(entry, d.device_name) != "MPS"]
+        if entry.state is ClaimState.PREPARE_COMPLETED and without_mps:
+            return (
+                f"checkpoint failed checksum verification: claim {uid} (device {without_mps[0]}) was "
+                f"written by NVIDIA driver {writer.tag or writer.name}, which "
+                + ("omits" if writer.checkpoint_mps_id_omitempty else "writes")
+                + f" an empty configState.mpsControlDaemonID; {reader.tag or reader.name} re-marshals it "
+                + ("without it" if reader.checkpoint_mps_id_omitempty else 'as ""')
+            )
+    return ""
+
+
+def _strategy(entry: ClaimEntry, device: str) -> str | None:
+    settings = entry.settings.get(device)
+    return settings.strategy if settings is not None else None
 
 
 class _Reader:
@@ -287,6 +330,14 @@ class _Reader:
 # The file. Callers hold the node-wide prep/unprep lock around load → change → save.
 
 
+def _verified(data: bytes, path: Path, release: DriverRelease | None) -> Checkpoint:
+    checkpoint = decode(data, source=path)
+    problem = _release_mismatch(checkpoint, release) if release is not None else ""
+    if problem:
+        raise CheckpointError(f"checkpoint {path} is corrupted: {problem}")
+    return checkpoint
+
+
 def load(path: Path, *, boot_id: str) -> Checkpoint:
     """The checkpoint for this boot: empty when there is no file or it was written during another boot."""
     try:
@@ -323,12 +374,17 @@ class CheckpointFile:
 
     `load` reads and verifies the file only when another process replaced it since (a rolling update's
     other plugin): every write is a rename, so a new file is a new inode. Callers hold the node lock.
+    With `release`, each save records it, and a file another release wrote is read as that release's
+    NVIDIA checkpoint would be (`_release_mismatch`).
     """
 
-    def __init__(self, path: Path, *, boot_id: str, sync: bool = True) -> None:
+    def __init__(
+        self, path: Path, *, boot_id: str, sync: bool = True, release: DriverRelease | None = None
+    ) -> None:
         self.path = path
         self.boot_id = boot_id
         self._sync = sync
+        self._release = release
         self._cached: tuple[tuple[int, int, int], Checkpoint] | None = None
 
     def load(self) -> Checkpoint:
@@ -344,12 +400,14 @@ class CheckpointFile:
             return Checkpoint(node_boot_id=self.boot_id)
         except OSError as e:
             raise CheckpointError(f"cannot read checkpoint {self.path}: {e}") from e
-        checkpoint = _for_boot(decode(data, source=self.path), self.path, self.boot_id)
+        checkpoint = _for_boot(_verified(data, self.path, self._release), self.path, self.boot_id)
         self._cached = (signature, checkpoint)
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> None:
         self._cached = None  # whatever happens next, the file decides
+        if self._release is not None:
+            checkpoint = replace(checkpoint, driver_release=self._release.name)
         save(self.path, checkpoint, sync=self._sync)
         st = os.stat(self.path)
         self._cached = ((st.st_ino, st.st_size, st.st_mtime_ns), checkpoint)

@@ -103,6 +103,7 @@ class Preparer(NodePreparer[Request]):
             plugin_dir / cp.FILE_NAME,
             boot_id=boot_id,
             sync=sync_checkpoint,
+            release=release or releases.get(None),
         )
         self._files = ClaimFiles(
             driver_name=driver_name, cdi_root=cdi_root, plugin_dir=plugin_dir, device_nodes=device_nodes

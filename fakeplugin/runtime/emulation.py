@@ -37,7 +37,7 @@ class Emulation:
         shares = self.consumable_shares
         return (
             f"{self.driver_name}, emulating NVIDIA driver {self.release.tag or self.release.name} "
-            f"(commit {self.release.commit[:8]}, k8s libraries {self.release.k8s_libs})"
+            f"(commit {self.release.commit[:8] or 'unknown'}, k8s libraries {self.release.k8s_libs})"
             + (f", feature gates: {', '.join(enabled)}" if enabled else "")
             + (f", consumable shares: {shares}" if shares != consumableshares.DISABLED else "")
         )

@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 GATE = "CrashOnNVLinkFabricErrors"
 # Releases whose NewDeviceState gets the clique ID through NewComputeDomainManager (main: device_state.go
-# `unable to create computedomain manager: %v`); the tags call getCliqueID directly.
-MANAGER_WRAPS = frozenset({"0.5.0-dev"})
+# `unable to create computedomain manager: %v`); v25.12.0 and v0.4.1 call getCliqueID directly.
+MANAGER_WRAPS = frozenset({"0.5.0-dev", "0.5.0"})  # 0.5.0: main's code, the tag unverified
 
 
 class FabricError(Exception):
