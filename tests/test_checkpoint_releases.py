@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from fakeplugin import releases
+from fakeplugin.drivers.computedomain.checkpoint import kubelet_checksum
 from fakeplugin.model import DeviceSettings, PreparedDevice
 from fakeplugin.prepare import checkpoint as cp
 
@@ -34,19 +35,11 @@ def go_marshal(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def go_checksum(data: bytes) -> int:
-    """checksum.New([]byte): FNV-32a over spew's `%#v` of a byte slice, `([]uint8)[123 34 ...]`."""
-    h = 0x811C9DC5
-    for byte in ("([]uint8)[" + " ".join(map(str, data)) + "]").encode():
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return h
-
-
 def verifies(document: dict[str, Any]) -> bool:
     """Both checksums of a decoded NVIDIA checkpoint hold for what the reader re-marshals (VerifyChecksum)."""
-    v1_ok = go_checksum(go_marshal({"checksum": 0, "v1": document["v1"]})) == document["checksum"]
+    v1_ok = kubelet_checksum(go_marshal({"checksum": 0, "v1": document["v1"]})) == document["checksum"]
     v2 = {**document["v2"], "checksum": 0}
-    return v1_ok and go_checksum(go_marshal(v2)) == document["v2"]["checksum"]
+    return v1_ok and kubelet_checksum(go_marshal(v2)) == document["v2"]["checksum"]
 
 
 def without_empty_mps_ids(value: Any) -> Any:
