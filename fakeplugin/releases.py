@@ -136,6 +136,25 @@ class DriverRelease:
         return replace(self, list_type_attributes=gates.get("DRAListTypeAttributes", False))
 
 
+# Not a release: main at 95932046 (2026-08-07, chart 0.5.0-dev), the newest driver source
+# available here; the v0.5.0 tag (2026-08-18) is not. docs/driver-releases.md marks it unverified.
+_MAIN_0_5 = DriverRelease(
+    name="0.5.0-dev",
+    tag="",
+    commit="95932046683719c43b6a0dd9613c2e5aad5d6703",
+    k8s_libs="v0.36.0",
+    feature_gates=MappingProxyType(_GATES_0_5),
+    gate_rules=_RULES_0_4_1,
+    attributes=GPU_ATTRIBUTES | {NUMA_NODE_ATTRIBUTE},
+    device_classes=("gpu", "mig", "vfio"),
+    slice_index_prefix=True,
+    implicit_time_slicing=False,
+    verbose_sharing_errors=True,
+    vfio_iommu_config=True,
+    checkpoint_mps_id_omitempty=True,
+)
+
+
 RELEASES: dict[str, DriverRelease] = {
     r.name: r
     for r in (
@@ -167,42 +186,13 @@ RELEASES: dict[str, DriverRelease] = {
             verbose_sharing_errors=True,
             vfio_iommu_config=True,
         ),
-        # Not a release: main at 95932046 (2026-08-07, chart 0.5.0-dev), the newest driver source
-        # available here; the v0.5.0 tag (2026-08-18) is not. docs/driver-releases.md marks it unverified.
-        DriverRelease(
-            name="0.5.0-dev",
-            tag="",
-            commit="95932046683719c43b6a0dd9613c2e5aad5d6703",
-            k8s_libs="v0.36.0",
-            feature_gates=MappingProxyType(_GATES_0_5),
-            gate_rules=_RULES_0_4_1,
-            attributes=GPU_ATTRIBUTES | {NUMA_NODE_ATTRIBUTE},
-            device_classes=("gpu", "mig", "vfio"),
-            slice_index_prefix=True,
-            implicit_time_slicing=False,
-            verbose_sharing_errors=True,
-            vfio_iommu_config=True,
-            checkpoint_mps_id_omitempty=True,
-        ),
+        _MAIN_0_5,
         # Released 2026-08-19 (issue #1365, PR #1367, chart dra-driver-nvidia-gpu 0.5.0). The tag is not in
         # the newest snapshot available here (it ends at main 95932046), so `commit` is unknown. Inferred:
         # it has PR #1326 (merged 2026-08-11; the bump PR was opened 2026-08-18, and release-0.4 was cut from
         # main at its rc). The rest is 0.5.0-dev's, which v0.5.0's docs confirm for the gates, numaNode and
         # consumable shares; docs/driver-releases.md says which.
-        DriverRelease(
-            name="0.5.0",
-            tag="v0.5.0",
-            commit="",
-            k8s_libs="v0.36.0",
-            feature_gates=MappingProxyType(_GATES_0_5),
-            gate_rules=_RULES_0_4_1,
-            attributes=GPU_ATTRIBUTES | {NUMA_NODE_ATTRIBUTE},
-            device_classes=("gpu", "mig", "vfio"),
-            slice_index_prefix=True,
-            implicit_time_slicing=False,
-            verbose_sharing_errors=True,
-            vfio_iommu_config=True,
-        ),
+        replace(_MAIN_0_5, name="0.5.0", tag="v0.5.0", commit="", checkpoint_mps_id_omitempty=False),
     )
 }
 DEFAULT_RELEASE = "25.12"  # the reference lab's (docs/emulation.md, "The reference lab")
