@@ -170,7 +170,7 @@ def run_up(args: argparse.Namespace) -> int:
     if cluster.prometheus_url:
         print(f"# Prometheus: {cluster.prometheus_url}")  # a comment: `eval "$(fakeplugin cluster up ...)"`
     if cluster.view_url:
-        print(f"view: {cluster.view_url}")
+        print(f"# view: {cluster.view_url}")  # a comment too, for eval
     return 0
 
 
