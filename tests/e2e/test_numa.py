@@ -1,8 +1,8 @@
-"""End-to-end: release 0.5.0-dev publishes the GPUs' NUMA node, the real scheduler allocates by it, and the
+"""End-to-end: release v0.5.0 publishes the GPUs' NUMA node, the real scheduler allocates by it, and the
 fake `nvidia-smi topo -m` in the pod's container agrees.
 
 The fixture gives the seed lab's T10 node two NUMA nodes in the session cluster's inventory (gpu-0 on 0,
-gpu-1 on 1: the default spread) and restarts its plugin as `--driver-release=0.5.0-dev` (the release is
+gpu-1 on 1: the default spread) and restarts its plugin as `--driver-release=0.5.0` (the release is
 read once at start). On Kubernetes 1.36 and later (`FAKEPLUGIN_K8S_VERSION=v1.36.3`: the cluster turns the
 alpha gate DRAListTypeAttributes on) the plugin also gets the driver gate DRAListTypeAttributes, so it
 publishes the list form `{"ints": [n]}` and the claim selects with `includes()`; before 1.36 the API has no
@@ -54,7 +54,7 @@ def t10_on_two_numa_nodes(cluster: FakepluginCluster) -> Iterator[None]:
     (node,) = [n for n in inventory["nodes"] if n.get("name") == T10]
     node["numaNodes"] = 2
     write_atomic(path, yaml.safe_dump(inventory, sort_keys=False).encode(), mode=0o644)
-    args = ["--driver-release=0.5.0-dev"]
+    args = ["--driver-release=0.5.0"]
     if list_form(cluster):
         args.append("--feature-gates=DRAListTypeAttributes=true")
     try:
@@ -75,7 +75,7 @@ def t10_on_two_numa_nodes(cluster: FakepluginCluster) -> Iterator[None]:
         )
 
 
-def test_0_5_0_dev_publishes_numa_node_a_claim_selects_by_it_and_topo_agrees(
+def test_0_5_0_publishes_numa_node_a_claim_selects_by_it_and_topo_agrees(
     cluster: FakepluginCluster, namespace: str, t10_on_two_numa_nodes: None
 ) -> None:
     listed = list_form(cluster)
