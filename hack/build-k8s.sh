@@ -13,6 +13,11 @@
 #   kubeadm kube-proxy  for the kind node image (hack/kind/build-binaries.sh)
 #   kueue            Kueue's manager (sigs.k8s.io/kueue), for `cluster up --with kueue`; with the
 #                    module's CRDs, webhook manifests and chart beside it (docs/kueue.md)
+#   karpenter        Karpenter's kwok provider with GPU instance types (hack/karpenter/main.go on
+#                    sigs.k8s.io/karpenter), for `cluster up --with karpenter`; with the module's CRDs
+#                    beside it (docs/karpenter.md). Karpenter's go.mod wants a newer Go than 1.26.8:
+#                    this builds it with GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN, fetched by the go command
+#                    from the module proxy like any module
 # Prints progress on stderr and the binary directory on stdout.
 #
 # Environment:
@@ -24,6 +29,8 @@
 #   KWOK_VERSION            kwok version, the simulated nodes' engine, the same for every minor (default v0.8.0)
 #   KUEUE_VERSION           Kueue version (default: the table's), the same for every minor
 #   KEDA_VERSION            KEDA version (default: the table's), the same for every minor
+#   KARPENTER_VERSION       Karpenter version (default: the table's), the same for every minor
+#   KARPENTER_GOTOOLCHAIN   the Go toolchain Karpenter builds with (default go1.27.3)
 #   CDI_VERSION             tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 # The etcd, helm and oldest Go of each Kubernetes minor come from one table, fakeplugin/cluster/versions.py
 # (run here as `python3 versions.py pins VERSION`), which also holds each minor's gates and flags.
@@ -45,6 +52,8 @@ HELM_VERSION="${HELM_VERSION:-$(pin HELM_VERSION)}"
 GO_MIN="$(pin GO_MIN)"
 KUEUE_VERSION="${KUEUE_VERSION:-${FAKEPLUGIN_KUEUE_VERSION:-$(pin KUEUE_VERSION)}}"
 KEDA_VERSION="${KEDA_VERSION:-$(pin KEDA_VERSION)}"
+KARPENTER_VERSION="${KARPENTER_VERSION:-$(pin KARPENTER_VERSION)}"
+KARPENTER_GOTOOLCHAIN="${KARPENTER_GOTOOLCHAIN:-go1.27.3}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
@@ -52,7 +61,7 @@ BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
-OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy kueue keda)
+OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy kueue keda karpenter)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -301,6 +310,40 @@ build_keda() {
   say "keda $KEDA_VERSION: in $dir"
 }
 
+# Karpenter (sigs.k8s.io/karpenter): our main package (hack/karpenter/main.go) in a wrapper module, built
+# once per Karpenter version and main.go into $CACHE/karpenter/$KARPENTER_VERSION/, with the kwok
+# provider's CRDs (kwok/charts/crds, kwok/apis/crds) copied out of the module. Its go.mod's `go` line is
+# newer than the machine's Go: GOTOOLCHAIN names the one toolchain to fetch, for these go commands only.
+karpenter_sum() { sha256sum "$REPO/hack/karpenter/main.go" | cut -d' ' -f1; }
+build_karpenter() {
+  named karpenter || return 0
+  local dir="$CACHE/karpenter/$KARPENTER_VERSION" t0 src
+  if [[ -x "$dir/karpenter" && -d "$dir/crds" && "$(cat "$dir/karpenter.sha256" 2>/dev/null)" == "$(karpenter_sum)" ]]; then
+    say "karpenter $KARPENTER_VERSION: cached in $dir"
+    return
+  fi
+  mkdir -p "$dir/src" && cd "$dir/src"
+  [[ -f go.mod ]] || printf 'module local/karpenterbin\n\ngo 1.26.0\n' > go.mod
+  cp "$REPO/hack/karpenter/main.go" main.go
+  say "karpenter $KARPENTER_VERSION: fetching Go toolchain $KARPENTER_GOTOOLCHAIN and sigs.k8s.io/karpenter (module proxy)"
+  GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go version >/dev/null 2>&1 ||
+    die "karpenter needs Go toolchain $KARPENTER_GOTOOLCHAIN (its go.mod wants a newer Go than $(go env GOVERSION)); the go command could not fetch it: $(GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go version 2>&1 | tail -1)"
+  GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" quiet_go get "sigs.k8s.io/karpenter@$KARPENTER_VERSION"
+  GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" quiet_go mod tidy
+  t0=$SECONDS
+  say "building karpenter (about 8 minutes cold on 2 cores)"
+  GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go build -trimpath -ldflags "-s -w" -o "$dir/.karpenter.tmp" .
+  mv "$dir/.karpenter.tmp" "$dir/karpenter"
+  karpenter_sum > "$dir/karpenter.sha256"
+  say "built karpenter in $((SECONDS - t0)) s"
+  src="$(GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)"
+  rm -rf "$dir/.crds.tmp" && mkdir -p "$dir/.crds.tmp"
+  cp "$src"/kwok/charts/crds/*.yaml "$src"/kwok/apis/crds/*.yaml "$dir/.crds.tmp/"
+  chmod u+w "$dir"/.crds.tmp/*
+  rm -rf "$dir/crds" && mv "$dir/.crds.tmp" "$dir/crds"
+  say "karpenter $KARPENTER_VERSION: in $dir"
+}
+
 T0=$SECONDS
 build_etcd
 build_kube
@@ -311,5 +354,6 @@ build_dra_test_driver
 build_kube_node
 build_kueue
 build_keda
+build_karpenter
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

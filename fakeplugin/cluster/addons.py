@@ -4,7 +4,12 @@ runs, a comma-separated list of add-ons, each with its optional argument (pure).
 from __future__ import annotations
 
 # Each add-on, as its help names it.
-KNOWN = {"kueue": "kueue[=CONFIG]", "prometheus": "prometheus[=RULES]", "keda": "keda"}
+KNOWN = {
+    "kueue": "kueue[=CONFIG]",
+    "prometheus": "prometheus[=RULES]",
+    "keda": "keda",
+    "karpenter": "karpenter[=NODEPOOLS]",
+}
 
 
 def parse_with(spec: str) -> dict[str, str]:

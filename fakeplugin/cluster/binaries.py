@@ -132,6 +132,30 @@ def find_keda(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path, 
     return operator, adapter, module
 
 
+def karpenter_dir(version: str, env: Mapping[str, str] = os.environ) -> Path:
+    """What hack/build-k8s.sh builds for Karpenter `version`: `karpenter` (its kwok provider with GPU
+    instance types, hack/karpenter/main.go) and `crds/` (the kwok provider's CRDs)."""
+    return cache_root(env) / "karpenter" / version
+
+
+def find_karpenter(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path, Path]:
+    """Karpenter's binary (TEST_ASSET_KARPENTER, else the cache) and its CRDs, or one error saying how to
+    build them."""
+    home = karpenter_dir(version, env)
+    binary = (
+        Path(env[asset_env_var("karpenter")]) if env.get(asset_env_var("karpenter")) else home / "karpenter"
+    )
+    crds = home / "crds"
+    if not (binary.is_file() and os.access(binary, os.X_OK)) or not any(crds.glob("*.yaml")):
+        raise BinaryNotFound(
+            f"Karpenter {version} is not built (no executable at {binary}, or no CRDs in {crds}); build it "
+            f"with `fakeplugin cluster build --only karpenter` (runs {BUILD_SCRIPT} with "
+            "GOTOOLCHAIN=go1.27.3, which the go command fetches from the Go module proxy: Karpenter's "
+            "go.mod wants a newer Go than 1.26.8; about 8 minutes on 2 cores), or pass --build"
+        )
+    return binary, crds
+
+
 def _version_flag(version: str | None) -> str:
     return f" --kubernetes-version {version}" if version and version != K8S_VERSION else ""
 

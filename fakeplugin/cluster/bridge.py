@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from pathlib import Path
 LOOPBACK = "127.0.0.1"
 CHUNK = 65536
 PR_SET_PDEATHSIG = 1
+# In a network namespace of its own, with only its loopback up, then `exec`s the bridge.
+NETNS = 'ip link set lo up\nexec "$@"\n'
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -54,6 +57,21 @@ class Endpoint:
             self.path.unlink(missing_ok=True)
             return await asyncio.start_unix_server(handler, self.path)
         return await asyncio.start_server(handler, LOOPBACK, self.port)
+
+
+def bridge_argv(*pairs: str) -> list[str]:
+    """This module's command line relaying `pairs` (LISTEN=CONNECT)."""
+    return [sys.executable, "-m", "fakeplugin.cluster.bridge", *pairs]
+
+
+def isolated_argvs(name: str, pairs: list[str], argv: list[str]) -> list[list[str]]:
+    """The command lines (one per exec stage, as the supervisor records them) of `argv` in a network
+    namespace of its own named `name` in `ps`, where a bridge relays `pairs` to the host's side: for a
+    program that binds every interface and cannot be told otherwise. Needs unshare (check_host)."""
+    unshare, sh = shutil.which("unshare"), shutil.which("sh")
+    assert unshare and sh  # check_host found them
+    inner = [sh, "-ec", NETNS, name, *bridge_argv(*pairs, "--", *argv)]
+    return [[unshare, "--net", "--", *inner], inner, inner[4:]]
 
 
 def parse_pairs(specs: list[str]) -> list[tuple[Endpoint, Endpoint]]:

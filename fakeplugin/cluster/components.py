@@ -388,13 +388,6 @@ def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: S
     """`fakeplugin fleet` for the cluster's simulated nodes, with the flags of the plugins' extra flags
     that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release,
     consumable shares)."""
-    shared = [
-        a
-        for a in plugin_args
-        if a.startswith(
-            ("--feature-gates=", "--fake-device-nodes", "--driver-release=", "--consumable-shares=")
-        )
-    ]
     return [
         python,
         "-m",
@@ -403,5 +396,17 @@ def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: S
         f"--inventory={inventory}",
         f"--kubeconfig={layout.kubeconfig}",
         f"--nodes-dir={layout.root / 'nodes'}",
-        *shared,
+        *fleet_flags(plugin_args),
+    ]
+
+
+def fleet_flags(plugin_args: Sequence[str]) -> list[str]:
+    """The plugins' extra flags that the fleet shares with `serve`, and `render` with the fleet (the NVIDIA
+    feature gates, fake device nodes, the driver release, consumable shares)."""
+    return [
+        a
+        for a in plugin_args
+        if a.startswith(
+            ("--feature-gates=", "--fake-device-nodes", "--driver-release=", "--consumable-shares=")
+        )
     ]

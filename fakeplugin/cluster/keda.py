@@ -26,8 +26,6 @@ import base64
 import json
 import logging
 import os
-import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from typing import Any
 import yaml
 
 from fakeplugin.cluster import binaries, versions
+from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.credentials import serving_certificate
 from fakeplugin.cluster.host import free_ports
@@ -52,8 +51,6 @@ OPERATOR_SERVICE = "keda-operator"
 GROUP = "external.metrics.k8s.io"
 API_VERSION = "v1beta1"
 API_SERVICE = f"{API_VERSION}.{GROUP}"
-# In a network namespace of its own, with only its loopback up, then `exec`s the bridge.
-NETNS = 'ip link set lo up\nexec "$@"\n'
 
 
 @dataclass(frozen=True)
@@ -162,10 +159,6 @@ def adapter_argv(
     ]
 
 
-def bridge_argv(*pairs: str) -> list[str]:
-    return [sys.executable, "-m", "fakeplugin.cluster.bridge", *pairs]
-
-
 class Keda:
     def __init__(self, store: StateStore, processes: Supervisor, kubectl: Kubectl) -> None:
         self._store, self._processes, self._kubectl = store, processes, kubectl
@@ -208,24 +201,16 @@ class Keda:
                 )
             ],
         )
-        unshare, sh = shutil.which("unshare"), shutil.which("sh")
-        assert unshare and sh  # check_host found them
-        inner = [
-            sh,
-            "-ec",
-            NETNS,
+        argvs = isolated_argvs(
             "keda-netns",
-            *bridge_argv(
+            [
                 f"tcp:{apiserver}=unix:{api}",
                 f"tcp:{grpc}=unix:{grpc_sock}",
                 f"unix:{adapter_sock}=tcp:{secure}",
-                "--",
-                *adapter_argv(req.adapter, certs, kubeconfig, secure, grpc, adapter_metrics),
-            ),
-        ]
-        self._processes.launch(
-            "keda-adapter", [[unshare, "--net", "--", *inner], inner, inner[4:]], env=environment
+            ],
+            adapter_argv(req.adapter, certs, kubeconfig, secure, grpc, adapter_metrics),
         )
+        self._processes.launch("keda-adapter", argvs, env=environment)
         self._kubectl.send("apply", [service(secure), api_service(req.module, secure, ca)])
         self._processes.wait(
             f"the API server to serve {GROUP}/{API_VERSION} (KEDA's metrics API server)",

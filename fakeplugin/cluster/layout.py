@@ -12,6 +12,7 @@
 <state>/kueue/            with `--with kueue`: its Configuration, webhook certificates, its /etc layer
 <state>/prometheus/       with `--with prometheus`: prometheus.yml and data/ (its TSDB)
 <state>/keda/             with KEDA: its certificates, the unix sockets of its metrics server's bridges
+<state>/karpenter/        with Karpenter: its instance types file, the unix sockets of its bridge
 <state>/logs/             one log per process (`down` keeps them unless asked to purge)
 """
 
@@ -102,6 +103,7 @@ class StateLayout:
             self.kueue,
             self.prometheus,
             self.keda,
+            self.karpenter,
         ]
 
     @property
@@ -118,6 +120,11 @@ class StateLayout:
     def keda(self) -> Path:
         """KEDA's operator and metrics API server: their certificates, the bridges' unix sockets."""
         return self.root / "keda"
+
+    @property
+    def karpenter(self) -> Path:
+        """Karpenter (`--with karpenter`): its instance types file, the unix sockets of its bridge."""
+        return self.root / "karpenter"
 
 
 @dataclass(frozen=True)

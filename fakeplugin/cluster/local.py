@@ -22,6 +22,7 @@ from fakeplugin.cluster.computedomains import ComputeDomains, fabric_nodes
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
 from fakeplugin.cluster.host import allocate_ports, check_host, find_binaries
+from fakeplugin.cluster.karpenter import Karpenter, KarpenterRequest
 from fakeplugin.cluster.keda import Keda, KedaRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import Kueue, KueueRequest
@@ -68,6 +69,7 @@ class Cluster:
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
         self._prometheus = Prometheus(self._store, self._processes)
         self._keda = Keda(self._store, self._processes, self._kubectl)
+        self._karpenter = Karpenter(self._store, self._processes, self._kubectl)
         self._view = View(self._store, self._processes)
         self._watchdog: Watchdog | None = None
 
@@ -89,6 +91,7 @@ class Cluster:
         prometheus: PrometheusRequest | None = None,
         telemetry: bool = False,
         keda: KedaRequest | None = None,
+        karpenter: KarpenterRequest | None = None,
         fleet_shards: int | None = None,
         watchdog: bool = False,
         view_endpoint: str = "",
@@ -102,7 +105,9 @@ class Cluster:
         (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue;
         `telemetry`: every kubelet node's plugin and every fleet serves its dcgm-exporter endpoint on
         loopback (`telemetry_urls`; implied by `prometheus`);
-        `keda` (fakeplugin.cluster.keda.request): KEDA's operator and metrics API server, after Kueue.
+        `keda` (fakeplugin.cluster.keda.request): KEDA's operator and metrics API server, after Kueue;
+        `karpenter` (fakeplugin.cluster.karpenter.request): Karpenter's kwok provider with the inventory's
+        instanceType entries, after KEDA; kwok and the fleet then run even with no simulated node yet.
         `fleet_shards`: fleet processes for the simulated nodes (default: one, two above 1000 simulated
         nodes; fakeplugin.fleet.shard).
         `view_endpoint`: HOST:PORT (PORT 0: a free one) of the fleet view, started last (`view_url`).
@@ -135,6 +140,7 @@ class Cluster:
                     fleet_shards,
                     telemetry,
                     prometheus is not None,
+                    karpenter is not None,
                 )
                 if prometheus is not None:
                     cluster._prometheus.start(prometheus)
@@ -142,6 +148,8 @@ class Cluster:
                     cluster._kueue.start(kueue)
                 if keda is not None:
                     cluster._keda.start(keda)
+                if karpenter is not None:
+                    cluster._karpenter.start(karpenter)
                 if view_endpoint:
                     cluster._view.start(view_endpoint)
             except BaseException:
@@ -167,11 +175,13 @@ class Cluster:
         fleet_shards: int | None,
         telemetry: bool,
         prometheus: bool,
+        autoscaled: bool,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs.
-        `telemetry`: every plugin and fleet gets a telemetry endpoint; `prometheus`: Prometheus a port."""
+        `telemetry`: every plugin and fleet gets a telemetry endpoint; `prometheus`: Prometheus a port;
+        `autoscaled`: Karpenter adds simulated nodes later (kwok and the fleet run, maybe with no node)."""
         inventory = load_inventory(inventory_path)
-        nodes = cluster_nodes(inventory, simulated_nodes)
+        nodes = cluster_nodes(inventory, simulated_nodes, autoscaled=autoscaled)
         kubelet_nodes = [n for n in nodes if n.kubelet]
         simulated = [n for n in nodes if not n.kubelet]
         shards = fleet_shards or simulated_fleet_shards(len(simulated))
@@ -187,14 +197,14 @@ class Cluster:
             self._processes, self._kubectl, self.layout, bins, cp, gates, versions.release(version)
         )
         register_simulated_nodes(self._kubectl, simulated)
-        if simulated:
+        if simulated or autoscaled:
             self._simulated.start_kwok(bins["kwok"])
         for node in kubelet_nodes:
             self._kubelets.start(bins, node, gates)
         self._kubelets.wait_ready(kubelet_nodes)
         if plugin:
             self._plugins.install_device_classes()
-            if simulated:
+            if simulated or autoscaled:
                 self._simulated.start_fleet(
                     compute_domains=bool(fabric_nodes(inventory, simulated)), shards=shards
                 )

@@ -51,11 +51,13 @@ class ClusterNode:
         }
 
 
-def cluster_nodes(inventory: Inventory, simulated_nodes: int) -> list[ClusterNode]:
+def cluster_nodes(
+    inventory: Inventory, simulated_nodes: int, *, autoscaled: bool = False
+) -> list[ClusterNode]:
     """The inventory's named nodes (by name, and every node of a namePrefix entry), then `simulated_nodes`
-    plain API-only nodes (worker-1...).
+    plain API-only nodes (worker-1...); none at all only when `autoscaled` (Karpenter makes them).
 
-    Selector entries name no node: they only decide what the plugin publishes on matching nodes.
+    Selector and instanceType entries name no node: they only decide what is published on matching nodes.
     """
     nodes: list[ClusterNode] = []
     kubelets = 0
@@ -72,7 +74,7 @@ def cluster_nodes(inventory: Inventory, simulated_nodes: int) -> list[ClusterNod
                 f"{inventory.source}: node {name} clashes with the extra worker of the same name"
             )
         nodes.append(ClusterNode(name, False, {}, 0))
-    if not nodes:
+    if not nodes and not autoscaled:
         raise ClusterError(
             f"{inventory.source}: no named nodes and no --simulated-nodes: the cluster would have no nodes"
         )

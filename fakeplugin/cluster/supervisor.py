@@ -33,6 +33,7 @@ VMSTAT = Path("/proc/vmstat")  # its oom_kill: the OOM killer's kills since boot
 STOP_ORDER = (
     "prometheus",
     "keda",
+    "karpenter",
     "view",
     "kueue",
     "plugin/",

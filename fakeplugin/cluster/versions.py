@@ -51,6 +51,11 @@ KUEUE_ENV = "FAKEPLUGIN_KUEUE_VERSION"
 # Go builds. v2.21.0 and v2.21.1 need go >= 1.27.4; v2.20.2 says go 1.26.0.
 KEDA_VERSION = "v2.20.2"
 
+# Karpenter (`cluster up --with karpenter`, docs/karpenter.md): the kwok provider of the newest release the
+# Go module proxy served when checked. Its go.mod says go 1.26.9, newer than the machine's 1.26.8, so
+# hack/build-k8s.sh builds it with GOTOOLCHAIN=go1.27.3 (the one newer toolchain approved here).
+KARPENTER_VERSION = "v1.15.0"
+
 
 @dataclass(frozen=True)
 class KubernetesRelease:
@@ -218,6 +223,7 @@ def build_pins(version: str) -> dict[str, str]:
         "GO_MIN": r.go,
         "KUEUE_VERSION": KUEUE_VERSION,
         "KEDA_VERSION": KEDA_VERSION,
+        "KARPENTER_VERSION": KARPENTER_VERSION,
     }
 
 

@@ -77,7 +77,10 @@ SHARED: dict[str, dict[str, Any]] = {
         "or folder (default: examples/prometheus/, an XID alert and per-namespace recording rules; "
         "docs/prometheus.md); keda: KEDA's operator and metrics API server (github.com/kedacore/keda, built "
         "from its Go module with --build), serving external.metrics.k8s.io for GPU-utilisation "
-        "autoscaling (docs/hpa.md)",
+        "autoscaling (docs/hpa.md); karpenter[=NODEPOOLS]: Karpenter's kwok provider (sigs.k8s.io/karpenter, "
+        "built from its Go module with --build and GOTOOLCHAIN=go1.27.3) launching simulated GPU nodes of "
+        "the inventory's instanceType entries for pending pods and their claims; NODEPOOLS: its NodePools "
+        "(default: examples/karpenter/nodepool.yaml; docs/karpenter.md)",
     ),
     "--kueue-version": dict(
         env="FAKEPLUGIN_KUEUE_VERSION",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from fakeplugin.commands import flag, shared_flags
 
 if TYPE_CHECKING:
+    from fakeplugin.cluster.karpenter import KarpenterRequest
     from fakeplugin.cluster.keda import KedaRequest
     from fakeplugin.cluster.kueue import KueueRequest
     from fakeplugin.cluster.prometheus import PrometheusRequest
@@ -151,6 +152,7 @@ def run_up(args: argparse.Namespace) -> int:
     with_kueue = kueue_request(args, build=args.build)
     with_prometheus = prometheus_request(args)
     with_keda = keda_request(args, build=args.build)
+    with_karpenter = karpenter_request(args, build=args.build)
     cluster = Cluster.up(
         Path(args.inventory),
         Path(args.state_dir),
@@ -163,6 +165,7 @@ def run_up(args: argparse.Namespace) -> int:
         kueue=with_kueue,
         prometheus=with_prometheus,
         keda=with_keda,
+        karpenter=with_karpenter,
         fleet_shards=args.fleet_shards or None,
         view_endpoint=args.view_endpoint,
     )
@@ -190,6 +193,15 @@ def keda_request(args: argparse.Namespace, *, build: bool) -> KedaRequest | None
     if wanted:
         raise ValueError(f"--with {args.with_addon}: keda takes no argument (got {wanted!r})")
     return None if wanted is None else keda.request(build=build)
+
+
+def karpenter_request(args: argparse.Namespace, *, build: bool) -> KarpenterRequest | None:
+    """What --with karpenter[=NODEPOOLS] asks for: Karpenter's binary (built first with `build`) and the
+    NodePools, checked before anything starts."""
+    from fakeplugin.cluster import addons, karpenter
+
+    nodepools = addons.parse_with(args.with_addon).get(karpenter.NAME)
+    return None if nodepools is None else karpenter.request(nodepools, build=build)
 
 
 def prometheus_request(args: argparse.Namespace) -> PrometheusRequest | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from typing import Any
 
@@ -21,6 +22,7 @@ from fakeplugin.commands import (
 )
 from fakeplugin.inventory.schema import Inventory, load_inventory
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
+from fakeplugin.publish.instancetypes import instance_types
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
@@ -43,6 +45,10 @@ default 25.12, newest 0.5.0): its feature gates, attributes, DeviceClasses and s
 --kubernetes-version lays the slices out for that API server (DynamicMIG: before 1.35 each GPU's counter
 set shares its slice with the GPU's devices).
 
+--karpenter-instance-types prints, as JSON, the instance types of the inventory's `instanceType` entries
+for Karpenter's kwok provider (INSTANCE_TYPES_FILE_PATH), each with the ResourceSlice templates of its
+devices as the fleet publishes them with the same flags (docs/karpenter.md).
+
 --plugin compute-domains prints what the ComputeDomain driver's plugin publishes instead
 (compute-domain.nvidia.com, or compute-domain.<rest> for --driver-name gpu.<rest>): its two DeviceClasses
 and, per node with GPUs, one slice with devices channel-0 and daemon-0.
@@ -57,6 +63,7 @@ examples:
   fakeplugin render --inventory examples/mig.yaml --node h200-dynamic --feature-gates DynamicMIG=true
   fakeplugin render --inventory examples/seed-lab.yaml --driver-release 0.4.1
   fakeplugin render --inventory examples/nvl72.yaml --plugin compute-domains --node gb200-rack-a-0
+  fakeplugin render --inventory examples/karpenter/inventory.yaml --karpenter-instance-types > types.json
 """
 
 
@@ -78,6 +85,12 @@ def add_parser(subparsers: Any) -> None:
     )
     flag(p, "--node-uid", env="NODE_UID", metavar="UID", help="UID of --node for the ownerReference")
     shared_flags(p, "--plugin")
+    p.add_argument(
+        "--karpenter-instance-types",
+        action="store_true",
+        help="print the instanceType entries as Karpenter's kwok instance types with ResourceSlice "
+        "templates (JSON), instead of the YAML objects",
+    )
     emulation_flags(p, device_nodes=False)
     shared_flags(p, "--kubernetes-version")
     p.set_defaults(func=run, parser=p)
@@ -101,6 +114,20 @@ def run(args: argparse.Namespace) -> int:
         server_version = versions.server_version(args.kubernetes_version)
     except ValueError as exc:
         args.parser.error(str(exc))
+    if args.karpenter_instance_types:
+        types = instance_types(
+            inv,
+            driver=driver_name,
+            release=emulation.release,
+            dynamic_mig=emulation.dynamic_mig,
+            server_version=server_version,
+            consumable_shares=emulation.consumable_shares,
+        )
+        if not types:
+            args.parser.error(f"{inv.source}: no instanceType entries (docs/karpenter.md)")
+        json.dump(types, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     if args.node is None:
         for entry in inv.nodes:
             if entry.match_labels is not None:

@@ -21,11 +21,16 @@ Fields:
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
 | `driverRelease` | string | `"25.12"` | NVIDIA release emulated: `25.12`, `0.4.1`, `0.5.0-dev`, `0.5.0` [7] |
-| `nodes[]` | list | required | at least one entry: one node by name, many by prefix, or nodes by selector |
-| `nodes[].name` | string | one of the three | exact node name (DNS subdomain) |
-| `nodes[].namePrefix` | string | one of the three | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
+| `nodes[]` | list | required | at least one entry: a node by name, many by prefix or by selector, a type |
+| `nodes[].name` | string | one of the four | exact node name (DNS subdomain) |
+| `nodes[].namePrefix` | string | one of the four | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
 | `nodes[].replicas` | integer >= 1 | 1 | how many nodes a `namePrefix` entry stands for (namePrefix only) |
-| `nodes[].selector.matchLabels` | map | one of the three | nodes whose labels include all of these [2] |
+| `nodes[].selector.matchLabels` | map | one of the four | nodes whose labels include all of these [2] |
+| `nodes[].instanceType.name` | label value | one of the four | Karpenter's nodes of this instance type [10] |
+| `nodes[].instanceType.price` | number > 0 | required | per hour: Karpenter launches the cheapest that fits |
+| `nodes[].instanceType.memory` | quantity | 8Gi per CPU | the node's memory as Karpenter sees it |
+| `nodes[].instanceType.zones` | label values | `[zone-a]` | the zones it is offered in |
+| `nodes[].instanceType.architecture` | `amd64`, `arm64` | `amd64` | its nodes' `kubernetes.io/arch` |
 | `nodes[].labels` | map | `{}` | labels the local test cluster sets on the node; the plugin ignores them |
 | `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or kwok-simulated (false) |
 | `nodes[].numaNodes` | integer 1..16 | 1 + top `numaNode` | NUMA nodes of each node; absent: unknown [8] |
@@ -77,6 +82,10 @@ Fields:
     one rack need only the same `clique`. A clique holds at most 18 nodes (NVIDIA's controller flag
     --max-nodes-per-imex-domain), counted over the file with replicas; fabric needs GPUs and named nodes
     (name or namePrefix: a selector's nodes cannot be counted).
+[10] A GPU shape of a simulated cloud for Karpenter (docs/karpenter.md): a selector on
+    `node.kubernetes.io/instance-type: <name>` whose nodes are always simulated (kwok's, served by
+    `fakeplugin fleet`), and one instance type of Karpenter's kwok provider, whose ResourceSlice
+    templates are this entry's devices (fakeplugin.publish.instancetypes). Without GPUs: a CPU-only type.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -140,6 +149,13 @@ MAX_NODES_PER_CLIQUE = 18  # NVIDIA's compute-domain controller --max-nodes-per-
 # The clusterUUID of entries that name none: fixed, so every such entry is in one NVLink cluster.
 DEFAULT_CLUSTER_UUID = str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, "nvlink-cluster.fakeplugin.dev"))
 CPUS_PER_GPU = 16  # default cpus: both H200 captures are VMs with 16 vCPUs per GPU (0-15, 0-31)
+# The label Karpenter (and every cloud's node) carries the instance type in: an instanceType entry selects it.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+MEMORY_PER_CPU = 8 << 30  # an instanceType's default memory: 8Gi per CPU (a general-purpose cloud shape)
+MAX_NODE_MEMORY = 64 << 40  # 64Ti: the largest single hosts (HPE/SGI shared-memory systems) reach 48 TiB
+MAX_ZONES = 16
+DEFAULT_ZONES = ("zone-a",)
+ARCHITECTURES = ("amd64", "arm64")  # kubernetes.io/arch of an instanceType's nodes
 LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)
 
 
@@ -172,6 +188,17 @@ class GpuEntry:
 
 
 @dataclass(frozen=True)
+class InstanceType:
+    """An `instanceType` entry's own fields: what Karpenter's kwok provider offers (docs/karpenter.md)."""
+
+    name: str  # the node.kubernetes.io/instance-type value
+    price: float  # per hour; Karpenter launches the cheapest type that fits
+    memory_bytes: int
+    zones: tuple[str, ...]
+    architecture: str = ARCHITECTURES[0]
+
+
+@dataclass(frozen=True)
 class NodeEntry:
     """One `nodes[]` entry: a node by name, `replicas` nodes by name prefix, or every node matching a
     label selector."""
@@ -187,6 +214,7 @@ class NodeEntry:
     numa_nodes: int | None = None  # None: NUMA unknown (sysfs numa_node -1, a VM)
     cpus: int = CPUS_PER_GPU  # a multiple of numa_nodes
     fabric: Fabric | None = None
+    instance_type: InstanceType | None = None  # then match_labels is {INSTANCE_TYPE_LABEL: its name}
 
     @property
     def clique_id(self) -> str:
@@ -382,6 +410,7 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
             "numaNodes",
             "cpus",
             "fabric",
+            "instanceType",
         ),
     )
     if m is None:
@@ -395,8 +424,12 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         sel = p.mapping(m["selector"], join(path, "selector"), required=("matchLabels",))
         if sel is not None:
             match_labels = _labels(p, sel, "matchLabels", join(path, "selector"))
-    if sum(key in m for key in ("name", "namePrefix", "selector")) != 1:
-        p.add(path, "needs exactly one of name (one node), namePrefix (many) or selector (nodes by label)")
+    if sum(key in m for key in ("name", "namePrefix", "selector", "instanceType")) != 1:
+        p.add(
+            path,
+            "needs exactly one of name (one node), namePrefix (many), selector (nodes by label) or "
+            "instanceType (Karpenter's nodes of that type)",
+        )
     labels = _labels(p, m, "labels", path) if "labels" in m else {}
     # `gpus:` with nothing after it is YAML null: a plain worker, like an absent list.
     raw_gpus = p.sequence(m, "gpus", path) if m.get("gpus") is not None else []
@@ -417,11 +450,18 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
                 p.add(join(gpu.path, "uuid"), f"a fixed UUID names one GPU; this entry has {replicas} nodes")
     numa_nodes, cpus = _numa(p, m, path, entries)
     fabric = _fabric(p, m, path, entries) if "fabric" in m else None
+    instance_type = _instance_type(p, m, path, cpus) if "instanceType" in m else None
+    if instance_type is not None:
+        match_labels = {INSTANCE_TYPE_LABEL: instance_type.name}
+    if "instanceType" in m and kubelet:
+        p.add(
+            join(path, "kubelet"), "an instanceType's nodes are Karpenter's, simulated: kubelet must be false"
+        )
     return NodeEntry(
         name=name,
         match_labels=match_labels,
         labels=labels or {},
-        kubelet=kubelet if kubelet is not None else any(g.count for g in entries),
+        kubelet=kubelet if kubelet is not None else any(g.count for g in entries) and "instanceType" not in m,
         gpus=entries,
         path=path,
         name_prefix=prefix,
@@ -429,7 +469,64 @@ def _node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         numa_nodes=numa_nodes,
         cpus=cpus,
         fabric=fabric,
+        instance_type=instance_type,
     )
+
+
+def _instance_type(p: Problems, m: dict[str, Any], path: str, cpus: int) -> InstanceType | None:
+    """`instanceType: {name, price, memory, zones}`: a Karpenter instance type (docs/karpenter.md)."""
+    where = join(path, "instanceType")
+    t = p.mapping(
+        m["instanceType"], where, required=("name", "price"), optional=("memory", "zones", "architecture")
+    )
+    if t is None:
+        return None
+    name = p.string(t, "name", where)
+    if name is not None and (not name or len(name) > 63 or not _LABEL_VALUE.match(name)):
+        p.add(
+            join(where, "name"),
+            f'"{shorten(name)}" is not a valid label value (the node\'s {INSTANCE_TYPE_LABEL})',
+        )
+        name = None
+    price = t.get("price")
+    if "price" in t and (
+        isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 < price < 1e6
+    ):
+        p.add(join(where, "price"), f"must be a number above 0 (per hour), got {shorten(repr(price))}")
+        price = None
+    memory = cpus * MEMORY_PER_CPU
+    if "memory" in t:
+        given = t["memory"]
+        try:
+            memory = parse_quantity(given) if isinstance(given, str) else -1
+        except ValueError:
+            memory = -1
+        if not 0 < memory <= MAX_NODE_MEMORY:
+            p.add(
+                join(where, "memory"),
+                f"must be a quantity like 256Gi, at most 64Ti, got {shorten(repr(given))}",
+            )
+    zones: tuple[str, ...] = DEFAULT_ZONES
+    if "zones" in t:
+        raw = p.sequence(t, "zones", where)
+        if raw is not None and not 0 < len(raw) <= MAX_ZONES:
+            p.add(join(where, "zones"), f"lists {len(raw)} zones; 1 to {MAX_ZONES}")
+        elif raw is not None:
+            bad = [
+                z for z in raw if not isinstance(z, str) or not z or len(z) > 63 or not _LABEL_VALUE.match(z)
+            ]
+            if bad:
+                p.add(join(where, "zones"), f"{shorten(repr(bad[0]))} is not a valid label value")
+            zones = tuple(str(z) for z in raw)
+    architecture = p.string(t, "architecture", where) if "architecture" in t else ARCHITECTURES[0]
+    if architecture is not None and architecture not in ARCHITECTURES:
+        p.add(
+            join(where, "architecture"), f'"{shorten(architecture)}" is not one of {", ".join(ARCHITECTURES)}'
+        )
+        architecture = None
+    if name is None or price is None or memory <= 0 or architecture is None:
+        return None
+    return InstanceType(name, float(price), memory, zones, architecture)
 
 
 def _fabric(p: Problems, m: dict[str, Any], path: str, gpus: tuple[GpuEntry, ...]) -> Fabric | None:
@@ -445,7 +542,7 @@ def _fabric(p: Problems, m: dict[str, Any], path: str, gpus: tuple[GpuEntry, ...
             p, f, "clusterUUID", where, _CLUSTER_UUID, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hex)"
         )
         cluster = given.lower() if given else cluster
-    if "selector" in m:
+    if "selector" in m or "instanceType" in m:
         p.add(where, "needs nodes by name or namePrefix: a selector's nodes cannot be counted into a clique")
     if not any(g.count for g in gpus):
         p.add(where, "needs gpus: the clique is what NVML reports for the node's GPUs")
@@ -713,7 +810,16 @@ def _check_unique(p: Problems, nodes: list[NodeEntry]) -> None:
     """Node names unique in the file; UUID overrides unique in the file; bus IDs unique per node."""
     names: dict[str, str] = {}
     uuids: dict[str, str] = {}
+    types: dict[str, str] = {}
     for node in nodes:
+        kind = node.instance_type.name if node.instance_type is not None else None
+        if kind is not None:
+            if kind in types:
+                p.add(
+                    join(node.path, "instanceType.name"),
+                    f'duplicate instance type "{kind}" (also {types[kind]})',
+                )
+            types.setdefault(kind, node.path)
         field = "name" if node.name_prefix is None else "namePrefix"
         for name in node.node_names():
             if name in names:

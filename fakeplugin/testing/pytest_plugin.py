@@ -95,7 +95,7 @@ def fakeplugin_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, fakeplugin_inventory: Path
 ) -> Iterator[FakepluginCluster]:
     """The session's cluster: attached to (--fakeplugin-kubeconfig), else started (and stopped after)."""
-    from fakeplugin.cluster import addons, kueue, parse_feature_gates, prometheus, versions
+    from fakeplugin.cluster import addons, karpenter, kueue, parse_feature_gates, prometheus, versions
     from fakeplugin.testing.session import FakepluginCluster
 
     config = request.config
@@ -107,6 +107,7 @@ def fakeplugin_cluster(
     version = option(config, "kubernetes-version") or versions.selected()
     kueue_config = kueue.parse_with(option(config, "with"))
     rules = addons.parse_with(option(config, "with")).get(prometheus.NAME)
+    nodepools = addons.parse_with(option(config, "with")).get(karpenter.NAME)
     cluster = FakepluginCluster.start(
         fakeplugin_inventory,
         Path(state_dir) if state_dir else tmp_path_factory.mktemp("fakeplugin") / "state",
@@ -118,6 +119,7 @@ def fakeplugin_cluster(
         kubernetes_version=version,
         kueue=None if kueue_config is None else kueue.request(kueue_config),
         prometheus=None if rules is None else prometheus.request(rules),
+        karpenter=None if nodepools is None else karpenter.request(nodepools),
     )
     with cluster:
         yield cluster

@@ -15,6 +15,7 @@ from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, NodeDirs, binaries
+from fakeplugin.cluster.karpenter import KarpenterRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import KueueRequest
 from fakeplugin.cluster.layout import StateLayout
@@ -68,13 +69,15 @@ class FakepluginCluster:
         kubernetes_version: str | None = None,
         kueue: KueueRequest | None = None,
         prometheus: PrometheusRequest | None = None,
+        karpenter: KarpenterRequest | None = None,
     ) -> FakepluginCluster:
         """Start a local cluster (fakeplugin.cluster.Cluster.up) for `inventory` (default: the seed lab)
         in `state_dir` (default: the user's cache, ~/.cache/fakeplugin/cluster), of Kubernetes
         `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4); `kueue`
         (fakeplugin.cluster.kueue.request): real Kueue too; `prometheus`
         (fakeplugin.cluster.prometheus.request): Prometheus on the plugins' telemetry (its URL:
-        `local.prometheus_url`)."""
+        `local.prometheus_url`); `karpenter` (fakeplugin.cluster.karpenter.request): Karpenter launching
+        nodes of the inventory's instanceType entries."""
         local = Cluster.up(
             inventory or seed_lab_inventory(),
             state_dir or DEFAULT_STATE_DIR,
@@ -85,6 +88,7 @@ class FakepluginCluster:
             kubernetes_version=kubernetes_version,
             kueue=kueue,
             prometheus=prometheus,
+            karpenter=karpenter,
             watchdog=True,  # down with this process, however it ends
         )
         return cls(local.kubeconfig, local=local, owned=True)

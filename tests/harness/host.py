@@ -14,7 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.cluster import BinaryNotFound, Cluster, binaries, components, keda, kueue, prometheus
+from fakeplugin.cluster import (
+    BinaryNotFound,
+    Cluster,
+    binaries,
+    components,
+    karpenter,
+    keda,
+    kueue,
+    prometheus,
+)
+from fakeplugin.cluster.karpenter import KarpenterRequest
 from fakeplugin.cluster.keda import KedaRequest
 from fakeplugin.cluster.kueue import KueueRequest
 from fakeplugin.cluster.prometheus import PrometheusRequest
@@ -65,6 +75,14 @@ def require_prometheus(rules: str = "") -> PrometheusRequest:
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
         unavailable(f"prometheus and promtool not found in PATH; {prometheus.INSTALL}")
     return prometheus.request(rules)
+
+
+def require_karpenter(nodepools: str = "") -> KarpenterRequest:
+    """Karpenter's kwok provider with GPU instance types; skip (fail in CI) when it is not built."""
+    try:
+        return karpenter.request(nodepools)
+    except BinaryNotFound as exc:
+        unavailable(str(exc))
 
 
 def require_keda() -> KedaRequest:

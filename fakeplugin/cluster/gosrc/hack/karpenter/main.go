@@ -1,0 +1,1 @@
+../../../../../hack/karpenter/main.go
