@@ -5,6 +5,7 @@ are exactly what the fleet publishes less what only a running node knows."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from fakeplugin.cluster import addons, karpenter
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
 from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.instancetypes import instance_types
-from fakeplugin.publish.node import node_slices
+from fakeplugin.publish.node import NodeDevices, node_slices
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "karpenter" / "inventory.yaml"
@@ -226,6 +227,7 @@ def test_with_karpenter_parses_and_checks_its_nodepools(tmp_path: Path) -> None:
     assert pool["disruption"] == {
         "consolidationPolicy": "WhenEmptyOrUnderutilized",
         "consolidateAfter": "10s",
+        "budgets": [{"nodes": "100%"}],
     }
     assert pool["template"]["spec"]["nodeClassRef"] == {
         "group": "karpenter.kwok.sh",
@@ -247,3 +249,19 @@ def test_karpenter_runs_with_dra_simulation_on_and_its_listeners_behind_the_brid
     assert env["IGNORE_DRA_REQUESTS"] == "false" and env["DISABLE_LEADER_ELECTION"] == "true"
     assert env["INSTANCE_TYPES_FILE_PATH"] == str(tmp_path / "types.json")
     assert (env["METRICS_PORT"], env["HEALTH_PROBE_PORT"]) == ("4001", "4002")
+
+
+def test_a_node_of_an_unknown_instance_type_is_reported_and_publishes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    known = NodeDevices(EXAMPLE, "kwok-gpu-abcde", driver=DRIVER, log_level=logging.DEBUG)
+    with caplog.at_level(logging.DEBUG, logger="fakeplugin.publish.node"):
+        known.set_node({INSTANCE_TYPE_LABEL: "gpu-t4-4x"}, "uid-1")
+        unknown = NodeDevices(EXAMPLE, "kwok-gpu-fghij", driver=DRIVER, log_level=logging.DEBUG)
+        unknown.set_node({INSTANCE_TYPE_LABEL: "gpu-b200-8x"}, "uid-2")
+    assert sorted(known) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"] and list(unknown) == []
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        "node kwok-gpu-fghij: no inventory entry matches this node (no instanceType entry gpu-b200-8x, "
+        "no selector of its labels): publishing no devices"
+    ]

@@ -28,7 +28,7 @@ from typing import Any
 
 from fakeplugin import consumableshares, releases
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import Inventory
+from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, Inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.publish import devicefaults, fabricfaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
@@ -283,13 +283,17 @@ class NodeDevices(Mapping[str, GpuDevice]):
             before = set(self._devices)
             self._devices = {d.name: d for d in devices}
         if before != set(self._devices) or not devices:
-            # A fleet has a thousand of these: its own summary line is enough at info.
+            # A fleet has a thousand of these: its own summary line is enough at info. A node of an
+            # instance type the inventory does not know (Karpenter launched it) is worth a warning.
+            kind = (self._labels or {}).get(INSTANCE_TYPE_LABEL)
             log.log(
-                self._log_level,
+                logging.WARNING if kind and not devices else self._log_level,
                 "node %s: %s",
                 self._node,
                 ", ".join(f"{d.name} {d.product_name} {d.uuid}" for d in devices)
-                or "no inventory entry matches this node: publishing no devices",
+                or "no inventory entry matches this node"
+                + (f" (no instanceType entry {kind}, no selector of its labels)" if kind else "")
+                + ": publishing no devices",
             )
 
     def __getitem__(self, name: str) -> GpuDevice:
