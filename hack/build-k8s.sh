@@ -327,7 +327,7 @@ build_karpenter() {
   cp "$REPO/hack/karpenter/main.go" main.go
   say "karpenter $KARPENTER_VERSION: fetching Go toolchain $KARPENTER_GOTOOLCHAIN and sigs.k8s.io/karpenter (module proxy)"
   GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go version >/dev/null 2>&1 ||
-    die "karpenter needs Go toolchain $KARPENTER_GOTOOLCHAIN (its go.mod wants a newer Go than $(go env GOVERSION)); the go command could not fetch it: $(GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go version 2>&1 | tail -1)"
+    die "karpenter needs Go toolchain $KARPENTER_GOTOOLCHAIN (its go.mod wants a newer Go than $(go env GOVERSION)); the go command could not fetch it (set KARPENTER_GOTOOLCHAIN to one the Go module proxy serves): $(GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" go version 2>&1 | tr -s '\n\t' '  ')"
   GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" quiet_go get "sigs.k8s.io/karpenter@$KARPENTER_VERSION"
   GOTOOLCHAIN="$KARPENTER_GOTOOLCHAIN" quiet_go mod tidy
   t0=$SECONDS

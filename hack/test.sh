@@ -7,8 +7,8 @@
 #   hack/test.sh [pytest args...]          every tier, in this order:
 #     lint       ruff, shellcheck
 #     fast       pytest's default selection: every test without a tier marker (tests/harness/tiers.py)
-#     builds     Kubernetes (hack/build-k8s.sh), Kueue (--long: KEDA too); started in the background during
-#                the fast tier
+#     builds     Kubernetes (hack/build-k8s.sh), Kueue and Karpenter (--long: KEDA too); started in the
+#                background during the fast tier
 #     local      tests marked build or cluster: helm, real local clusters (tests/e2e); --long adds
 #                LONG_LOCAL_TESTS (below): the GPU-utilisation HPA through KEDA
 #     kind       a kind cluster from images built here (hack/kind/images.sh, built in the background during
@@ -48,11 +48,11 @@ KIND_TESTS=(tests/kind/test_kind.py)
 # Left out of the local tier but with --long: GPU-utilisation autoscaling through KEDA, whose build costs
 # about 6 minutes on 2 cores (docs/hpa.md); --long builds it after Kueue.
 LONG_LOCAL_TESTS=(tests/e2e/test_hpa.py tests/test_keda.py::test_keda_manifests_from_its_module)
-ADDONS=kueue
+ADDONS=kueue,karpenter
 LOCAL_ARGS=()
 for t in "${LONG_LOCAL_TESTS[@]}"; do LOCAL_ARGS+=("--deselect=$t"); done
 if ((LONG)); then
-  ADDONS=kueue,keda
+  ADDONS=kueue,karpenter,keda
   LOCAL_ARGS=()
   NEWEST_K8S_TESTS+=("${NEWEST_K8S_LONG[@]}")
   KIND_TESTS=(tests/kind)
@@ -157,7 +157,7 @@ passed
 
 BUILD=1
 [[ "${FAKEPLUGIN_SKIP_BUILD:-}" == 1 || $FAST_ONLY == 1 ]] && BUILD=0
-if ((BUILD)); then  # the default minor's binaries and Kueue (--long: KEDA too), while the fast tier runs
+if ((BUILD)); then  # the default minor's binaries, Kueue and Karpenter (--long: KEDA too), while the fast tier runs
   background k8s bash -c "hack/build-k8s.sh && hack/build-k8s.sh --only $ADDONS"
 fi
 

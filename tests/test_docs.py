@@ -70,6 +70,10 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "and whole suites on it; hack/matrix.sh is that run",
     Ref("docs/kueue-kind.md", ""): "kind by hand, and its output; tests/kind/test_kueue.py runs all of it",
     Ref("docs/hpa.md", "pod (fakeplugin.dev/gpu-load: 90)"): "a diagram",
+    Ref("docs/karpenter.md", "pod + ResourceClaim (Pending"): "a diagram",
+    Ref("docs/karpenter.md", "fakeplugin cluster up --inventory examples/karpenter"): "builds Karpenter and "
+    "brings up a cluster of its own; tests/e2e/test_karpenter.py runs this inventory, these claims and the "
+    "default NodePool on one",
     Ref(
         "docs/hpa.md", "kubectl annotate pod -n hpa"
     ): "needs the cluster of tests/e2e/test_hpa.py, which runs this command (set_load)",
@@ -138,6 +142,19 @@ def helm_template(b: Block) -> None:
 def validate_inventory(b: Block, tmp: Path) -> None:
     """The real parser, as `fakeplugin validate` runs it."""
     (tmp / "inventory.yaml").write_text(b.text)
+    done = run(f"fakeplugin validate --inventory {tmp / 'inventory.yaml'}")
+    assert done.returncode == 0, f"{b}: {done.stdout}{done.stderr}"
+
+
+def validate_inventory_entries(b: Block, tmp: Path) -> None:
+    """`nodes:` entries of an inventory, validated in the inventory of the example the page names."""
+    example = yaml.safe_load((REPO / "examples" / "karpenter" / "inventory.yaml").read_text())
+    assert "examples/karpenter/inventory.yaml" in (REPO / b.page).read_text()
+    entries = yaml.safe_load(b.text)
+    assert all(e in example["nodes"] for e in entries), (
+        f"{b}: entries not in examples/karpenter/inventory.yaml"
+    )
+    (tmp / "inventory.yaml").write_text(yaml.safe_dump({**example, "nodes": entries}))
     done = run(f"fakeplugin validate --inventory {tmp / 'inventory.yaml'}")
     assert done.returncode == 0, f"{b}: {done.stdout}{done.stderr}"
 
@@ -294,6 +311,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/prometheus.md", 'prometheus.io/scrape: "true"'): chart_pod_annotations,
     Ref("docs/telemetry.md", "# my dashboard's metrics"): a_counters_file,
     Ref("docs/fleet-view.md", "$ fakeplugin view --help"): run_commands,
+    Ref("docs/karpenter.md", "- instanceType: {name: gpu-h100-8x"): validate_inventory_entries,
 }
 HELM = (helm_template, chart_pod_annotations)  # helm, from hack/build-k8s.sh: the build tier
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +21,10 @@ from fakeplugin.cluster.state import ClusterError, cluster_nodes
 from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.instancetypes import instance_types
 from fakeplugin.publish.node import NodeDevices, node_slices
+from tests.harness import DRIVER
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "karpenter" / "inventory.yaml"
-DRIVER = "gpu.nvidia.com"
 
 
 def inventory(*nodes: dict[str, Any]) -> dict[str, Any]:
@@ -264,4 +265,40 @@ def test_a_node_of_an_unknown_instance_type_is_reported_and_publishes_nothing(
     assert warned == [
         "node kwok-gpu-fghij: no inventory entry matches this node (no instanceType entry gpu-b200-8x, "
         "no selector of its labels): publishing no devices"
+    ]
+
+
+@pytest.mark.build
+def test_a_karpenter_build_without_its_go_toolchain_says_so(tmp_path: Path) -> None:
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack" / "build-k8s.sh"), "--only", "karpenter"],
+        env={**os.environ, "FAKEPLUGIN_CACHE": str(tmp_path), "KARPENTER_GOTOOLCHAIN": "go1.99.99"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stderr
+    assert (
+        "error: karpenter needs Go toolchain go1.99.99 (its go.mod wants a newer Go than go1.26" in out.stderr
+    )
+    assert (
+        "the go command could not fetch it (set KARPENTER_GOTOOLCHAIN to one the Go module proxy serves): "
+        in out.stderr
+    )
+    assert "go: downloading go1.99.99" in out.stderr and "not available" in out.stderr
+    assert not (tmp_path / "karpenter" / "v1.15.0" / "karpenter").exists()
+
+
+def test_the_rbac_example_lets_karpenter_read_what_it_simulates() -> None:
+    role, binding = yaml.safe_load_all((ROOT / "examples" / "karpenter" / "rbac.yaml").read_text())
+    assert role["rules"] == [
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceslices", "resourceclaims", "deviceclasses"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "karpenter", "namespace": "kube-system"}
     ]

@@ -177,11 +177,13 @@ UUID = "GPU-bd363601-0402-2785-a79b-f013317dbdce"
         ),
         (
             inventory({"gpus": []}),
-            "nodes[0]: needs exactly one of name (one node), namePrefix (many) or selector (nodes by label)",
+            "nodes[0]: needs exactly one of name (one node), namePrefix (many), selector (nodes by label) or "
+            "instanceType (Karpenter's nodes of that type)",
         ),
         (
             node(selector={"matchLabels": {"a": "b"}}),
-            "nodes[0]: needs exactly one of name (one node), namePrefix (many) or selector (nodes by label)",
+            "nodes[0]: needs exactly one of name (one node), namePrefix (many), selector (nodes by label) or "
+            "instanceType (Karpenter's nodes of that type)",
         ),
         (
             inventory({"selector": {"labels": {"a": "b"}}}),
@@ -221,8 +223,8 @@ def test_every_problem_is_reported_at_once() -> None:
         "inv.yaml: nodes[0].gpus[0].count: must be at least 1, got 0",
         f'inv.yaml: nodes[0].gpus[1].profile: unknown profile "nope" (known: {KNOWN})',
         "inv.yaml: nodes[1].extra: unknown field "
-        "(known fields: cpus, fabric, gpus, kubelet, labels, name, namePrefix, numaNodes, replicas, "
-        "selector)",
+        "(known fields: cpus, fabric, gpus, instanceType, kubelet, labels, name, namePrefix, numaNodes, "
+        "replicas, selector)",
         'inv.yaml: nodes[1].name: duplicate node name "n" (also nodes[0])',
     ]
 

@@ -164,7 +164,7 @@ def test_with_lists_add_ons_comma_separated() -> None:
     with pytest.raises(
         ValueError,
         match=r"^--with grafana: unknown add-on 'grafana'; known: kueue\[=CONFIG\], prometheus\[=RULES\], "
-        r"keda$",
+        r"keda, karpenter\[=NODEPOOLS\]$",
     ):
         addons.parse_with("grafana")
 

@@ -285,8 +285,7 @@ class Cluster:
     def container_record(self, namespace: str, pod: str, container: str) -> dict[str, Any]:
         """What the fake CRI got and resolved for a container (newest record if on several nodes); on a
         simulated node, what the fleet resolved the same way (fakeplugin.fleet.records)."""
-        dirs = [self._store.dirs(n) for n in self._store.require().nodes]  # simulated nodes: the fleet's
-        return crirecords.container_record(dirs, namespace, pod, container)
+        return crirecords.container_record(self._store.every_node_dirs(), namespace, pod, container)
 
     def run_in_container_view(
         self, namespace: str, pod: str, container: str, script: str, *args: str

@@ -193,6 +193,14 @@ class StateStore:
     def dirs(self, node: ClusterNode) -> NodeDirs:
         return self.layout.node(node.name, node.index)
 
+    def every_node_dirs(self) -> list[NodeDirs]:
+        """The files of every node: the cluster's, then those of simulated nodes the cluster did not make
+        (Karpenter's) that the fleet keeps files for, in <state>/nodes/ too."""
+        nodes = self.require().nodes
+        known = {n.name for n in nodes}
+        found = sorted(p.name for p in (self.layout.root / "nodes").glob("*") if p.name not in known)
+        return [self.dirs(n) for n in nodes] + [self.layout.node(name, -1) for name in found]
+
     def kubernetes_version(self) -> str:
         """The version of the cluster's binaries; before the state exists, the selected one."""
         return self.state.kubernetes_version if self.state else versions.selected()

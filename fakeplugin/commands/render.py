@@ -22,7 +22,6 @@ from fakeplugin.commands import (
 )
 from fakeplugin.inventory.schema import Inventory, load_inventory
 from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
-from fakeplugin.publish.instancetypes import instance_types
 from fakeplugin.publish.node import node_slices
 from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
@@ -115,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         args.parser.error(str(exc))
     if args.karpenter_instance_types:
+        from fakeplugin.publish.instancetypes import instance_types  # not the plugin's: `serve` loads render
+
         types = instance_types(
             inv,
             driver=driver_name,
