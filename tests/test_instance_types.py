@@ -245,8 +245,14 @@ def test_with_karpenter_parses_and_checks_its_nodepools(tmp_path: Path) -> None:
         karpenter.load_nodepools(tmp_path / "none.yaml")
 
 
-def test_karpenter_runs_with_dra_simulation_on_and_its_listeners_behind_the_bridge(tmp_path: Path) -> None:
+def test_karpenter_runs_with_dra_simulation_on_and_its_listeners_behind_the_bridge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FAKEPLUGIN_KARPENTER_LOG_LEVEL", raising=False)
     env = karpenter.environment(tmp_path / "kubeconfig", tmp_path / "types.json", 4001, 4002)
+    assert env["LOG_LEVEL"] == "info"
+    monkeypatch.setenv("FAKEPLUGIN_KARPENTER_LOG_LEVEL", "debug")
+    assert karpenter.environment(tmp_path / "k", tmp_path / "t", 1, 2)["LOG_LEVEL"] == "debug"
     assert env["IGNORE_DRA_REQUESTS"] == "false" and env["DISABLE_LEADER_ELECTION"] == "true"
     assert env["INSTANCE_TYPES_FILE_PATH"] == str(tmp_path / "types.json")
     assert (env["METRICS_PORT"], env["HEALTH_PROBE_PORT"]) == ("4001", "4002")

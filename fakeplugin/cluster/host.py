@@ -6,12 +6,16 @@ import logging
 import os
 import shutil
 import socket
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.components import Ports
 from fakeplugin.cluster.layout import NodeDirs, too_long_sockets
 from fakeplugin.cluster.state import ClusterError
+
+T = TypeVar("T")
 
 log = logging.getLogger("fakeplugin.cluster")
 
@@ -43,18 +47,29 @@ def check_host(root: Path, kubelet_dirs: list[NodeDirs]) -> None:
         )
 
 
-def find_binaries(build: bool, version: str) -> dict[str, Path]:
-    """The cluster's binaries of Kubernetes `version`; with `build`, missing ones are built first
-    (hack/build-k8s.sh)."""
+def found_or_built(what: str, find: Callable[[], T], build: bool, build_them: Callable[[], int]) -> T:
+    """`find()`; when it raises BinaryNotFound and `build` is set, `build_them()` (hack/build-k8s.sh, its
+    exit status) first, then `find()` again."""
     try:
-        found = binaries.find_all(version=version)
+        return find()
     except binaries.BinaryNotFound:
         if not build:
             raise
-        log.info("building missing binaries of %s with %s", version, binaries.BUILD_SCRIPT)
-        if binaries.build(list(binaries.CLUSTER_BINARIES), version) != 0:
-            raise ClusterError(f"{binaries.BUILD_SCRIPT} failed (its output is above)") from None
-        found = binaries.find_all(version=version)
+    log.info("building %s with %s", what, binaries.BUILD_SCRIPT)
+    if build_them() != 0:
+        raise ClusterError(f"{binaries.BUILD_SCRIPT} failed building {what} (its output is above)") from None
+    return find()
+
+
+def find_binaries(build: bool, version: str) -> dict[str, Path]:
+    """The cluster's binaries of Kubernetes `version`; with `build`, missing ones are built first
+    (hack/build-k8s.sh)."""
+    found = found_or_built(
+        f"the binaries of {version}",
+        lambda: binaries.find_all(version=version),
+        build,
+        lambda: binaries.build(list(binaries.CLUSTER_BINARIES), version),
+    )
     for name, path in found.items():
         log.info("using %s: %s", name, path)
     return found

@@ -32,7 +32,7 @@ import yaml
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
 from fakeplugin.cluster.components import LOOPBACK, fleet_flags, python_env
-from fakeplugin.cluster.host import free_ports
+from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterError, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
@@ -61,17 +61,12 @@ def request(nodepools: str = "", version: str | None = None, *, build: bool = Fa
     the file `nodepools` (default: examples/karpenter/nodepool.yaml), checked before anything starts."""
     objects = load_nodepools(Path(nodepools) if nodepools else DEFAULT_NODEPOOLS)
     chosen = version or versions.KARPENTER_VERSION
-    try:
-        binary, crds = binaries.find_karpenter(chosen)
-    except binaries.BinaryNotFound:
-        if not build:
-            raise
-        log.info("building Karpenter %s with %s", chosen, binaries.BUILD_SCRIPT)
-        if binaries.build(["karpenter"]) != 0:
-            raise ClusterError(
-                f"{binaries.BUILD_SCRIPT} --only karpenter failed (its output is above)"
-            ) from None
-        binary, crds = binaries.find_karpenter(chosen)
+    binary, crds = found_or_built(
+        f"Karpenter {chosen}",
+        lambda: binaries.find_karpenter(chosen),
+        build,
+        lambda: binaries.build(["karpenter"]),
+    )
     log.info("using Karpenter %s: %s", chosen, binary)
     return KarpenterRequest(chosen, binary, crds, tuple(objects))
 
@@ -114,7 +109,7 @@ def environment(kubeconfig: Path, instance_types: Path, metrics: int, health: in
         # Simulate the pods' DRA claims against the instance types' templates (default true: skip them).
         "IGNORE_DRA_REQUESTS": "false",
         "INSTANCE_TYPES_FILE_PATH": str(instance_types),
-        "LOG_LEVEL": "info",
+        "LOG_LEVEL": os.environ.get("FAKEPLUGIN_KARPENTER_LOG_LEVEL", "info"),
     }
 
 

@@ -36,9 +36,9 @@ from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.credentials import serving_certificate
-from fakeplugin.cluster.host import free_ports
+from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
-from fakeplugin.cluster.state import ClusterError, StateStore
+from fakeplugin.cluster.state import StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 
 log = logging.getLogger("fakeplugin.cluster")
@@ -66,15 +66,9 @@ class KedaRequest:
 def request(version: str | None = None, *, build: bool = False) -> KedaRequest:
     """KEDA's binaries for `version` (default: the table's), built first with `build`."""
     chosen = version or versions.KEDA_VERSION
-    try:
-        operator, adapter, module = binaries.find_keda(chosen)
-    except binaries.BinaryNotFound:
-        if not build:
-            raise
-        log.info("building KEDA %s with %s", chosen, binaries.BUILD_SCRIPT)
-        if binaries.build(["keda"]) != 0:
-            raise ClusterError(f"{binaries.BUILD_SCRIPT} --only keda failed (its output is above)") from None
-        operator, adapter, module = binaries.find_keda(chosen)
+    operator, adapter, module = found_or_built(
+        f"KEDA {chosen}", lambda: binaries.find_keda(chosen), build, lambda: binaries.build(["keda"])
+    )
     log.info("using KEDA %s: %s, %s", chosen, operator, adapter)
     return KedaRequest(chosen, operator, adapter, module)
 

@@ -27,9 +27,9 @@ from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import addons, binaries, components, versions
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.credentials import serving_certificate
-from fakeplugin.cluster.host import free_ports
+from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
-from fakeplugin.cluster.state import ClusterError, StateStore
+from fakeplugin.cluster.state import StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.kueue import manifests
 from fakeplugin.kueue.config import DEFAULT_CONFIG, Endpoints, load_config, local_config
@@ -65,15 +65,12 @@ def request(config: str, version: str | None = None, *, build: bool = False) -> 
     chosen = versions.kueue_version(version)
     source = Path(config).absolute() if config else DEFAULT_CONFIG
     user = load_config(source)
-    try:
-        binary, module = binaries.find_kueue(chosen)
-    except binaries.BinaryNotFound:
-        if not build:
-            raise
-        log.info("building Kueue %s with %s", chosen, binaries.BUILD_SCRIPT)
-        if binaries.build(["kueue"], kueue_version=chosen) != 0:
-            raise ClusterError(f"{binaries.BUILD_SCRIPT} --only kueue failed (its output is above)") from None
-        binary, module = binaries.find_kueue(chosen)
+    binary, module = found_or_built(
+        f"Kueue {chosen}",
+        lambda: binaries.find_kueue(chosen),
+        build,
+        lambda: binaries.build(["kueue"], kueue_version=chosen),
+    )
     log.info("using Kueue %s: %s (Configuration %s)", chosen, binary, source)
     return KueueRequest(chosen, user, source, binary, module)
 
