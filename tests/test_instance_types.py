@@ -308,3 +308,18 @@ def test_the_rbac_example_lets_karpenter_read_what_it_simulates() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "karpenter", "namespace": "kube-system"}
     ]
+
+
+def test_an_unknown_profile_or_release_is_named_before_anything_is_rendered(tmp_path: Path) -> None:
+    bad = inventory({"instanceType": {"name": "gpu-x", "price": 1}, "gpus": [{"profile": "h300"}]})
+    bad["driverRelease"] = "0.9.0"
+    path = tmp_path / "types.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    out = subprocess.run(
+        [sys.executable, "-m", "fakeplugin", "render", f"--inventory={path}", "--karpenter-instance-types"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0 and out.stdout == ""
+    assert f'{path}: driverRelease: unknown NVIDIA driver release "0.9.0"' in out.stderr
+    assert f'{path}: nodes[0].gpus[0].profile: unknown profile "h300"' in out.stderr
