@@ -93,7 +93,7 @@ def test_a_plugin_on_a_generated_node_finds_its_entry_without_labels(tmp_path: P
     [
         (
             {"name": "a", "namePrefix": "a-"},
-            "inv.yaml: nodes[0]: needs exactly one of name (one node), namePrefix (many) or selector",
+            "inv.yaml: nodes[0]: needs exactly one of name (one node), namePrefix (many), selector",
         ),
         ({"name": "a", "replicas": 2}, "inv.yaml: nodes[0].replicas: goes with namePrefix"),
         ({"namePrefix": "a-", "replicas": 0}, "inv.yaml: nodes[0].replicas: must be at least 1, got 0"),

@@ -85,7 +85,7 @@ def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
     assert gates_flag == f"--feature-gates={components.gates_flag(all_gates)}"
 
 
-def test_build_script_takes_etcd_helm_go_kueue_and_keda_from_the_table() -> None:
+def test_build_script_takes_etcd_helm_go_kueue_keda_and_karpenter_from_the_table() -> None:
     table = REPO / "fakeplugin" / "cluster" / "versions.py"
     for version in MATRIX:
         out = subprocess.run(
@@ -99,6 +99,7 @@ def test_build_script_takes_etcd_helm_go_kueue_and_keda_from_the_table() -> None
             f"GO_MIN={k8s.go}",
             f"KUEUE_VERSION={versions.KUEUE_VERSION}",  # the same for every minor
             f"KEDA_VERSION={versions.KEDA_VERSION}",  # likewise
+            f"KARPENTER_VERSION={versions.KARPENTER_VERSION}",  # likewise
         ]
     default = subprocess.run([sys.executable, str(table), "pins", ""], capture_output=True, text=True)
     assert default.stdout.splitlines()[0] == "K8S_VERSION=v1.35.4"
