@@ -266,7 +266,10 @@ def test_a_node_of_an_unknown_instance_type_is_reported_and_publishes_nothing(
         known.set_node({INSTANCE_TYPE_LABEL: "gpu-t4-4x"}, "uid-1")
         unknown = NodeDevices(EXAMPLE, "kwok-gpu-fghij", driver=DRIVER, log_level=logging.DEBUG)
         unknown.set_node({INSTANCE_TYPE_LABEL: "gpu-b200-8x"}, "uid-2")
-    assert sorted(known) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"] and list(unknown) == []
+        cpu = NodeDevices(EXAMPLE, "kwok-cpu-klmno", driver=DRIVER, log_level=logging.DEBUG)
+        cpu.set_node({INSTANCE_TYPE_LABEL: "cpu-8x"}, "uid-3")
+    assert sorted(known) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"] and list(unknown) == list(cpu) == []
+    assert "node kwok-cpu-klmno: its entry nodes[0] has no GPUs: publishing no devices" in caplog.messages
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned == [
         "node kwok-gpu-fghij: no inventory entry matches this node (no instanceType entry gpu-b200-8x, "

@@ -286,13 +286,19 @@ class NodeDevices(Mapping[str, GpuDevice]):
             # A fleet has a thousand of these: its own summary line is enough at info. A node of an
             # instance type the inventory does not know (Karpenter launched it) is worth a warning.
             kind = (self._labels or {}).get(INSTANCE_TYPE_LABEL)
+            entry = None if devices else self._inventory.node_entry(self._node, self._labels or {})
+            unknown = not devices and entry is None
             log.log(
-                logging.WARNING if kind and not devices else self._log_level,
+                logging.WARNING if kind and unknown else self._log_level,
                 "node %s: %s",
                 self._node,
                 ", ".join(f"{d.name} {d.product_name} {d.uuid}" for d in devices)
-                or "no inventory entry matches this node"
-                + (f" (no instanceType entry {kind}, no selector of its labels)" if kind else "")
+                or (
+                    "no inventory entry matches this node"
+                    + (f" (no instanceType entry {kind}, no selector of its labels)" if kind else "")
+                    if unknown
+                    else f"its entry {entry.path if entry else ''} has no GPUs"
+                )
                 + ": publishing no devices",
             )
 
