@@ -17,7 +17,6 @@ attribute binding, so a claim's matchAttribute constraint on it can still be sim
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from fakeplugin import consumableshares
@@ -52,19 +51,16 @@ def instance_types(
             entry,
             _templates(entry, inventory, driver, release, dynamic_mig, server_version, consumable_shares),
         )
-        for entry in instance_type_entries(inventory)
+        for entry in inventory.nodes
+        if entry.instance_type is not None
     ]
-
-
-def instance_type_entries(inventory: Inventory) -> Iterator[NodeEntry]:
-    return (entry for entry in inventory.nodes if entry.instance_type is not None)
 
 
 def _instance_type(
     entry: NodeEntry, templates: tuple[list[dict[str, Any]], list[dict[str, Any]]]
 ) -> dict[str, Any]:
     t = entry.instance_type
-    assert t is not None  # instance_type_entries
+    assert t is not None  # instance_types passes only instanceType entries
     slices, bindings = templates
     return {
         "name": t.name,
