@@ -22,7 +22,9 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
   namespace (host sysctls untouched), a fake CRI that resolves CDI devices, and `fakeplugin serve`;
   per other node (`kubelet: false`, --simulated-nodes): a Node kwok simulates (kwok runs once), and one
   `fakeplugin fleet` publishing and preparing for all of them (pods with claims run once prepared);
-  with --view-endpoint, `fakeplugin view` (the fleet's web page; PORT 0: a free port; its URL printed).
+  with --view-endpoint, `fakeplugin view` (the fleet's web page; PORT 0: a free port; its URL printed);
+  with --with karpenter, Karpenter launching simulated nodes of the inventory's instanceType entries for
+  Pending pods and their claims (the cluster may start with no node; docs/karpenter.md).
 
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
@@ -42,6 +44,8 @@ examples:
   fakeplugin cluster up --inventory examples/seed-lab.yaml --with prometheus,keda --build   and KEDA for
                                                              GPU-utilisation autoscaling (docs/hpa.md)
   fakeplugin cluster up --inventory examples/seed-lab.yaml --view-endpoint 127.0.0.1:0   the fleet view
+  fakeplugin cluster up --inventory examples/karpenter/inventory.yaml --with karpenter --build   GPU nodes
+                                                             launched and consolidated by Karpenter
   export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig; kubectl get nodes,resourceslices
   fakeplugin cluster status
   fakeplugin cluster down
