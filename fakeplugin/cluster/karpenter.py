@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
 from fakeplugin.cluster.components import LOOPBACK, fleet_flags, python_env
@@ -145,10 +146,9 @@ class Karpenter:
         home = self._store.layout.karpenter
         home.mkdir(parents=True, exist_ok=True)
         types = home / "instance-types.json"
-        types.write_text(
-            render_instance_types(Path(state.inventory), state.plugin_args, state.kubernetes_version)
-        )
-        names = [t["name"] for t in json.loads(types.read_text())]
+        text = render_instance_types(Path(state.inventory), state.plugin_args, state.kubernetes_version)
+        write_atomic(types, text.encode(), mode=0o644)
+        names = [t["name"] for t in json.loads(text)]
         log.info("Karpenter %s: %d instance types: %s", req.version, len(names), ", ".join(names))
         definitions = crds(req.crds)
         self._kubectl.send("apply", definitions, timeout=120.0, server_side=True)
