@@ -1,6 +1,7 @@
 """Byte relays between loopback TCP ports and unix sockets, to join a process in a network namespace of its
-own to the cluster's loopback (docs/hpa.md: KEDA's metrics API server, whose /metrics listener binds every
-interface and cannot be told otherwise, runs in one, where every interface is its own loopback).
+own to the cluster's loopback (`isolated_argvs`): a program whose listeners bind every interface and cannot
+be told otherwise runs in one, where every interface is its own loopback (docs/hpa.md: KEDA's metrics API
+server; docs/karpenter.md: Karpenter's metrics and health probe).
 
     python -m fakeplugin.cluster.bridge LISTEN=CONNECT... [-- COMMAND...]
 
