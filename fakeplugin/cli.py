@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Sequence
 
 from fakeplugin import __version__, logs
 from fakeplugin.commands import flag
@@ -29,8 +30,9 @@ examples:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from fakeplugin.commands import COMMANDS
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser of every command, or of the one `argv` names alone (commands.parser_adders)."""
+    from fakeplugin.commands import parser_adders
 
     parser = argparse.ArgumentParser(
         prog="fakeplugin",
@@ -50,13 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="log verbosity: 0-3 info, 4-5 debug, 6 also every gRPC call",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add_parser in COMMANDS:
+    for add_parser in parser_adders(argv):
         add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logs.setup(args.verbosity)
     try:

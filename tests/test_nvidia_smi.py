@@ -431,7 +431,7 @@ def test_spec_mounts_are_valid_cdi_and_keep_the_minimum_version(tmp_path: Path) 
         ]
         device_mounts = [m for d in spec["devices"] for m in d["containerEdits"]["mounts"]]
         assert [(m["hostPath"], m["containerPath"]) for m in device_mounts] == [
-            (str(plugin / f"smi/{uid}/gpu-{i}.env"), f"/run/fakeplugin/gpus/gpu-{i}.env") for i in (0, 1)
+            (str(plugin / f"smi/{uid}-gpu-{i}.env"), f"/run/fakeplugin/gpus/gpu-{i}.env") for i in (0, 1)
         ]
     relative = cdi.claim_spec(UUID_A, [t10(0)], driver_name=DRIVER, plugin_dir=Path("rel/plugin"))
     all_mounts = relative["containerEdits"]["mounts"] + relative["devices"][0]["containerEdits"]["mounts"]
@@ -459,7 +459,7 @@ def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
     assert "exec awk " in smi.script_text() and "function csv_value(" in smi.program_text()
 
     assert preparer.prepare([Claim(ref, claim)])[UUID_A].error == ""
-    data = plugin / "smi" / UUID_A / "gpu-1.env"
+    data = plugin / "smi" / f"{UUID_A}-gpu-1.env"
     assert data.read_text() == smi.render_data(t10(1))
     assert f"uuid={t10(1).uuid}\n" in data.read_text()
 
@@ -468,7 +468,7 @@ def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
     assert data.read_text() == smi.render_data(t10(1))
 
     assert preparer.unprepare([ref]) == {UUID_A: ""}
-    assert not (plugin / "smi" / UUID_A).exists()
+    assert not data.exists() and list((plugin / "smi").iterdir()) == []
     assert script.exists() and program.exists()  # shared by every claim
 
 
@@ -656,3 +656,16 @@ def test_the_fabric_state_fault_is_what_an_unregistered_gpu_reports(
         "2, Completed, Timeout, 2, [N/A]",
         "3, Not Started, [N/A], [N/A], [N/A]",
     ]
+
+
+def test_unprepare_removes_the_data_an_earlier_version_kept_in_a_directory_per_claim(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    earlier = smi.data_dir(plugin) / UUID_A  # an earlier fakeplugin's layout: smi/<claimUID>/<device>.env
+    earlier.mkdir(parents=True)
+    (earlier / "gpu-1.env").write_text("uuid=x\n")
+    smi.write_claim_data(plugin, UUID_B, [t10(2)])
+    smi.remove_claim_data(plugin, UUID_A, ["gpu-1"])
+    assert sorted(p.name for p in smi.data_dir(plugin).iterdir()) == [f"{UUID_B}-gpu-2.env"]
+    smi.remove_claim_data(plugin, UUID_B, ["gpu-2"])
+    smi.remove_claim_data(plugin, UUID_B, ["gpu-2"])  # nothing there is fine
+    assert list(smi.data_dir(plugin).iterdir()) == []

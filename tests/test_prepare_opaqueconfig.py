@@ -151,16 +151,15 @@ def test_the_nvidia_smi_data_shows_mps_gpus_in_exclusive_process_compute_mode(no
 
     assert node.preparer(feature_gates=gates).prepare([claim])[claim.uid].error == ""
 
-    data = node.plugin_dir / "smi" / claim.uid
+    files = [node.plugin_dir / "smi" / f"{claim.uid}-{name}.env" for name in ("gpu-1", "gpu-2", "gpu-3")]
 
     def modes() -> list[str]:
-        files = [data / f"{name}.env" for name in ("gpu-1", "gpu-2", "gpu-3")]
         return [
             line for f in files for line in f.read_text().splitlines() if line.startswith("compute_mode=")
         ]
 
     assert modes() == ["compute_mode=Exclusive_Process", "compute_mode=Default", "compute_mode=Default"]
     # Rewritten from the checkpointed settings when it vanished, by a plugin now without the gates.
-    (data / "gpu-1.env").unlink()
+    files[0].unlink()
     node.preparer().prepare([claim])
     assert modes() == ["compute_mode=Exclusive_Process", "compute_mode=Default", "compute_mode=Default"]

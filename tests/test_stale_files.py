@@ -83,9 +83,10 @@ def test_a_starting_plugin_removes_its_stale_temp_files_and_nothing_else(node: N
     claim = node.add(ref(1), result("gpu-1"))
     assert node.preparer().prepare([claim])[claim.uid].error == ""
     spec = node.spec_path(claim)
-    data_dir = smi.claim_data_dir(node.plugin_dir, claim.uid)
+    data_dir = smi.data_dir(node.plugin_dir)
     bin_dir = smi.script_path(node.plugin_dir).parent
-    other_data_dir = smi.claim_data_dir(node.plugin_dir, uid(9))  # no claim, e.g. a kill before its spec
+    # An earlier fakeplugin's directory of a claim's data files (no claim, e.g. a kill before its spec).
+    other_data_dir = data_dir / uid(9)
     other_data_dir.mkdir(parents=True)
     before = node.files()
 
@@ -94,7 +95,7 @@ def test_a_starting_plugin_removes_its_stale_temp_files_and_nothing_else(node: N
         node.cdi_root / temp_name(f"k8s.{DRIVER}-claim_{uid(7)}.yaml"),
         node.plugin_dir / temp_name("checkpoint.json"),
         bin_dir / temp_name("nvidia-smi"),
-        data_dir / temp_name("gpu-1.env"),
+        data_dir / temp_name(f"{claim.uid}-gpu-1.env"),
         other_data_dir / temp_name("gpu-3.env"),
     ]
     foreign = [

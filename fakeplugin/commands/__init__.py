@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
@@ -249,27 +250,29 @@ def plugin_driver_name(args: argparse.Namespace) -> str:
     return str(args.driver_name)
 
 
-# Command modules, in the order `fakeplugin --help` lists them. Each defines add_parser(subparsers).
-_MODULES: tuple[str, ...] = (
-    "demo",
-    "serve",
-    "fleet",
-    "computedomaincontroller",
-    "computedomaindaemon",
-    "render",
-    "validate",
-    "profiles",
-    "cluster",
-    "calls",
-    "fault",
-    "view",
-)
+# Command → its module (which defines add_parser(subparsers)), in the order `fakeplugin --help` lists them.
+MODULES: dict[str, str] = {
+    "demo": "demo",
+    "serve": "serve",
+    "fleet": "fleet",
+    "compute-domain-controller": "computedomaincontroller",
+    "compute-domain-daemon": "computedomaindaemon",
+    "render": "render",
+    "validate": "validate",
+    "profiles": "profiles",
+    "cluster": "cluster",
+    "calls": "calls",
+    "fault": "fault",
+    "view": "view",
+}
 
 
-def _load() -> list[Any]:
+def parser_adders(argv: Sequence[str]) -> list[Callable[[argparse._SubParsersAction], None]]:
+    """The add_parser of the command `argv` names (its first word that is a command), alone: `serve` does
+    not import the other commands' modules (their time and memory at a plugin's start, docs/benchmarks.md).
+    Every command's when `argv` names none (`--help`, a typo: the parser lists them all)."""
     import importlib
 
-    return [importlib.import_module(f"fakeplugin.commands.{m}").add_parser for m in _MODULES]
-
-
-COMMANDS = _load()
+    command = next((word for word in argv if word in MODULES), None)
+    modules = [MODULES[command]] if command else MODULES.values()
+    return [importlib.import_module(f"fakeplugin.commands.{m}").add_parser for m in modules]

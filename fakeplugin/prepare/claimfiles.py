@@ -56,7 +56,7 @@ class ClaimFiles:
             message = f"device {missing[0]} is no longer in pool {next(iter(prepared)).pool_name}"
             raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
         gpus = [created_for_claim(pool[d.device_name], ref.uid) for d in prepared]
-        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+        data_dir = smi.data_dir(self._plugin_dir)
         try:
             smi.write_claim_data(self._plugin_dir, ref.uid, gpus, settings)  # compute mode per settings
         except (OSError, ValueError) as e:
@@ -89,16 +89,22 @@ class ClaimFiles:
             except (OSError, ValueError) as e:
                 log.warning("claim %s: CDI spec %s kept as it is, cannot upgrade it: %s", uid, path, e)
 
-    def remove(self, ref: ClaimRef, wrap: Callable[[ClaimRef, str], str] = unprepare_error) -> None:
-        """Remove the claim's CDI spec, then its nvidia-smi data; nothing there is fine. `wrap` words errors
-        (an unprepare's, or a prepare's when it rolls back an attempt that died midway)."""
+    def remove(
+        self,
+        ref: ClaimRef,
+        devices: Sequence[PreparedDevice],
+        wrap: Callable[[ClaimRef, str], str] = unprepare_error,
+    ) -> None:
+        """Remove the claim's CDI spec, then the nvidia-smi data of its `devices` (its checkpoint entry's);
+        nothing there is fine. `wrap` words errors (an unprepare's, or a prepare's when it rolls back an
+        attempt that died midway)."""
         path = self.spec_path(ref.uid)
         try:
             self._specs.remove_claim(ref.uid)
         except OSError as e:
             raise ClaimError(wrap(ref, f"remove CDI spec {path}: {e}")) from e
-        data_dir = smi.claim_data_dir(self._plugin_dir, ref.uid)
+        data_dir = smi.data_dir(self._plugin_dir)
         try:
-            smi.remove_claim_data(self._plugin_dir, ref.uid)
+            smi.remove_claim_data(self._plugin_dir, ref.uid, [d.device_name for d in devices])
         except OSError as e:
             raise ClaimError(wrap(ref, f"remove nvidia-smi data {data_dir}: {e}")) from e

@@ -234,7 +234,7 @@ class Preparer(NodePreparer[Request]):
             raise ClaimError(prepare_error(r.ref, f"unable to prepare claim {uid}: {overlap}"))
         if entry is not None:  # PrepareStarted: an earlier attempt died midway; undo it and start over
             log.info("claim %s was left in %s: rolling back and preparing again", r.ref, entry.state)
-            self._files.remove(r.ref, prepare_error)
+            self._files.remove(r.ref, entry.devices, prepare_error)
             checkpoint = checkpoint.without_claim(uid)
         started = cp.ClaimEntry(
             cp.ClaimState.PREPARE_STARTED,
@@ -263,7 +263,7 @@ class Preparer(NodePreparer[Request]):
                 results[ref.uid] = ""
                 continue
             try:
-                self._files.remove(ref)
+                self._files.remove(ref, entry.devices)
             except Exception as e:  # ClaimError; a bug fails this claim only
                 results[ref.uid] = _unprepare_failed(ref, e)
                 continue

@@ -4,8 +4,8 @@ A `kill -9` (OOM kill, node drain timeout, crash) between creating a temp file a
 target leaves the temp file forever; the target itself is always complete (fakeplugin.atomicfile). At start,
 under the node lock (so no writer of ours is midway), the Preparer removes such files of ours from every
 directory it writes: the CDI root (only temp files of our own driver's specs: other drivers share it), the
-plugin dir (checkpoint), `bin/` (the nvidia-smi script and program) and each claim's `smi/<claimUID>/` (its
-data files).
+plugin dir (checkpoint), `bin/` (the nvidia-smi script and program), `smi/` (claims' data files) and the
+`smi/<claimUID>/` directories of claims an earlier fakeplugin prepared.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def remove_stale_files(cdi_root: Path, plugin_dir: Path, *, driver_name: str) ->
     removed = remove_stale_temp_files(cdi_root, target_prefix=spec_prefix)
     removed += remove_stale_temp_files(plugin_dir)
     removed += remove_stale_temp_files(smi.script_path(plugin_dir).parent)
-    data_root = smi.claim_data_dir(plugin_dir, "any").parent  # <plugin_dir>/smi
+    data_root = smi.data_dir(plugin_dir)
+    removed += remove_stale_temp_files(data_root)
     try:
         claim_dirs = [e.path for e in os.scandir(data_root) if e.is_dir(follow_symlinks=False)]
     except (FileNotFoundError, NotADirectoryError):
