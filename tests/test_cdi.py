@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import copy
+import random
 import stat
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from fakeplugin.model import GpuDevice
+from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.prepare import cdi
 from tests.harness import DRIVER
 from tests.harness.factories import H200, numbered
@@ -265,3 +267,29 @@ def test_remove_spec(tmp_path: Path) -> None:
     assert cdi.remove_spec(path) is True
     assert not path.exists()
     assert cdi.remove_spec(path) is False
+
+
+def test_a_claims_spec_text_is_its_specs_yaml_for_any_uid_and_shape() -> None:
+    """claim_spec_text makes the text once per shape for a stand-in UID and puts the claim's in its place."""
+    rng = random.Random(7)
+    mps = DeviceSettings(strategy="MPS", mps_active_thread_percentage=50)
+    shapes: list[dict[str, Any]] = [
+        dict(devices=[gpu(0)], driver_name=DRIVER),
+        dict(devices=[gpu(0), gpu(1)], driver_name=DRIVER, device_nodes=True, plugin_dir=Path("/var/p")),
+        dict(devices=[gpu(1)], driver_name=DRIVER, plugin_dir=Path("/p"), settings={"gpu-1": mps}),
+    ]
+    uids = [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(200)]
+    uids += [
+        UID_LETTER,
+        UID_DIGIT,
+        "12345678-0000-4000-8000-0000000000e1",
+        "1e100000-0000-4000-8000-000000000000",
+    ]
+    for uid in uids:
+        for shape in shapes:
+            kw = dict(shape)
+            devices = kw.pop("devices")
+            expected = yaml.dump(cdi.claim_spec(uid, devices, **kw), Dumper=yaml.SafeDumper, sort_keys=False)
+            assert cdi.claim_spec_text(uid, devices, **kw) == expected
+    # Not a UUID (the kubelet never sends one): dumped as it is, quoted where YAML needs it.
+    assert "FAKEPLUGIN_CLAIM_UID=12345\n" in cdi.claim_spec_text("12345", [gpu(0)], driver_name=DRIVER)

@@ -31,6 +31,7 @@ self-contained then); `upgrade_spec` turns such a spec into the current shape, k
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -387,13 +388,53 @@ def spec_path(cdi_root: Path, claim_uid: str, *, driver_name: str) -> Path:
     return cdi_root / f"{vendor(driver_name)}-{CLAIM_CLASS}_{claim_uid}.yaml"
 
 
-def write_spec(path: Path, spec: Mapping[str, Any]) -> None:
-    """Write `spec` as YAML (mode 0644) atomically; refuses specs the CDI library would reject."""
+def spec_text(spec: Mapping[str, Any], path: Path | None = None) -> str:
+    """`spec` as YAML; a ValueError (naming `path`, the file it is for) when the CDI library would reject
+    it."""
     problems = validate_spec(spec)
     if problems:
-        raise ValueError(f"refusing to write invalid CDI spec {path}: " + "; ".join(problems))
-    text = yaml.dump(dict(spec), Dumper=_DUMPER, sort_keys=False)
+        raise ValueError(
+            f"refusing to write invalid CDI spec {path or ''}".rstrip() + ": " + "; ".join(problems)
+        )
+    return yaml.dump(dict(spec), Dumper=_DUMPER, sort_keys=False)
+
+
+def write_spec(path: Path, spec: Mapping[str, Any]) -> None:
+    """Write `spec` as YAML (mode 0644) atomically; refuses specs the CDI library would reject."""
+    write_spec_text(path, spec_text(spec, path))
+
+
+def write_spec_text(path: Path, text: str) -> None:
     write_atomic(path, text.encode(), mode=SPEC_FILE_MODE, sync=False)  # lives for one boot
+
+
+# The claim spec's text is made once per shape (the same devices, settings and paths) for a stand-in UID,
+# then the claim's UID put in its place: a lowercase UUID is a plain YAML scalar wherever it stands (no
+# implicit type starts with 8 hex digits and a '-'), and so is the stand-in, of the same length, so the
+# result is the text of the claim's own spec. What the UID itself decides, the stand-in shares: its first
+# character is a digit exactly when the claim's is (CDI device names starting with one need cdiVersion
+# 0.5.0). YAML's representer cost a Prepare more CPU than the rest of its spec (issue 32).
+_STAND_IN_UIDS = {True: "00000000-0000-4000-8000-000000000000", False: "a0000000-0000-4000-8000-000000000000"}
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TEXTS_MAX = 1024  # shapes kept (a node's claims have few); the next one starts over
+_texts: dict[str, str] = {}  # a stand-in spec as JSON → its YAML text
+
+
+def claim_spec_text(claim_uid: str, devices: Sequence[GpuDevice], **kw: Any) -> str:
+    """`spec_text(claim_spec(claim_uid, devices, **kw))`, for the cost of a dict lookup once a claim of the
+    same shape had it."""
+    if not _UUID.fullmatch(claim_uid):  # not a UID the API server gives: no stand-in for it
+        return spec_text(claim_spec(claim_uid, devices, **kw))
+    stand_in = _STAND_IN_UIDS[claim_uid[0] in _DIGITS]
+    spec = claim_spec(stand_in, devices, **kw)
+    key = json.dumps(spec)
+    text = _texts.get(key)
+    if text is None:
+        text = spec_text(spec)
+        if len(_texts) >= _TEXTS_MAX:
+            _texts.clear()
+        _texts[key] = text
+    return text.replace(stand_in, claim_uid)
 
 
 def upgrade_spec(spec: Mapping[str, Any], claim_uid: str) -> dict[str, Any] | None:
@@ -476,6 +517,10 @@ class SpecFiles:
 
     def write_claim(self, claim_uid: str, spec: Mapping[str, Any]) -> None:
         write_spec(self.claim_path(claim_uid), spec)
+
+    def write_claim_text(self, claim_uid: str, text: str) -> None:
+        """Write a claim's spec text (`claim_spec_text`: checked when it was made)."""
+        write_spec_text(self.claim_path(claim_uid), text)
 
     def remove_claim(self, claim_uid: str) -> bool:
         """False when it was already gone."""

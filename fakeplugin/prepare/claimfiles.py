@@ -62,17 +62,17 @@ class ClaimFiles:
         except (OSError, ValueError) as e:
             message = f"prepare devices failed: write nvidia-smi data {data_dir}: {e}"
             raise ClaimError(prepare_error(ref, message)) from e
-        spec = cdi.claim_spec(
-            ref.uid,
-            gpus,
-            driver_name=self._driver_name,
-            device_nodes=self._device_nodes,
-            plugin_dir=self._plugin_dir,
-            settings=settings,
-        )
         path = self.spec_path(ref.uid)
         try:
-            self._specs.write_claim(ref.uid, spec)
+            text = cdi.claim_spec_text(
+                ref.uid,
+                gpus,
+                driver_name=self._driver_name,
+                device_nodes=self._device_nodes,
+                plugin_dir=self._plugin_dir,
+                settings=settings,
+            )
+            self._specs.write_claim_text(ref.uid, text)
         except (OSError, ValueError) as e:
             raise ClaimError(prepare_error(ref, f"prepare devices failed: write CDI spec {path}: {e}")) from e
 
