@@ -22,6 +22,8 @@ from fakeplugin.server import metrics
 from fakeplugin.server.app import DRA_EXTRA_THREADS, KUBELET_PLUGINS_DIR, KUBELET_REGISTRY_DIR
 
 if TYPE_CHECKING:
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver
+    from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.kube import Kube
     from fakeplugin.runtime.driver import NodePlugin
 
@@ -170,7 +172,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fakeplugin.drivers.computedomain import ComputeDomainDriver
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import Kube, new_api_client
@@ -195,17 +196,17 @@ def run(args: argparse.Namespace) -> int:
     # and its writes, plus the node watch, plus telemetry's reads of load annotations.
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 4))
     boot_id = read_boot_id(Path(args.boot_id_file))  # BootIdError: fatal at start
-    driver: GpuDriver | ComputeDomainDriver = (
-        ComputeDomainDriver(
+    driver: GpuDriver | ComputeDomainDriver = GpuDriver(emulation)
+    if args.plugin == COMPUTE_DOMAINS:  # imported only here: the GPU plugin's start need not pay for it
+        from fakeplugin.drivers.computedomain import ComputeDomainDriver
+
+        driver = ComputeDomainDriver(
             emulation,
             kube,
             namespace=args.namespace,
             emulate_daemon=args.emulate_daemon,
             gpu_clique_label=args.gpu_clique_label_enabled,
         )
-        if args.plugin == COMPUTE_DOMAINS
-        else GpuDriver(emulation)
-    )
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),
         plugin_dir=Path(args.kubelet_plugins_directory_path) / driver_name,
