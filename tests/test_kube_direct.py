@@ -1,0 +1,133 @@
+"""fakeplugin.kube's requests on a kept-alive connection per thread, against a real HTTPS server.
+
+The server here is Python's own (http.server over TLS with a certificate for 127.0.0.1 signed by a CA made
+with openssl): what the transport sends, what it does with answers, with a connection the server closed
+while it was idle, and with a certificate that does not name the host it was asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from fakeplugin.cluster.credentials import serving_certificate
+from fakeplugin.kube import Kube, new_api_client
+
+CLAIM_PATH = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c-1"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Answers a claim GET with the claim, anything else with a 404 Status; records each request and the
+    connection (client port) it came on. `close_after` closes the connection after that many answers."""
+
+    protocol_version = "HTTP/1.1"  # kept alive unless closed
+    requests: list[dict[str, Any]]
+    close_after = 0
+
+    def do_GET(self) -> None:
+        self.requests.append(
+            {"path": self.path, "auth": self.headers.get("Authorization"), "port": self.client_address[1]}
+        )
+        if self.path == CLAIM_PATH:
+            status, body = 200, {"kind": "ResourceClaim", "metadata": {"name": "c-1", "uid": "u-1"}}
+        else:
+            status, body = 404, {"kind": "Status", "message": f"{self.path} not found", "code": 404}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        if self.close_after and len(self.requests) % self.close_after == 0:
+            self.close_connection = True  # as an API server closing an idle connection
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[ThreadingHTTPServer, Path]]:
+    pki = tmp_path / "pki"
+    serving_certificate(pki, "127.0.0.1")
+    handler = type("Handler", (Recorder,), {"requests": []})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki / "tls.crt", pki / "tls.key")
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd, pki / "ca.crt"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def kubeconfig(path: Path, server: str, ca: Path | None) -> str:
+    cluster: dict[str, Any] = {"server": server}
+    cluster.update({"certificate-authority": str(ca)} if ca else {"insecure-skip-tls-verify": True})
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": "secret-token"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return str(path)
+
+
+def test_a_claim_get_is_sent_with_the_clients_auth_and_answered_on_one_kept_connection(
+    server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
+) -> None:
+    httpd, ca = server
+    port = httpd.server_address[1]
+    kube = Kube(new_api_client(kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", ca)))
+    for _ in range(3):
+        assert kube.get_claim("ns", "c-1")["metadata"] == {"name": "c-1", "uid": "u-1"}
+    seen = httpd.RequestHandlerClass.requests  # type: ignore[attr-defined]
+    assert [r["path"] for r in seen] == [CLAIM_PATH] * 3
+    assert {r["auth"] for r in seen} == {"Bearer secret-token"}
+    assert len({r["port"] for r in seen}) == 1  # one connection, kept alive
+
+    with pytest.raises(ApiException) as caught:
+        kube.get_claim("ns", "missing")
+    assert caught.value.status == 404
+    assert "resourceclaims/missing not found" in (caught.value.body or "")
+
+
+def test_a_connection_the_server_closed_is_opened_again(
+    server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
+) -> None:
+    httpd, ca = server
+    httpd.RequestHandlerClass.close_after = 1  # type: ignore[attr-defined]
+    port = httpd.server_address[1]
+    kube = Kube(new_api_client(kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", ca)))
+    for _ in range(3):
+        assert kube.get_claim("ns", "c-1")["metadata"]["uid"] == "u-1"
+    seen = httpd.RequestHandlerClass.requests  # type: ignore[attr-defined]
+    assert len(seen) == 3 and len({r["port"] for r in seen}) == 3
+
+
+def test_the_certificate_must_name_the_host_as_the_clients_own_pool_checks(
+    server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
+) -> None:
+    httpd, ca = server
+    port = httpd.server_address[1]
+    # The certificate names 127.0.0.1, not localhost.
+    kube = Kube(new_api_client(kubeconfig(tmp_path / "kc", f"https://localhost:{port}", ca)))
+    with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
+        kube.get_claim("ns", "c-1")
+    unverified = Kube(new_api_client(kubeconfig(tmp_path / "kc2", f"https://localhost:{port}", None)))
+    assert unverified.get_claim("ns", "c-1")["metadata"]["name"] == "c-1"
+    assert len(httpd.RequestHandlerClass.requests) == 1  # type: ignore[attr-defined]
