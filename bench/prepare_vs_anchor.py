@@ -13,13 +13,13 @@ server (no kubelet: this script is the kubelet on their sockets):
   go-driver     the floor: Kubernetes' DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver,
                 `kubelet-plugin --num-devices N`): a CDI JSON file per claim, no checkpoint, no fsync
   go-durable    `dra-anchor --work durable` (bench/anchor/main.go): the test driver's work plus the
-                checkpoint as NVIDIA's plugin writes it (the kubelet's checkpointmanager: temp file,
-                fsync, rename), PrepareStarted before the CDI file and PrepareCompleted after it, one
-                write per Unprepare
+                checkpoint as NVIDIA's plugin writes it (its format and the kubelet's checksums, through
+                the kubelet's checkpointmanager: temp file, write, fsync, rename), PrepareStarted before
+                the CDI file and PrepareCompleted after it, one write per Unprepare
   nvidia-model  `dra-anchor --work nvidia`: NVIDIA's per-call work in its order (a node-wide flock
-                polled every 100 ms, a checkpoint flock, read and checksum check before each read and
-                write, its CDI spec written through a fresh CDI cache that reads every spec in the
-                directory); docs/benchmarks.md lists it with NVIDIA's source lines
+                polled every 100 ms; under a checkpoint flock, a verified read before the work and
+                before each write; its CDI spec written through a fresh CDI cache, which first reads
+                every spec in the directory); docs/benchmarks.md lists it with NVIDIA's source lines
 
 The anchors serve `device-NN` of driver test-driver.cdi.k8s.io, each in the pool of its own node,
 client QPS/burst 5000/10000 (the default 50/100 would measure the rate limiter).

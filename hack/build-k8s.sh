@@ -183,7 +183,7 @@ build_dra_test_driver() {
 dra_anchor_sum() { sha256sum "$REPO/bench/anchor/main.go" | cut -d' ' -f1; }
 build_dra_anchor() {
   named dra-anchor || return 0
-  [[ -f "$REPO/bench/anchor/main.go" ]] || die "dra-anchor: $REPO/bench/anchor/main.go not found (it builds from a source tree)"
+  [[ -f "$REPO/bench/anchor/main.go" ]] || die "dra-anchor: $REPO/bench/anchor/main.go not found (bench/ is not packaged: run hack/build-k8s.sh --only dra-anchor in a clone of the repository)"
   have dra-anchor && [[ "$(cat "$BIN/dra-anchor.sha256" 2>/dev/null)" == "$(dra_anchor_sum)" ]] && { say "dra-anchor: cached"; return; }
   wrapper_module "$WORK/dra-anchor"
   cd "$WORK/dra-anchor"

@@ -9,14 +9,14 @@
 //	         serialised by the helper, as the test driver's are.
 //	nvidia   NVIDIA's per-call work in its order (kubernetes-sigs/dra-driver-nvidia-gpu at 9593204,
 //	         cmd/gpu-kubelet-plugin/): the helper unserialised (driver.go:135), the node-wide flock
-//	         pu.lock polled every 100 ms (driver.go:388, :430; pkg/flock/flock.go:76-133), the state
-//	         mutex (device_state.go:293, :489), getCheckpoint: flock cp.lock + read + verify
-//	         (device_state.go:300, :493, :728-746), updateCheckpoint: flock cp.lock + read + verify +
-//	         write (:342, :384, :577, :786-813), the CDI spec as YAML through a fresh CDI cache, which
-//	         first reads every spec in the directory (cdi.go:378, :302, :363-375; vendor/github.com/
-//	         NVIDIA/nvidia-container-toolkit/pkg/nvcdi/spec/spec.go:46-77; vendor/tags.cncf.io/
-//	         container-device-interface/pkg/cdi/cache.go:120, :284-308), its chmod, one log line
-//	         (driver.go:422); Unprepare removes the spec (cdi.go:308-315).
+//	         pu.lock polled every 100 ms (driver.go:388, :430; pkg/flock/flock.go:70-136), the state
+//	         mutex (device_state.go:293, :489), getCheckpoint: flock cp.lock, read, verify
+//	         (device_state.go:300, :493, :728-747), updateCheckpoint: flock cp.lock, read, verify,
+//	         write (:342, :384, :577, :786-814), the CDI spec as YAML through a fresh CDI cache, which
+//	         first reads every spec in the directory (cdi.go:378, :302, :363-376; vendor/github.com/
+//	         NVIDIA/nvidia-container-toolkit/pkg/nvcdi/spec/spec.go:46-78; vendor/tags.cncf.io/
+//	         container-device-interface/pkg/cdi/cache.go:108-121, :284-309), its chmod, one log line
+//	         (driver.go:422); Unprepare removes the spec (cdi.go:308-316). docs/benchmarks.md lists it.
 //
 // The hardware work (NVML, MIG, time-slicing, MPS: off by default) and metrics are left out.
 package main
