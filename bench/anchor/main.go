@@ -7,6 +7,7 @@
 //	         the V1 and V2 checksums, temp file, write, fsync, rename), PrepareStarted before the CDI
 //	         file and PrepareCompleted after it; one write per Unprepare. State kept in memory; calls
 //	         serialised by the helper, as the test driver's are.
+//	floor    the test driver's work alone, on this code: a check that the other modes add only theirs.
 //	nvidia   NVIDIA's per-call work in its order (kubernetes-sigs/dra-driver-nvidia-gpu at 9593204,
 //	         cmd/gpu-kubelet-plugin/): the helper unserialised (driver.go:135), the node-wide flock
 //	         pu.lock polled every 100 ms (driver.go:388, :430; pkg/flock/flock.go:70-136), the state
@@ -167,10 +168,13 @@ func (p *plugin) begin() (cp *checkpoint, end func(), err error) {
 	return cp, end, nil
 }
 
-// update is NVIDIA's updateCheckpoint: under cp.lock, read, verify, mutate, write (durable: the write).
+// update is NVIDIA's updateCheckpoint: under cp.lock, read, verify, mutate, write (durable: the write;
+// floor: the state in memory only).
 func (p *plugin) update(mutate func(*checkpoint)) error {
 	if p.work != "nvidia" {
-		mutate(&p.cp)
+		if mutate(&p.cp); p.work == "floor" {
+			return nil
+		}
 		return p.cpm.CreateCheckpoint("checkpoint.json", &p.cp)
 	}
 	return p.cpLocked(func() error {
@@ -352,10 +356,10 @@ func main() {
 	registry := flag.String("plugin-registration-path", kubeletplugin.KubeletRegistryDir, "registration socket directory")
 	flag.StringVar(&p.cdiDir, "cdi-dir", "/var/run/cdi", "CDI spec directory")
 	flag.StringVar(&p.driver, "drivername", "test-driver.cdi.k8s.io", "DRA driver name")
-	flag.StringVar(&p.work, "work", "durable", "per-call work: durable or nvidia")
+	flag.StringVar(&p.work, "work", "durable", "per-call work: durable, nvidia or floor (the test driver's alone)")
 	flag.Parse()
-	if *node == "" || (p.work != "durable" && p.work != "nvidia") {
-		klog.Fatal("--node-name is required; --work is durable or nvidia")
+	if *node == "" || (p.work != "durable" && p.work != "nvidia" && p.work != "floor") {
+		klog.Fatal("--node-name is required; --work is durable, nvidia or floor")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
