@@ -1,31 +1,47 @@
-"""Prepare/Unprepare latency, throughput, memory, startup: fakeplugin next to Kubernetes' Go DRA test driver.
+"""Prepare/Unprepare latency, throughput, memory, startup: fakeplugin next to three Go anchors.
 
-    hack/build-k8s.sh --only dra-test-driver        # once: the anchor, cached next to the other binaries
+    hack/build-k8s.sh --only dra-test-driver,dra-anchor    # once: the anchors, cached with the binaries
     python bench/prepare_vs_anchor.py --state-dir /tmp/fpanchor          # brings up an API-only cluster
-    python bench/prepare_vs_anchor.py --kubeconfig K [--claims 64] [--rounds 3] [--json out.json]
+    python bench/prepare_vs_anchor.py --kubeconfig K [--claims 64] [--rounds 4] [--json out.json]
 
-The anchor is `k8s.io/kubernetes/test/e2e/dra/test-driver` (built from the same k8s.io/kubernetes
-version as our cluster): a Go kubelet plugin on the upstream `kubeletplugin` helper, as most Go DRA
-drivers are. Both plugins run as standalone kubelet plugins for API-only Nodes of one real API server
-(no kubelet: this script is the kubelet on their sockets):
+The anchors are Go kubelet plugins on the upstream `kubeletplugin` helper (built from the same
+k8s.io/kubernetes version as our cluster), as most Go DRA drivers are; the helper GETs each claim before
+Prepare. Every plugin runs as a standalone kubelet plugin for its own API-only Node of one real API
+server (no kubelet: this script is the kubelet on their sockets):
 
-  fakeplugin   `python -m fakeplugin serve`, --claims T4 GPUs (gpu-0...), driver gpu.nvidia.com
-  go-driver    `dra-test-driver kubelet-plugin --num-devices N`, driver test-driver.cdi.k8s.io,
-               client QPS/burst 5000/10000 (its default 50/100 would measure its rate limiter)
+  fakeplugin    `python -m fakeplugin serve`, --claims T4 GPUs (gpu-0...), driver gpu.nvidia.com
+  go-driver     the floor: Kubernetes' DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver,
+                `kubelet-plugin --num-devices N`): a CDI JSON file per claim, no checkpoint, no fsync
+  go-durable    `dra-anchor --work durable` (bench/anchor/main.go): the test driver's work plus the
+                checkpoint as NVIDIA's plugin writes it (its format and the kubelet's checksums, through
+                the kubelet's checkpointmanager: temp file, write, fsync, rename), PrepareStarted before
+                the CDI file and PrepareCompleted after it, one write per Unprepare
+  nvidia-model  `dra-anchor --work nvidia`: NVIDIA's per-call work in its order (a node-wide flock
+                polled every 100 ms; under a checkpoint flock, a verified read before the work and
+                before each write; its CDI spec written through a fresh CDI cache, which first reads
+                every spec in the directory); docs/benchmarks.md lists it with NVIDIA's source lines
+
+The anchors serve `device-NN` of driver test-driver.cdi.k8s.io, each in the pool of its own node,
+client QPS/burst 5000/10000 (the default 50/100 would measure the rate limiter).
 
 For each, N one-device ResourceClaims are created with status.allocation written directly (the
 plugins GET them from the API server on Prepare, as in production). Then, in --rounds interleaved
-rounds (the order alternates each round), for each plugin: every claim prepared one after the other,
-then unprepared one after the other (latency p50/p99 over all rounds), then prepared and unprepared
-from --concurrency threads (throughput: median of the rounds; with the plugin process's CPU time over
-the concurrent Prepares per second of them: 1.0 is one core busy, the most a GIL-bound process gets).
-Same Python gRPC client for both, one claim per call, as the kubelet sends them.
+rounds (the order rotates by one plugin each round), for each plugin: every claim prepared one after
+the other, then unprepared one after the other (latency p50/p99 over all rounds), then prepared and
+unprepared from --concurrency threads (throughput: median of the rounds; with the plugin process's CPU
+time over the concurrent Prepares per second of them: 1.0 is one core busy, the most a GIL-bound
+process gets). Same Python gRPC client for all, one claim per call, as the kubelet sends them.
 
 Memory: VmRSS of each plugin process once its ResourceSlice is published and it is idle, VmHWM (the
 process's peak) then, before any call, and at the end. Our plugin also starts once more for a node with
 128 devices (32 T4 + 32 A100-40GB with three 2g.10gb MIG devices each: 64 GPUs, the inventory's likely
 bound) for the idle RSS at 128 devices. Startup: Popen to the first GetInfo answered on the registration
-socket.
+socket (for ours: import and start to registrable).
+
+The table: one column per plugin, ours / each anchor (> 1: we are slower or bigger), and issue 32's
+goals, marked where this run measures them: Prepare p50 <= 1.2x the durable anchor and <= 2x the floor,
+16-caller Prepare throughput >= 0.7x the durable anchor, Unprepare p50 <= 2x the floor, our RSS peak
+<= 55 MiB, our startup to the first GetInfo <= 300 ms.
 
 --py-spy DIR records our plugin (py-spy, `pip install py-spy`) during its sequential phases only and
 prints where Prepare and Unprepare spend their wall time; it slows the plugin, so take latencies from a
@@ -71,8 +87,11 @@ from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.cluster import BinaryNotFound, Cluster
 from fakeplugin.cluster.binaries import find as find_binary
 
-OURS, GO = "fakeplugin", "go-driver"
+OURS, GO, DURABLE, NVIDIA = "fakeplugin", "go-driver", "go-durable", "nvidia-model"
+HEADS = {OURS: "fakeplugin", GO: "Go floor", DURABLE: "Go durable", NVIDIA: "NVIDIA model"}
 GO_DRIVER = "test-driver.cdi.k8s.io"
+# claim name prefixes and node name parts, one per plugin
+SHORT = {OURS: "fp", GO: "go", DURABLE: "gd", NVIDIA: "nv"}
 STARTUP_TIMEOUT = 60.0
 # Our 128-device node: 64 GPUs (the inventory's likely per-node bound), half of them as 3 MIG devices each.
 INVENTORY_128 = [
@@ -172,7 +191,7 @@ def main() -> int:
         help="bring up an API-only local cluster here (fakeplugin.cluster; no root needed) and tear it down",
     )
     ap.add_argument("--claims", type=int, default=64, help="claims (and devices) per plugin (default 64)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default 4)")
     ap.add_argument(
         "--concurrency", type=int, default=16, help="callers in the concurrent phase (default 16)"
     )
@@ -187,17 +206,18 @@ def main() -> int:
     if not 1 <= args.claims <= 64:
         ap.error("--claims must be 1..64 (our node has at most 64 GPUs)")
     try:
-        go_binary = find_binary("dra-test-driver")
+        test_driver, dra_anchor = find_binary("dra-test-driver"), find_binary("dra-anchor")
         find_binary("kubectl")
     except BinaryNotFound as exc:
         raise SystemExit(
-            f"{exc}\nthe anchor is built with: hack/build-k8s.sh --only dra-test-driver"
+            f"{exc}\nthe anchors are built with: hack/build-k8s.sh --only dra-test-driver,dra-anchor"
         ) from None
     if args.py_spy and not shutil.which("py-spy"):
         raise SystemExit("--py-spy needs py-spy in PATH: pip install py-spy")
 
     with cluster_kubeconfig(args.kubeconfig, args.state_dir) as kc:
-        results = run(kc, go_binary, args)
+        results = run(kc, test_driver, dra_anchor, args)
+    results["goals"] = goal_verdicts(results)
     print(render(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
@@ -222,14 +242,20 @@ def cluster_kubeconfig(kubeconfig: str | None, state_dir: Path | None) -> Iterat
         cluster.down(purge=True)
 
 
-def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
+def run(kc: str, test_driver: Path, dra_anchor: Path, args: argparse.Namespace) -> dict:
     tag = f"{os.getpid()}"
     namespace = f"fakeplugin-anchor-{tag}"
     tmp = Path(tempfile.mkdtemp(prefix="fpanchor-", dir="/tmp"))  # short: unix socket paths
     ours = our_plugin(kc, tmp / "ours", f"bench-fp-{tag}", [{"profile": "t4", "count": args.claims}])
-    go = go_plugin(kc, go_binary, tmp / "go", f"bench-go-{tag}", args.claims)
+    anchors = [
+        go_plugin(kc, test_driver, tmp / SHORT[GO], f"bench-{SHORT[GO]}-{tag}", args.claims),
+        *(
+            anchor_plugin(kc, dra_anchor, a, tmp / SHORT[a], f"bench-{SHORT[a]}-{tag}", args.claims)
+            for a in (DURABLE, NVIDIA)
+        ),
+    ]
     big = our_plugin(kc, tmp / "ours128", f"bench-fp128-{tag}", INVENTORY_128)
-    plugins = (ours, go)
+    plugins = (ours, *anchors)
     nodes = [p.node for p in (*plugins, big)]
     kubectl(kc, "create", "namespace", namespace)
     kubectl(
@@ -274,24 +300,25 @@ def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
                 namespace=namespace,
                 driver=ours.driver,
                 pool=ours.node,
-                prefix="fp",
-            ),
-            GO: create_claims(
+                prefix=SHORT[OURS],
+            )
+        }
+        for a in anchors:
+            claims[a.label] = create_claims(
                 kc,
                 [f"device-{i:02d}" for i in range(args.claims)],
                 namespace=namespace,
-                driver=GO_DRIVER,
-                pool=go.node,
-                prefix="go",
-            ),
-        }
-        say(f"{2 * args.claims} claims created and allocated in {namespace}")
+                driver=a.driver,
+                pool=a.node,
+                prefix=SHORT[a.label],
+            )
+        say(f"{len(plugins) * args.claims} claims created and allocated in {namespace}")
         samples = {p.label: Samples() for p in plugins}
         channels = {p.label: grpc.insecure_channel(f"unix:{p.dra_sock}") for p in plugins}
         for channel in channels.values():
             grpc.channel_ready_future(channel).result(timeout=10)
         for r in range(args.rounds):
-            for p in plugins if r % 2 == 0 else reversed(plugins):
+            for p in rotated(plugins, r):
                 say(f"round {r + 1}/{args.rounds}: {p.label}")
                 stub = api_pb2_grpc.DRAPluginStub(channels[p.label])
                 profile = args.py_spy / f"round{r + 1}.txt" if args.py_spy and p is ours else None
@@ -309,6 +336,12 @@ def run(kc: str, go_binary: Path, args: argparse.Namespace) -> dict:
     return results
 
 
+def rotated(plugins: tuple[Plugin, ...], r: int) -> tuple[Plugin, ...]:
+    """Round r's order: each round starts one plugin later, so each takes each place in turn."""
+    k = r % len(plugins)
+    return plugins[k:] + plugins[:k]
+
+
 def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
     """`fakeplugin serve` for `node` with an inventory of these GPU entries."""
     root.mkdir(parents=True)
@@ -318,30 +351,26 @@ def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
     return Plugin(OURS, "gpu.nvidia.com", node, root, argv, devices)
 
 
+def anchor_argv(kc: str, root: Path, node: str, devices: int) -> list[str]:
+    """The flags both Go binaries take (the test driver's), for `node`'s plugin under `root`."""
+    client = ["--kubeconfig", kc, "--kube-api-qps", "5000", "--kube-api-burst", "10000"]
+    plugin = ["--node-name", node, "--num-devices", str(devices), "--datadir", str(root / "plugins")]
+    return client + plugin + ["--plugin-registration-path", str(root / "reg"), "--cdi-dir", str(root / "cdi")]
+
+
 def go_plugin(kc: str, binary: Path, root: Path, node: str, devices: int) -> Plugin:
     """The Go test driver as a standalone kubelet plugin for `node` (its `kubelet-plugin` command,
-    docs/benchmarks.md)."""
-    argv = [
-        str(binary),
-        "--kubeconfig",
-        kc,
-        "--kube-api-qps",
-        "5000",
-        "--kube-api-burst",
-        "10000",
-        "kubelet-plugin",
-        "--node-name",
-        node,
-        "--num-devices",
-        str(devices),
-        "--datadir",
-        str(root / "plugins"),
-        "--plugin-registration-path",
-        str(root / "reg"),
-        "--cdi-dir",
-        str(root / "cdi"),
-    ]
-    return Plugin(GO, GO_DRIVER, node, root, argv, devices)
+    docs/benchmarks.md): the floor."""
+    argv = anchor_argv(kc, root, node, devices)
+    argv[6:6] = ["kubelet-plugin"]  # after its shared (client) flags
+    return Plugin(GO, GO_DRIVER, node, root, [str(binary), *argv], devices)
+
+
+def anchor_plugin(kc: str, binary: Path, label: str, root: Path, node: str, devices: int) -> Plugin:
+    """bench/anchor/main.go for `node`: --work durable (go-durable) or nvidia (nvidia-model)."""
+    work = {DURABLE: "durable", NVIDIA: "nvidia"}[label]
+    argv = [str(binary), *anchor_argv(kc, root, node, devices), "--work", work]
+    return Plugin(label, GO_DRIVER, node, root, argv, devices)
 
 
 def wait_published(kc: str, p: Plugin, timeout: float = 60.0) -> None:
@@ -520,21 +549,56 @@ def _category(frames: list[str]) -> str:
     return f"{area}: {kind}"
 
 
+# Issue 32's goals: per result key, (goal, the anchor the ratio is to or None for our own value, bound,
+# whether the value must be at least the bound).
+GOALS: dict[str, list[tuple[str, str | None, float, bool]]] = {
+    "prepare_p50_ms": [
+        ("\u2264 1.2\u00d7 durable", DURABLE, 1.2, False),
+        ("\u2264 2\u00d7 floor", GO, 2.0, False),
+    ],
+    "concurrent_prepare_per_s": [("\u2265 0.7\u00d7 durable", DURABLE, 0.7, True)],
+    "unprepare_p50_ms": [("\u2264 2\u00d7 floor", GO, 2.0, False)],
+    "rss_peak_kib": [("\u2264 55 MiB", None, 55 * 1024, False)],
+    "startup_ms": [("\u2264 300 ms", None, 300, False)],
+}
+MARK = {True: "\u2714", False: "\u2718"}
+
+
+def goal_verdicts(r: dict) -> dict[str, list[dict]]:
+    """Per result key with goals: each goal, the value it is judged on (a ratio ours / anchor, or ours) and
+    whether it is met."""
+    out: dict[str, list[dict]] = {}
+    for key, goals in GOALS.items():
+        for goal, anchor, bound, at_least in goals:
+            value = r[OURS][key] / r[anchor][key] if anchor else r[OURS][key]
+            met = value >= bound if at_least else value <= bound
+            out.setdefault(key, []).append({"goal": goal, "value": round(value, 3), "met": met})
+    return out
+
+
 def render(r: dict) -> str:
-    """The results as a markdown table (ratio: ours / anchor, > 1 means we are slower or bigger)."""
-    a, b = r[OURS], r[GO]
+    """The results as a markdown table: a column per plugin, ours / each anchor (> 1 means we are slower
+    or bigger), and issue 32's goals, \u2714 met or \u2718 not."""
+    verdicts = goal_verdicts(r)
+    anchors = (GO, DURABLE, NVIDIA)
 
     def row(name: str, key: str, unit: str, scale: float = 1.0, digits: int = 2) -> str:
-        x, y = a[key] * scale, b[key] * scale
-        return f"| {name} | {x:.{digits}f} {unit} | {y:.{digits}f} {unit} | {x / y:.2f}\u00d7 |"
+        values = [f"{r[label][key] * scale:.{digits}f} {unit}".rstrip() for label in (OURS, *anchors)]
+        ratios = [f"{r[OURS][key] / r[a][key]:.2f}\u00d7" if r[a][key] else "" for a in anchors]
+        goals = "; ".join(f"{v['goal']} {MARK[v['met']]}" for v in verdicts.get(key, []))
+        return "| " + " | ".join([name, *values, *ratios, goals]) + " |"
+
+    def ours_only(name: str, value: str) -> str:
+        return "| " + " | ".join([name, value] + [""] * (2 * len(anchors) + 1)) + " |"
 
     mib = 1 / 1024
     n, c = r["claims"], r["concurrency"]
+    heads = [HEADS[label] for label in (OURS, *anchors)] + [f"ours / {HEADS[a]}" for a in anchors]
     lines = [
         f"{n} one-device claims per plugin, {r['rounds']} interleaved rounds; {r['machine']}",
         "",
-        "| | fakeplugin | Go test driver | ratio |",
-        "| --- | --- | --- | --- |",
+        "| | " + " | ".join(heads) + " | goal |",
+        "| --- " * (len(heads) + 2) + "|",
         row("Prepare sequential p50", "prepare_p50_ms", "ms"),
         row("Prepare sequential p99", "prepare_p99_ms", "ms"),
         row("Unprepare sequential p50", "unprepare_p50_ms", "ms"),
@@ -544,11 +608,11 @@ def render(r: dict) -> str:
         row(f"Prepare, {c} callers: plugin CPU (cores busy)", "concurrent_prepare_cores", "", digits=2),
         row(f"Unprepare, {c} concurrent callers: throughput", "concurrent_unprepare_per_s", "/s", digits=0),
         row(f"RSS idle, {n} devices published", "rss_idle_kib", "MiB", mib, 1),
-        f"| RSS idle, 128 devices published | {r['fakeplugin_128']['rss_idle_kib'] * mib:.1f} MiB | | |",
+        ours_only("RSS idle, 128 devices published", f"{r['fakeplugin_128']['rss_idle_kib'] * mib:.1f} MiB"),
         row("RSS peak before the first call (VmHWM)", "rss_peak_idle_kib", "MiB", mib, 1),
         row("RSS peak (VmHWM, whole run)", "rss_peak_kib", "MiB", mib, 1),
         row(f"startup to first GetInfo ({n} devices)", "startup_ms", "ms", digits=0),
-        f"| startup to first GetInfo (128 devices) | {r['fakeplugin_128']['startup_ms']:.0f} ms | | |",
+        ours_only("startup to first GetInfo (128 devices)", f"{r['fakeplugin_128']['startup_ms']:.0f} ms"),
     ]
     if "profile" in r:
         for op, prof in r["profile"].items():

@@ -9,7 +9,9 @@
 # NAMEs: etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl fakecri helm kwok
 # Optional NAMEs, built only when named in --only (never by default, so CI does not pay for them):
 #   dra-test-driver  Kubernetes' own Go DRA test driver (upstream kubeletplugin helper), the
-#                    anchor bench/prepare_vs_anchor.py measures us against
+#                    anchor bench/prepare_vs_anchor.py measures us against (the floor)
+#   dra-anchor       the bench's other Go anchors (bench/anchor/main.go on the same helper: the test
+#                    driver plus a durable checkpoint, or plus NVIDIA's per-call work); source tree only
 #   kubeadm kube-proxy  for the kind node image (hack/kind/build-binaries.sh)
 #   kueue            Kueue's manager (sigs.k8s.io/kueue), for `cluster up --with kueue`; with the
 #                    module's CRDs, webhook manifests and chart beside it (docs/kueue.md)
@@ -61,7 +63,7 @@ BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
-OPTIONAL_NAMES=(dra-test-driver kubeadm kube-proxy kueue keda karpenter)
+OPTIONAL_NAMES=(dra-test-driver dra-anchor kubeadm kube-proxy kueue keda karpenter)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -70,7 +72,7 @@ ONLY=""
 case "${1:-}" in
   "") ;;
   --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]}"; ONLY=",$2," ;;
-  -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
 esac
 for n in ${ONLY//,/ }; do
@@ -173,6 +175,23 @@ build_dra_test_driver() {
   say "dra-test-driver: resolving k8s.io/kubernetes/test/e2e/dra/test-driver@$K8S_VERSION"
   quiet_go get "k8s.io/kubernetes/test/e2e/dra/test-driver@$K8S_VERSION"
   build dra-test-driver k8s.io/kubernetes/test/e2e/dra/test-driver "$(kube_ldflags)"
+}
+
+# The bench's Go anchors (bench/anchor/main.go): a wrapper module of their own, like fakecri's (the
+# kubelet's checkpointmanager, the kubeletplugin helper, the CDI library); rebuilt when main.go changed.
+# bench/ is not packaged: from an installed package this name is refused.
+dra_anchor_sum() { sha256sum "$REPO/bench/anchor/main.go" | cut -d' ' -f1; }
+build_dra_anchor() {
+  named dra-anchor || return 0
+  [[ -f "$REPO/bench/anchor/main.go" ]] || die "dra-anchor: $REPO/bench/anchor/main.go not found (bench/ is not packaged: run hack/build-k8s.sh --only dra-anchor in a clone of the repository)"
+  have dra-anchor && [[ "$(cat "$BIN/dra-anchor.sha256" 2>/dev/null)" == "$(dra_anchor_sum)" ]] && { say "dra-anchor: cached"; return; }
+  wrapper_module "$WORK/dra-anchor"
+  cd "$WORK/dra-anchor"
+  cp "$REPO/bench/anchor/main.go" main.go
+  say "dra-anchor: resolving dependencies"
+  quiet_go get "k8s.io/kubernetes@$K8S_VERSION" "tags.cncf.io/container-device-interface@$CDI_VERSION" .
+  build dra-anchor . "-s -w"
+  dra_anchor_sum > "$BIN/dra-anchor.sha256"
 }
 
 # kubeadm and kube-proxy (kind node images): a wrapper module of their own, so the components'
@@ -351,6 +370,7 @@ build_fakecri
 build_helm
 build_kwok
 build_dra_test_driver
+build_dra_anchor
 build_kube_node
 build_kueue
 build_keda
