@@ -23,6 +23,8 @@ class Source:
     name: str = ""  # only this object of it
     field_selector: str = ""
     label_selector: str = ""
+    # A watch event whose raw line this refuses is skipped undecoded (Kube.watch); the list is not filtered.
+    keep: Callable[[str], bool] | None = None
 
     def list(self, kube: Kube) -> tuple[list[Obj], str]:
         if self.name:
@@ -58,6 +60,7 @@ def list_and_watch(
             timeout_seconds=WATCH_SECONDS,
             field_selector=source.watch_selector,
             label_selector=source.label_selector,
+            keep=source.keep,
         ):
             if stop.is_set():
                 return
