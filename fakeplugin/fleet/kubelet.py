@@ -65,7 +65,7 @@ class FleetKubelet:
 
         list_and_watch(
             self._kube,
-            Source(PODS, keep=self._may_matter),
+            Source(PODS, keep=self._may_matter, resume=True),
             stop=stop,
             on_list=self._resync,
             on_event=on_event,
