@@ -87,9 +87,8 @@ class FleetKubelet:
             return False  # pods with claims have them unescaped in spec or status
         if kind.group(1) == "DELETED":
             return True
-        nodes = _NODE_NAME.findall(
-            line
-        )  # spec.nodeName (omitted while unbound); other fields' text is escaped
+        # spec.nodeName, omitted while unbound; in any other field (an annotation, say) it is escaped
+        nodes = _NODE_NAME.findall(line)
         return len(nodes) > 1 or (len(nodes) == 1 and bool(self._dra.plugins(nodes[0])))
 
     def _resync(self, pods: list[Obj]) -> None:

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from fakeplugin.kube import Kube, Obj
 from fakeplugin.runtime import retry
 
-WATCH_SECONDS = (
-    300  # the API server ends each watch after this long; a fresh list follows (Source.resume: a watch)
-)
+# The API server ends each watch after this long; a fresh list follows (with Source.resume: a watch).
+WATCH_SECONDS = 300
 
 
 @dataclass(frozen=True)
