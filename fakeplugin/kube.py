@@ -19,7 +19,7 @@ import re
 import ssl
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -274,10 +274,12 @@ class Kube:
         timeout_seconds: int,
         field_selector: str = "",
         label_selector: str = "",
+        keep: Callable[[str], bool] | None = None,
     ) -> Iterator[Obj]:
-        """Watch events (type, object) at `path` until the server ends the watch; ERROR raises."""
+        """Watch events (type, object) at `path` until the server ends the watch; ERROR raises. `keep`: an
+        event whose line (the server's JSON, undecoded) it refuses is skipped without being decoded."""
         query = [("allowWatchBookmarks", "true"), *_selectors(field_selector, label_selector)]
-        yield from self._watch(path, query, resource_version, timeout_seconds)
+        yield from self._watch(path, query, resource_version, timeout_seconds, keep)
 
     def create(self, path: str, body: Obj) -> Obj:
         """POST `body` to the collection at `path`; the object as created."""
@@ -366,7 +368,12 @@ class Kube:
     # -- the REST level ---------------------------------------------------------------------------------
 
     def _watch(
-        self, path: str, query: list[tuple[str, str]], resource_version: str, timeout_seconds: int
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        resource_version: str,
+        timeout_seconds: int,
+        keep: Callable[[str], bool] | None = None,
     ) -> Iterator[dict[str, Any]]:
         query = [
             *query,
@@ -377,6 +384,8 @@ class Kube:
         response = self._request("GET", path, query=query, timeout=timeout_seconds + REQUEST_TIMEOUT)
         try:
             for line in iter_resp_lines(response):
+                if keep is not None and not keep(line):
+                    continue
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}

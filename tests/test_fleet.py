@@ -15,7 +15,7 @@ from fakeplugin.fleet import kubelet, podclaims, reconcile, stages
 from fakeplugin.fleet.dirs import FleetDirs
 from fakeplugin.fleet.kubelet import FleetKubelet
 from fakeplugin.fleet.poddra import PodDRA
-from fakeplugin.fleet.records import record_name, resolve
+from fakeplugin.fleet.records import load_devices, record_name, resolve
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
 from fakeplugin.publish.node import NodeDevices
@@ -182,6 +182,26 @@ def test_cdi_resolution_applies_spec_edits_once_and_later_env_wins(tmp_path: Pat
     assert mounts == [{"destination": "/c/0", "type": "bind", "source": "/h/0", "options": ["ro"]}]
     assert nodes == [{"path": "/dev/nvidia1"}]
     assert errors == ["unresolvable CDI devices k8s.gpu.nvidia.com/claim=gone"]
+
+
+def test_cdi_resolution_reads_only_the_specs_naming_a_device_asked_for(tmp_path: Path) -> None:
+    def spec(kind: str, *names: str) -> str:
+        return yaml.safe_dump({"cdiVersion": "0.5.0", "kind": kind, "devices": [{"name": n} for n in names]})
+
+    (tmp_path / "k8s.gpu.nvidia.com-claim_u.yaml").write_text(spec("k8s.gpu.nvidia.com/claim", "u-gpu-0"))
+    (tmp_path / "k8s.gpu.nvidia.com-claim_v.yaml").write_text(spec("k8s.gpu.nvidia.com/claim", "v-gpu-1"))
+    (tmp_path / "other.json").write_text(
+        json.dumps({"kind": "example.com/x", "devices": [{"name": "u-gpu-0"}]})
+    )
+    assert sorted(load_devices(tmp_path, {"u-gpu-0"})) == [
+        "example.com/x=u-gpu-0",
+        "k8s.gpu.nvidia.com/claim=u-gpu-0",
+    ]
+    assert sorted(load_devices(tmp_path)) == [
+        "example.com/x=u-gpu-0",
+        "k8s.gpu.nvidia.com/claim=u-gpu-0",
+        "k8s.gpu.nvidia.com/claim=v-gpu-1",
+    ]
 
 
 def test_one_inventory_file_serves_many_nodes(tmp_path: Path) -> None:
@@ -503,3 +523,29 @@ def test_the_pod_watch_keeps_nothing_of_a_pod_once_it_is_unprepared(tmp_path: Pa
     assert kubelet.pods_on("n") == [] and kubelet._pods == {} and kubelet._on_node == {}
     kubelet._gone(unprepared)
     assert kubelet._pods == {} and kubelet._queued == set()
+
+
+def test_the_pod_watch_decodes_only_events_that_may_change_what_it_does(tmp_path: Path) -> None:
+    dra = PodDRA(
+        _NoApi(),  # type: ignore[arg-type]
+        plugins=lambda node: {"gpu.nvidia.com": _Plugin("gpu.nvidia.com")} if node == "n" else {},  # type: ignore[dict-item]
+        containers_dir=lambda node: tmp_path / "containers",
+        cdi_root=lambda node: tmp_path / "cdi",
+    )
+    may_matter = FleetKubelet(_NoApi(), dra, threads=1)._may_matter  # type: ignore[arg-type]
+
+    def line(kind: str, pod: dict[str, Any]) -> str:  # as the API server writes a watch event
+        annotation = {"last-applied": json.dumps(pod)}  # the same fields, escaped, in an annotation
+        pod = {**pod, "metadata": {**pod["metadata"], "annotations": annotation}}
+        return json.dumps({"type": kind, "object": pod}, separators=(",", ":"))
+
+    ours, other = bound_pod("p1", "a"), bound_pod("p2", "a", node="m")
+    unbound = {**ours, "spec": {k: v for k, v in ours["spec"].items() if k != "nodeName"}}
+    claimless = {**ours, "spec": {k: v for k, v in ours["spec"].items() if k != "resourceClaims"}}
+    extended = {**claimless, "status": {"extendedResourceClaimStatus": {"resourceClaimName": "x"}}}
+    assert may_matter(line("MODIFIED", ours)) and may_matter(line("ADDED", extended))
+    assert not may_matter(line("MODIFIED", other)) and not may_matter(line("ADDED", unbound))
+    assert not may_matter(line("MODIFIED", claimless)) and not may_matter(line("DELETED", claimless))
+    assert may_matter(line("DELETED", other))  # a pod it knows, of a node since gone
+    assert may_matter('{"type":"ERROR","object":{"kind":"Status","code":410}}')
+    assert may_matter('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}}')

@@ -193,12 +193,14 @@ def run(args: argparse.Namespace) -> int:
             "--owner-cluster-role: only with --create-nodes (it owns the Nodes the fleet creates)"
         )
 
+    from fakeplugin.fleet import malloc
     from fakeplugin.fleet.api import FleetKube
     from fakeplugin.fleet.fleet import Fleet
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import new_api_client
     from fakeplugin.runtime.bootid import read_boot_id
 
+    malloc.fix_thresholds()  # before the fleet allocates: RSS flat under churn (fleet.malloc)
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch;
     # telemetry's claim watch; the view's watches.
