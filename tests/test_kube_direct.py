@@ -87,15 +87,23 @@ def kubeconfig(path: Path, server: str, ca: Path | None) -> str:
     return str(path)
 
 
+def kube_of(httpd: ThreadingHTTPServer, config: Path, *, host: str = "127.0.0.1", ca: Path | None) -> Kube:
+    """A Kube for the server at `host` (its port), through a kubeconfig written to `config`."""
+    return Kube(new_api_client(kubeconfig(config, f"https://{host}:{httpd.server_address[1]}", ca)))
+
+
+def requests_to(httpd: ThreadingHTTPServer) -> list[dict[str, Any]]:
+    return httpd.RequestHandlerClass.requests  # type: ignore[attr-defined,no-any-return]
+
+
 def test_a_claim_get_is_sent_with_the_clients_auth_and_answered_on_one_kept_connection(
     server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
 ) -> None:
     httpd, ca = server
-    port = httpd.server_address[1]
-    kube = Kube(new_api_client(kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", ca)))
+    kube = kube_of(httpd, tmp_path / "kc", ca=ca)
     for _ in range(3):
         assert kube.get_claim("ns", "c-1")["metadata"] == {"name": "c-1", "uid": "u-1"}
-    seen = httpd.RequestHandlerClass.requests  # type: ignore[attr-defined]
+    seen = requests_to(httpd)
     assert [r["path"] for r in seen] == [CLAIM_PATH] * 3
     assert {r["auth"] for r in seen} == {"Bearer secret-token"}
     assert len({r["port"] for r in seen}) == 1  # one connection, kept alive
@@ -111,11 +119,10 @@ def test_a_connection_the_server_closed_is_opened_again(
 ) -> None:
     httpd, ca = server
     httpd.RequestHandlerClass.close_after = 1  # type: ignore[attr-defined]
-    port = httpd.server_address[1]
-    kube = Kube(new_api_client(kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", ca)))
+    kube = kube_of(httpd, tmp_path / "kc", ca=ca)
     for _ in range(3):
         assert kube.get_claim("ns", "c-1")["metadata"]["uid"] == "u-1"
-    seen = httpd.RequestHandlerClass.requests  # type: ignore[attr-defined]
+    seen = requests_to(httpd)
     assert len(seen) == 3 and len({r["port"] for r in seen}) == 3
 
 
@@ -123,11 +130,10 @@ def test_the_certificate_must_name_the_host_as_the_clients_own_pool_checks(
     server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
 ) -> None:
     httpd, ca = server
-    port = httpd.server_address[1]
     # The certificate names 127.0.0.1, not localhost.
-    kube = Kube(new_api_client(kubeconfig(tmp_path / "kc", f"https://localhost:{port}", ca)))
+    kube = kube_of(httpd, tmp_path / "kc", host="localhost", ca=ca)
     with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
         kube.get_claim("ns", "c-1")
-    unverified = Kube(new_api_client(kubeconfig(tmp_path / "kc2", f"https://localhost:{port}", None)))
+    unverified = kube_of(httpd, tmp_path / "kc2", host="localhost", ca=None)
     assert unverified.get_claim("ns", "c-1")["metadata"]["name"] == "c-1"
-    assert len(httpd.RequestHandlerClass.requests) == 1  # type: ignore[attr-defined]
+    assert len(requests_to(httpd)) == 1
