@@ -158,23 +158,29 @@ class _Direct:
         return cls(cfg.host, context)
 
     def request(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None) -> _Answer:
-        """One request, whole answer read. A kept-alive connection the server closed while idle is
-        reconnected and the request sent once more (nothing reached the server)."""
+        """One request, whole answer read. On a kept-alive connection that the server closed (while idle,
+        the usual cause) the request is sent once more on a new one: every request `Kube` makes is safe to
+        repeat (reads, merge patches, writes with preconditions, creates answered 409 the second time).
+        A connection that failed is never used again."""
         parts = urlsplit(url)
         path = f"{parts.path}?{parts.query}" if parts.query else parts.path
         reused = getattr(self._local, "conn", None) is not None
         try:
             return self._send(method, path, headers, body)
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            self._drop()
             if not reused:
                 raise
-            return self._send(method, path, headers, body)
+        return self._send(method, path, headers, body)
+
+    def _send(self, method: str, path: str, headers: Mapping[str, str], body: bytes | None) -> _Answer:
+        """One attempt; a connection that failed is closed and forgotten."""
+        try:
+            return self._exchange(method, path, headers, body)
         except BaseException:
             self._drop()
             raise
 
-    def _send(self, method: str, path: str, headers: Mapping[str, str], body: bytes | None) -> _Answer:
+    def _exchange(self, method: str, path: str, headers: Mapping[str, str], body: bytes | None) -> _Answer:
         conn = self._conn()
         conn.request(method, path, body=body, headers=dict(headers))
         response = conn.getresponse()
