@@ -351,25 +351,26 @@ def our_plugin(kc: str, root: Path, node: str, gpus: list[dict]) -> Plugin:
     return Plugin(OURS, "gpu.nvidia.com", node, root, argv, devices)
 
 
-def anchor_argv(kc: str, root: Path, node: str, devices: int) -> list[str]:
-    """The flags both Go binaries take (the test driver's), for `node`'s plugin under `root`."""
+def anchor_argv(binary: Path, kc: str, root: Path, node: str, devices: int, command: list[str]) -> list[str]:
+    """The flags both Go binaries take (the test driver's), for `node`'s plugin under `root`: the client's,
+    then `command` (the test driver's `kubelet-plugin`; dra-anchor has none), then the plugin's."""
     client = ["--kubeconfig", kc, "--kube-api-qps", "5000", "--kube-api-burst", "10000"]
     plugin = ["--node-name", node, "--num-devices", str(devices), "--datadir", str(root / "plugins")]
-    return client + plugin + ["--plugin-registration-path", str(root / "reg"), "--cdi-dir", str(root / "cdi")]
+    paths = ["--plugin-registration-path", str(root / "reg"), "--cdi-dir", str(root / "cdi")]
+    return [str(binary), *client, *command, *plugin, *paths]
 
 
 def go_plugin(kc: str, binary: Path, root: Path, node: str, devices: int) -> Plugin:
     """The Go test driver as a standalone kubelet plugin for `node` (its `kubelet-plugin` command,
     docs/benchmarks.md): the floor."""
-    argv = anchor_argv(kc, root, node, devices)
-    argv[6:6] = ["kubelet-plugin"]  # after its shared (client) flags
-    return Plugin(GO, GO_DRIVER, node, root, [str(binary), *argv], devices)
+    argv = anchor_argv(binary, kc, root, node, devices, ["kubelet-plugin"])
+    return Plugin(GO, GO_DRIVER, node, root, argv, devices)
 
 
 def anchor_plugin(kc: str, binary: Path, label: str, root: Path, node: str, devices: int) -> Plugin:
     """bench/anchor/main.go for `node`: --work durable (go-durable) or nvidia (nvidia-model)."""
     work = {DURABLE: "durable", NVIDIA: "nvidia"}[label]
-    argv = [str(binary), *anchor_argv(kc, root, node, devices), "--work", work]
+    argv = [*anchor_argv(binary, kc, root, node, devices, []), "--work", work]
     return Plugin(label, GO_DRIVER, node, root, argv, devices)
 
 
