@@ -11,6 +11,7 @@ import pytest
 
 from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.computedomains import fabric_nodes
+from fakeplugin.cluster.kubectl import DEFAULT_TIMEOUT, TIMEOUT_MARGIN, process_timeout
 from fakeplugin.cluster.layout import StateLayout, too_long_sockets
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
@@ -25,6 +26,21 @@ def executable(path: Path) -> Path:
     path.write_text("#!/bin/sh\n")
     path.chmod(0o755)
     return path
+
+
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        (("delete", "pods", "--all", "--wait=true", "--timeout=120s"), 120 + TIMEOUT_MARGIN),
+        (("wait", "--for=condition=Ready", "--timeout=5m"), 300 + TIMEOUT_MARGIN),
+        (("wait", "--timeout=1m30s"), 90 + TIMEOUT_MARGIN),
+        (("get", "pods"), DEFAULT_TIMEOUT),
+        (("wait", "--timeout=soon"), DEFAULT_TIMEOUT),  # not a Go duration: kubectl refuses it itself
+    ],
+)
+def test_kubectl_runs_past_its_own_timeout_flag(args: tuple[str, ...], seconds: float) -> None:
+    """Stop 37's CI failure: `delete --wait --timeout=120s` was killed after 60 s."""
+    assert process_timeout(args) == seconds
 
 
 def test_binary_lookup_follows_envtest_order(tmp_path: Path) -> None:

@@ -8,8 +8,11 @@ while it was idle, and with a certificate that does not name the host it was ask
 from __future__ import annotations
 
 import json
+import socket
 import ssl
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +25,7 @@ from fakeplugin.cluster.credentials import serving_certificate
 from fakeplugin.kube import Kube, new_api_client
 
 CLAIM_PATH = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c-1"
+IDLE_SECONDS = 0.05
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -31,6 +35,7 @@ class Recorder(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # kept alive unless closed
     requests: list[dict[str, Any]]
     close_after = 0
+    shut_idle = False  # close the connection abortively (no TLS close_notify, an RST) once it is idle
 
     def do_GET(self) -> None:
         self.requests.append(
@@ -48,6 +53,13 @@ class Recorder(BaseHTTPRequestHandler):
         self.wfile.write(data)
         if self.close_after and len(self.requests) % self.close_after == 0:
             self.close_connection = True  # as an API server closing an idle connection
+        if self.shut_idle:
+            threading.Timer(IDLE_SECONDS, self._abort).start()
+
+    def _abort(self) -> None:
+        # Linger 0: the close that follows the shutdown resets the connection, as the CI's API server did.
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.shutdown(socket.SHUT_RDWR)
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -122,6 +134,21 @@ def test_a_connection_the_server_closed_is_opened_again(
     kube = kube_of(httpd, tmp_path / "kc", ca=ca)
     for _ in range(3):
         assert kube.get_claim("ns", "c-1")["metadata"]["uid"] == "u-1"
+    seen = requests_to(httpd)
+    assert len(seen) == 3 and len({r["port"] for r in seen}) == 3
+
+
+def test_a_tls_connection_reset_while_idle_is_not_used_again(
+    server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
+) -> None:
+    """The CI failure of stop 37: a write into a TLS connection the server had shut down while idle raised
+    ssl.SSLEOFError on every worker thread's connection in turn, and a pod was never unprepared."""
+    httpd, ca = server
+    httpd.RequestHandlerClass.shut_idle = True  # type: ignore[attr-defined]
+    kube = kube_of(httpd, tmp_path / "kc", ca=ca)
+    for _ in range(3):
+        assert kube.get_claim("ns", "c-1")["metadata"]["uid"] == "u-1"
+        time.sleep(4 * IDLE_SECONDS)
     seen = requests_to(httpd)
     assert len(seen) == 3 and len({r["port"] for r in seen}) == 3
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,6 +11,23 @@ from typing import Any
 
 from fakeplugin.cluster import binaries
 from fakeplugin.cluster.state import ClusterError
+
+DEFAULT_TIMEOUT = 60.0
+TIMEOUT_MARGIN = 30.0  # kubectl's start and its last request after its own --timeout ran out
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def process_timeout(args: Sequence[str]) -> float:
+    """How long kubectl with `args` may run: its own `--timeout=<Go duration>` (a wait, a delete) and a
+    margin, so that the process is never cut before kubectl's wait is over; else DEFAULT_TIMEOUT."""
+    for arg in args:
+        if arg.startswith("--timeout="):
+            text = arg.removeprefix("--timeout=")
+            parts = _DURATION_PART.findall(text)
+            if parts and "".join(n + u for n, u in parts) == text:
+                return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts) + TIMEOUT_MARGIN
+    return DEFAULT_TIMEOUT
 
 
 class Kubectl:
@@ -28,12 +46,18 @@ class Kubectl:
         self._binary = binary
 
     def __call__(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60.0
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float | None = None
     ) -> subprocess.CompletedProcess[str]:
+        """`timeout` (seconds) bounds the process; None: kubectl's own `--timeout=` and a margin, else 60."""
         cache = [f"--cache-dir={self._cache_dir}"] if self._cache_dir is not None else []
         argv = [str(self._binary()), f"--kubeconfig={self._kubeconfig}", *cache, *args]
         result = subprocess.run(
-            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=process_timeout(args) if timeout is None else timeout,
+            check=False,
         )
         if check and result.returncode != 0:
             raise ClusterError(

@@ -273,7 +273,7 @@ class Cluster:
         return self._processes.statuses()
 
     def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60.0
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this cluster; with `check`, a failure raises ClusterError with its stderr."""
         return self._kubectl(*args, input=input, check=check, timeout=timeout)

@@ -123,7 +123,7 @@ class FakepluginCluster:
         return self._kubeconfig
 
     def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60.0
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against the cluster; with `check`, a failure raises ClusterError with its stderr."""
         if self._local is not None and self._local.kubeconfig == self._kubeconfig:
