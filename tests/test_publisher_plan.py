@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fakeplugin import releases
-from fakeplugin.runtime.publisher import plan
+from fakeplugin.runtime.publisher import brief, plan
 
 NODE = "node-a"
 
@@ -61,6 +61,22 @@ def test_unchanged_pool_needs_no_writes():
     want = desired(["gpu-0", "gpu-1"])
     p = plan(stored(want, 1), want, pool_name=NODE)
     assert p.empty and p.generation == 1
+
+
+def test_brief_slices_with_their_digests_plan_as_the_whole_slices_do():
+    """A resync holds the driver's existing slices brief (devices by name, a digest of the content)."""
+    want = desired(["gpu-0"], ["gpu-1"])
+    contents: dict[str, str] = {}
+    have = [brief(s, contents) for s in stored(want, 2)]
+    assert have[0]["spec"]["devices"] == [{"name": "gpu-0"}] and set(contents) == {"s0", "s1"}
+    assert plan(have, want, pool_name=NODE, contents=contents).empty
+
+    changed = desired(["gpu-0"], ["gpu-1"], mem="16Gi")
+    p = plan(have, changed, pool_name=NODE, contents=contents)
+    whole = plan(stored(want, 2), changed, pool_name=NODE)
+    assert p == whole and p.generation == 3
+    assert [u["metadata"]["name"] for u in p.updates] == ["s0", "s1"]
+    assert p.updates[0]["spec"]["devices"] == [{"name": "gpu-0", "capacity": {"memory": {"value": "16Gi"}}}]
 
 
 def test_single_slice_change_updates_in_place_and_keeps_generation():

@@ -93,10 +93,10 @@ def test_a_node_publishes_only_once_its_node_object_was_seen(tmp_path: Path) -> 
     nodes = gpu_nodes(tmp_path, [{"name": "n1", "gpus": [{"profile": "t10", "count": 2}]}])
     plugin = nodes.add("n1")  # serve: made at start, devices known from the inventory alone
     assert sorted(plugin.devices) == ["gpu-0", "gpu-1"]
-    assert nodes.get("n1") is None and nodes.desired(SERVER) == {}
+    assert nodes.get("n1") is None and nodes.names() == [] and nodes.desired("n1", SERVER) is None
     nodes.on_list([node_obj("n1", uid="u1")])
     assert nodes.changed.is_set() and nodes.get("n1") is plugin
-    [pool] = nodes.desired(SERVER)["n1"]
+    [pool] = nodes.desired("n1", SERVER) or []
     assert pool["metadata"]["ownerReferences"][0]["uid"] == "u1"
     assert [d["name"] for d in pool["spec"]["devices"]] == ["gpu-0", "gpu-1"]
 
@@ -132,7 +132,7 @@ def test_the_inventory_poll_hands_an_edit_to_every_node(tmp_path: Path, monkeypa
     assert nodes.changed.wait(10)
     stop.set()
     poll.join()
-    desired = nodes.desired(SERVER)
+    desired = {n: nodes.desired(n, SERVER) or [] for n in nodes.names()}
     assert {n: len(s[0]["spec"]["devices"]) for n, s in desired.items()} == {"n0": 3, "n1": 3}
 
 
@@ -249,7 +249,7 @@ def test_a_driver_of_our_own_runs_on_the_runtime_unchanged(tmp_path: Path) -> No
         lambda name: driver.node(name, inventory, dirs=dirs, boot_id=BOOT, get_claim=lambda ns, n: {}),
     )
     nodes.on_list([node_obj("n1"), node_obj("n2")])
-    assert {n: s[0]["spec"]["devices"] for n, s in nodes.desired(SERVER).items()} == {
+    assert {n: (nodes.desired(n, SERVER) or [])[0]["spec"]["devices"] for n in nodes.names()} == {
         "n1": [{"name": "echo-0"}],
         "n2": [{"name": "echo-0"}],
     }

@@ -35,6 +35,7 @@ class Host:
         self.publisher = SlicePublisher(
             kube,
             driver=emulation.driver_name,
+            pools=nodes.names,
             desired=nodes.desired,
             release=emulation.release,
             node=node,

@@ -63,11 +63,10 @@ class Nodes:
         with self._mutex:
             return sorted(self._seen)
 
-    def desired(self, server_version: tuple[int, int]) -> dict[str, list[Obj]]:
-        """Node name → its desired slices, for every node seen."""
-        with self._mutex:
-            plugins = [self._plugins[n] for n in self._seen]
-        return {p.node_name: p.desired_slices(server_version) for p in plugins}
+    def desired(self, name: str, server_version: tuple[int, int]) -> list[Obj] | None:
+        """The desired slices of node `name`; None unless it is a node seen (one we publish for)."""
+        plugin = self.get(name)
+        return None if plugin is None else plugin.desired_slices(server_version)
 
     # -- the informer's callbacks ---------------------------------------------------------------------
 

@@ -16,12 +16,13 @@ re-created, and an unreachable API server is retried with backoff (runtime.retry
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 DEBOUNCE_SECONDS = 0.2  # changes arriving together are planned together
+LIST_PAGE = 100  # slices per page of a resync's list: a page's decoded devices are one peak of the resync
 
 
 @dataclass
@@ -59,11 +61,25 @@ def _canon(value: Any) -> str:
 
 
 def _content(slice_obj: Obj) -> str:
-    """What a slice publishes, but for its pool's generation: equal for slices that need no write but
-    maybe a new generation. (No copy of the devices: at 5000 nodes, deep copies were most of a resync.)"""
+    """A digest of what a slice publishes, but for its pool's generation: equal for slices that need no
+    write but maybe a new generation. (No copy of the devices: at 5000 nodes, deep copies were most of a
+    resync.)"""
     spec = dict(slice_obj.get("spec", {}))
     spec["pool"] = {k: v for k, v in (spec.get("pool") or {}).items() if k != "generation"}
-    return _canon({"spec": spec, "owners": slice_obj.get("metadata", {}).get("ownerReferences")})
+    text = _canon({"spec": spec, "owners": slice_obj.get("metadata", {}).get("ownerReferences")})
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def brief(slice_obj: Obj, contents: dict[str, str]) -> Obj:
+    """An existing slice as plan() needs it, its devices by name only; its content digest goes into
+    `contents` under its name. A resync holds every slice of the driver at once: this way a few hundred
+    bytes each instead of all their devices (issue 32: each resync's peak pinned 4-5 MiB of arenas)."""
+    contents[slice_obj["metadata"]["name"]] = _content(slice_obj)
+    spec = slice_obj.get("spec", {})
+    return {
+        **slice_obj,
+        "spec": {**spec, "devices": [{"name": d["name"]} for d in spec.get("devices") or []]},
+    }
 
 
 def _generation(slice_obj: Obj) -> int:
@@ -71,10 +87,16 @@ def _generation(slice_obj: Obj) -> int:
 
 
 def plan(
-    existing: list[Obj], desired: list[Obj], *, pool_name: str, release: DriverRelease | None = None
+    existing: list[Obj],
+    desired: list[Obj],
+    *,
+    pool_name: str,
+    release: DriverRelease | None = None,
+    contents: Mapping[str, str] | None = None,
 ) -> PoolPlan:
     """Writes that turn `existing` (this driver's slices on this node) into `desired` (one pool), matched
-    as the resourceslice controller of `release` (default: the default release) matches them."""
+    as the resourceslice controller of `release` (default: the default release) matches them.
+    `contents`: existing slices' content digests by name, for those given as brief() made them."""
     deletes = [s for s in existing if s["spec"].get("pool", {}).get("name") != pool_name]
     pool = sorted(
         (s for s in existing if s["spec"].get("pool", {}).get("name") == pool_name),
@@ -102,7 +124,11 @@ def plan(
         # Invariant: a restart never leaves duplicates — whatever did not match is deleted.
         deletes.extend(unmatched)
 
-    same = [_content(have) == _content(want) for have, want in pairs]
+    known = contents or {}
+    same = [
+        (known.get(have["metadata"].get("name", "")) or _content(have)) == _content(want)
+        for have, want in pairs
+    ]
     changed = same.count(False)
     pool_deletes = len(deletes) - sum(1 for s in existing if s not in pool)
     if current == 0:
@@ -156,8 +182,9 @@ def _with_generation(slice_obj: Obj, generation: int) -> Obj:
 
 
 class SlicePublisher:
-    """Keeps the pools of `desired(server_version)` (node name → its slices; an empty list publishes
-    nothing there) equal on the API server, until stopped; every failure is logged and retried.
+    """Keeps the pools of the nodes `pools()` names equal to `desired(node, server_version)` (its slices;
+    an empty list publishes nothing there, None: not ours now) on the API server, until stopped; every
+    failure is logged and retried.
 
     One list and one watch of the driver's slices serve every pool (`node`: only that node's, as a
     kubelet plugin's RBAC and field selector have it); slices of nodes not in `desired` (e.g. real
@@ -173,7 +200,8 @@ class SlicePublisher:
         kube: Kube,
         *,
         driver: str,
-        desired: Callable[[tuple[int, int]], dict[str, list[Obj]]],
+        pools: Callable[[], list[str]],
+        desired: Callable[[str, tuple[int, int]], list[Obj] | None],
         release: DriverRelease,
         node: str = "",
         writers: int = 1,
@@ -182,6 +210,7 @@ class SlicePublisher:
     ) -> None:
         self._kube = kube
         self._driver = driver
+        self._pools_wanted = pools
         self._desired = desired
         self._release = release
         self._selector = f"spec.driver={driver}" + (f",spec.nodeName={node}" if node else "")
@@ -203,17 +232,25 @@ class SlicePublisher:
         if self._server_version is None:
             self._server_version = self._kube.server_version()
             log.info("API server %d.%d: slices laid out for it", *self._server_version)
-        desired = self._desired(self._server_version)
-        self._pools = frozenset(desired)
-        existing, version = self._kube.list(SLICES, field_selector=self._selector)
+        contents: dict[str, str] = {}
+        existing, version = self._kube.list(
+            SLICES, field_selector=self._selector, each=lambda s: brief(s, contents), limit=LIST_PAGE
+        )
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for s in existing:
             by_node[s["spec"].get("nodeName") or ""].append(s)
-        plans = {
-            node: p
-            for node, want in desired.items()
-            if not (p := plan(by_node.get(node, []), want, pool_name=node, release=self._release)).empty
-        }
+        # Node by node: one node's desired slices in memory at a time, kept only where they need writes.
+        pools: list[str] = []
+        plans: dict[str, PoolPlan] = {}
+        for node in self._pools_wanted():
+            want = self._desired(node, self._server_version)
+            if want is None:
+                continue
+            pools.append(node)
+            todo = plan(by_node.get(node, []), want, pool_name=node, release=self._release, contents=contents)
+            if not todo.empty:
+                plans[node] = todo
+        self._pools = frozenset(pools)
         if not plans:
             return version
         started = time.monotonic()
@@ -228,8 +265,7 @@ class SlicePublisher:
             )
         if failures:
             raise RuntimeError(f"{len(failures)} pools failed, first: {failures[0]}")
-        _, version = self._kube.list(SLICES, field_selector=self._selector)  # after our own writes
-        return version
+        return self._kube.resource_version(SLICES, field_selector=self._selector)  # after our own writes
 
     def _apply(self, node: str, todo: PoolPlan) -> str:
         """One pool's writes; the failure's text, "" when none (the next round retries the pool)."""
