@@ -194,6 +194,7 @@ def test_a_health_watch_is_logged_when_it_ends(serve: Any, short_dir: Path) -> N
         device_health_pool="node1",
         device_health_devices=("gpu-0",),
         device_health_interval_s=0.05,
+        device_health_of=lambda name: ("gpu", None),
     )
     stream = dh_grpc.DRAResourceHealthStub(running.channel(running.server.paths.dra)).NodeWatchResources(
         dh.NodeWatchResourcesRequest(), timeout=RPC_TIMEOUT_S * 3
@@ -222,6 +223,7 @@ def test_a_health_watch_the_kubelet_dropped_is_logged_cancelled_and_frees_its_th
         device_health_pool="node1",
         device_health_devices=("gpu-0",),
         device_health_interval_s=3600,  # the thread must not wait for the next report to notice
+        device_health_of=lambda name: ("gpu", None),
     )
     stub = dh_grpc.DRAResourceHealthStub(running.channel(running.server.paths.dra))
     stream = stub.NodeWatchResources(dh.NodeWatchResourcesRequest(), timeout=RPC_TIMEOUT_S * 3)

@@ -21,6 +21,7 @@ from fakeplugin.prepare.claimfaults import (
     parse_duration,
 )
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
+from fakeplugin.publish.devicehealth import HEALTHY, UNHEALTHY, Health
 from fakeplugin.publish.fabricfaults import (
     EVERY_GPU,
     FabricFault,
@@ -289,8 +290,8 @@ def test_node_devices_taint_slices_and_keep_the_last_good_faults(tmp_path: Path)
 
 
 def test_health_report_shows_faulted_devices() -> None:
-    faults = {"gpu-1": (False, "GPU is lost")}
-    response = report("n1", ["gpu-0", "gpu-1"], 7, faults.get)
+    health = [("gpu-0", Health(HEALTHY)), ("gpu-1", Health(UNHEALTHY, "GPU is lost"))]
+    response = report("n1", health, 7)
     assert [(d.device.device_name, d.health, d.message) for d in response.devices] == [
         ("gpu-0", api_pb2.HEALTHY, ""),
         ("gpu-1", api_pb2.UNHEALTHY, "GPU is lost"),

@@ -199,9 +199,6 @@ class EchoNode:
         spec = {"driver": "echo.example.com", "nodeName": self._name, "pool": pool}
         return [{"spec": {**spec, "devices": [{"name": "echo-0"}]}}]
 
-    def health_of(self, device: str) -> tuple[bool, str] | None:
-        return None
-
     def open(self) -> None:
         pass
 

@@ -308,6 +308,7 @@ def test_device_health_streams_all_devices_healthy(serve: Any) -> None:
         device_health_pool="node1",
         device_health_devices=devices,
         device_health_interval_s=0.05,
+        device_health_of=lambda name: ("gpu", None),
     )
     info = running.registration().GetInfo(reg.InfoRequest(), timeout=RPC_TIMEOUT_S)
     assert list(info.supported_versions) == [

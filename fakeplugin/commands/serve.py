@@ -148,9 +148,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--device-health",
         env="DEVICE_HEALTH",
         action="store_true",
-        help="also serve the kubelet's DRA health API (v1alpha1.DRAResourceHealth), reporting every device "
-        "Healthy unless the node's fakeplugin.dev/device-faults says otherwise; pods then show it in "
-        "allocatedResourcesStatus (kubelet gate ResourceHealthStatus)",
+        help="serve the kubelet's DRA health API (v1alpha1/v1.DRAResourceHealth), which no NVIDIA release "
+        "serves, as its PR #1243 designs it: GPU plugin only, with feature gate NVMLDeviceHealthCheck; GPUs "
+        "and MIG devices start Healthy, fakeplugin.dev/device-faults makes them Unhealthy until a restart; "
+        "pods show it in allocatedResourcesStatus (kubelet gate ResourceHealthStatus). Without it the "
+        "kubelet's call gets Unimplemented, as from NVIDIA's releases",
     )
     flag(
         p,
@@ -172,9 +174,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fakeplugin.drivers.gpu import GpuDriver
+    from fakeplugin.drivers.gpu import GpuDriver, GpuNode
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import Kube, new_api_client
+    from fakeplugin.publish import devicehealth
     from fakeplugin.runtime.bootid import read_boot_id
     from fakeplugin.runtime.claims import CheckedClaims
     from fakeplugin.runtime.driver import NodeDirs
@@ -224,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
     if args.http_endpoint:
         port = metrics.serve(args.http_endpoint)
         log.info("metrics on %s (port %d)", args.http_endpoint, port)
+    unserved = devicehealth.not_served(args.device_health, args.plugin, emulation.feature_gates)
+    if args.device_health and unserved:
+        log.warning("--device-health: the DRA health service is not served: %s", unserved)
+    device_health = plugin.health_state if not unserved and isinstance(plugin, GpuNode) else None
     settings = ServerSettings(
         threads=threads,
         driver_name=driver_name,
@@ -233,10 +240,10 @@ def run(args: argparse.Namespace) -> int:
         health_address=args.healthcheck_address,
         health_port=args.healthcheck_port,
         verbosity=args.verbosity,
-        device_health=args.device_health,
+        device_health=device_health is not None,
         device_health_pool=args.node_name,
         device_health_devices=plugin.devices,
-        device_health_of=plugin.health_of,
+        device_health_of=device_health,
     )
     try:
         run_server(CheckedClaims(plugin, kube.get_claim), settings)

@@ -14,6 +14,7 @@ from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 from fakeplugin.prepare import claimfaults
 from fakeplugin.prepare.preparer import Preparer
+from fakeplugin.publish import devicehealth
 from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.publish.node import NodeDevices
 from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, Obj
@@ -127,9 +128,11 @@ class GpuNode:
         """The node's devices and faults at one moment (telemetry: publish.node.NodeDevices.state)."""
         return self._devices.state()
 
-    def health_of(self, device: str) -> tuple[bool, str] | None:
-        fault = self._devices.fault(device)
-        return (fault.healthy, fault.message) if fault else None
+    def health_state(self, device: str) -> tuple[str, DeviceFault | None] | None:
+        """The device's kind for the health service and its injected fault; None once it is gone."""
+        devices, faults = self._devices.state()
+        found = devices.get(device)
+        return (devicehealth.kind(found), faults.get(device)) if found else None
 
     def open(self) -> None:
         self._preparer.open()

@@ -6,20 +6,21 @@ taints and health NVIDIA's driver gives such devices (pure).
 NVIDIA's driver (feature gate NVMLDeviceHealthCheck) watches NVML events and taints the device in its
 ResourceSlice; verified in kubernetes-sigs/dra-driver-nvidia-gpu (main, commit 95932046, 2026-08-07),
 cmd/gpu-kubelet-plugin/device_health.go (`healthEventToTaint`, `xidsToSkip`), driver.go
-(`deviceHealthEvents`), allocatable.go (`AddOrUpdateTaint`), device_health_status.go (`updateDeviceHealth`):
+(`deviceHealthEvents`), allocatable.go (`AddOrUpdateTaint`); the health messages from PR #1243 (commit
+46c7cc25, unmerged: no release serves device health) device_health_status.go (`updateDeviceHealth`):
 
 - an XID event: taint `gpu.nvidia.com/xid`, value the XID in decimal, effect `NoSchedule`; effect `None`
   for the XIDs it skips as application errors (13, 31, 43, 45, 68, 109; more with its
   additionalXidsToIgnore flag, not emulated);
 - GPU lost: taint `gpu.nvidia.com/gpu-lost`, no value, effect `NoSchedule`;
 - one taint per key and device: a later XID replaces the value and effect of the earlier one;
-- health (KEP-4680): a fatal XID or a lost GPU is Unhealthy ("critical XID 79 reported by NVML",
-  "GPU is lost"); a skipped XID stays Healthy ("non-fatal XID 13 reported by NVML").
+- health (KEP-4680, fakeplugin.publish.devicehealth): a fatal XID or a lost GPU is Unhealthy ("critical
+  XID 79 reported by NVML", "GPU is lost"); a skipped XID stays Healthy ("non-fatal XID 13 reported by NVML").
 
 The taint key's domain is the driver name (`DriverName + "/xid"` upstream), so with `--driver-name` it
 follows ours. Release v25.12.0 predates these taints (it only marked devices unhealthy); they are on
 main. Differences: the real taints are sticky until the driver restarts; ours follow the annotation, so
-removing it heals the device.
+removing it removes them (the health service's Unhealthy stays, as upstream's).
 """
 
 from __future__ import annotations

@@ -78,10 +78,6 @@ class Publishing(Protocol):
         asked once `set_node` has run."""
         ...
 
-    def health_of(self, device: str) -> tuple[bool, str] | None:
-        """An injected fault of the device (healthy, message), None when it has none."""
-        ...
-
 
 class Preparing(Protocol):
     """How a driver prepares claims on one node. prepare and unprepare block (file locks, the driver's

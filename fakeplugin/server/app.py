@@ -28,7 +28,7 @@ from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as registration
 from fakeplugin.logs import GRPC_TRACE_LEVEL
 from fakeplugin.runtime.driver import Claims
 from fakeplugin.server.calllog import CALL_LOG_NAME, DEFAULT_MAX_BYTES, CallLog, CallLogInterceptor
-from fakeplugin.server.device_health import DeviceHealthServicer, HealthOf
+from fakeplugin.server.device_health import DeviceHealthServicer, StateOf, unserved_handler
 from fakeplugin.server.device_health import v1_handler as v1_health_handler
 from fakeplugin.server.dra_v1 import DRAPluginV1
 from fakeplugin.server.dra_v1beta1 import DRAPluginV1beta1
@@ -58,11 +58,13 @@ class ServerSettings:
     pod_uid: str = ""  # set: socket names carry it, so two plugin pods can overlap in a rolling update
     health_address: str = "127.0.0.1"
     health_port: int = -1  # < 0: no liveness service; 0: any free port (see Server.health_port)
-    device_health: bool = False  # serve v1alpha1.DRAResourceHealth and v1 on the DRA socket
+    # Serve v1alpha1.DRAResourceHealth and v1 on the DRA socket (fakeplugin.publish.devicehealth says
+    # when); off: the kubelet's call gets Unimplemented as from NVIDIA's releases.
+    device_health: bool = False
     device_health_pool: str = ""
     device_health_devices: Collection[str] = ()  # may be live (the node inventory): read for every report
     device_health_interval_s: float = 10.0
-    device_health_of: HealthOf | None = None  # injected faults (device name → (healthy, message) or None)
+    device_health_of: StateOf | None = None  # device name → (its kind, its injected fault or None)
     verbosity: int = 0  # >= fakeplugin.logs.GRPC_TRACE_LEVEL logs every request and response
     call_log_max_bytes: int = DEFAULT_MAX_BYTES  # calls.jsonl is rotated to calls.jsonl.1 past this
     # Threads running Prepare/Unprepare calls at once (their claim GETs overlap; the rest is batched under
@@ -72,6 +74,8 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if self.device_health and not self.device_health_pool:
             raise ValueError("device health: a pool name is required")
+        if self.device_health and self.device_health_of is None:
+            raise ValueError("device health: the devices' kinds and faults are required")
         if self.device_health and self.device_health_interval_s <= 0:
             raise ValueError(f"device health: interval must be positive, got {self.device_health_interval_s}")
 
@@ -92,9 +96,9 @@ class Server:
                 cfg.device_health_pool,
                 cfg.device_health_devices,
                 cfg.device_health_interval_s,
-                *([cfg.device_health_of] if cfg.device_health_of else []),
+                cfg.device_health_of,
             )
-            if cfg.device_health
+            if cfg.device_health and cfg.device_health_of
             else None
         )
         self._servers: list[grpc.Server] = []  # in start order
@@ -157,6 +161,8 @@ class Server:
         if self._device_health is not None:
             device_health_grpc.add_DRAResourceHealthServicer_to_server(self._device_health, server)
             server.add_generic_rpc_handlers((v1_health_handler(self._device_health),))
+        else:
+            server.add_generic_rpc_handlers((unserved_handler(),))
         return server
 
     def _serve_unix(self, server: grpc.Server, path: Path) -> None:

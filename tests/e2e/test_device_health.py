@@ -23,7 +23,8 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture
 def health_plugin(cluster: Any) -> Iterator[str]:
-    cluster.restart_plugin(A5000, args=["--device-health"])
+    # PR #1243's design (no NVIDIA release serves it): the GPU plugin with its gate only.
+    cluster.restart_plugin(A5000, args=["--device-health", "--feature-gates=NVMLDeviceHealthCheck=true"])
     yield A5000
     cluster.restart_plugin(A5000, args=[])
 

@@ -174,9 +174,6 @@ class ComputeDomainNode:
             publishes=self._publishes(),
         )
 
-    def health_of(self, device: str) -> tuple[bool, str] | None:
-        return None  # no device faults for channels and daemons
-
     def open(self) -> None:
         self._preparer.open()
 
