@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from fakeplugin.profiles import ARCHITECTURES
+
 # Attributes of a full GPU / MIG device (cmd/gpu-kubelet-plugin/deviceinfo.go `Attributes`, mig.go
 # `CommonAttributesMig`): the same keys and types in v25.12.0 and v0.4.1.
 GPU_ATTRIBUTES = frozenset(
@@ -36,6 +38,10 @@ GPU_ATTRIBUTES = frozenset(
         "addressingMode",
     }
 )
+
+# go.mod: v25.12.0 requires go-nvlib v0.9.0, v0.4.1 v0.11.0, main v0.12.0 since 95a1b03f (2026-07-10); Rubin
+# (NVML architecture 13) is named from v0.12.0 on (NVIDIA/go-nvlib commit 50f3b9b2). Issue #1462.
+_BEFORE_RUBIN = frozenset(ARCHITECTURES) - {"Rubin"}
 
 # Main at 95932046 adds the GPU's NUMA node (PCI sysfs numa_node, omitted when unknown or negative) to full
 # GPUs and MIG devices: deviceinfo.go `addNumaNodeAttribute`, called by `GpuInfo.Attributes` and mig.go
@@ -122,6 +128,9 @@ class DriverRelease:
     implicit_time_slicing: bool
     verbose_sharing_errors: bool
     vfio_iommu_config: bool  # VfioDeviceConfig has the `iommu` field (iommu.go, new in v0.4.0)
+    # The architectures its vendored go-nvlib names (pkg/nvlib/device/device.go GetArchitectureAsString).
+    # Any other fails the plugin at start, publishing nothing (publish.node.check_architectures).
+    architectures: frozenset[str]
     # The DRAListTypeAttributes gate is on (`with_gates`): list-capable attributes are published as
     # lists, numaNode as `{"ints": [n]}` (deviceinfo.go addNumaNodeAttribute at 95932046).
     list_type_attributes: bool = False
@@ -151,6 +160,7 @@ _MAIN_0_5 = DriverRelease(
     implicit_time_slicing=False,
     verbose_sharing_errors=True,
     vfio_iommu_config=True,
+    architectures=frozenset(ARCHITECTURES),
     checkpoint_mps_id_omitempty=True,
 )
 
@@ -171,6 +181,7 @@ RELEASES: dict[str, DriverRelease] = {
             implicit_time_slicing=True,
             verbose_sharing_errors=False,
             vfio_iommu_config=False,
+            architectures=_BEFORE_RUBIN,
         ),
         DriverRelease(
             name="0.4.1",
@@ -185,13 +196,15 @@ RELEASES: dict[str, DriverRelease] = {
             implicit_time_slicing=False,
             verbose_sharing_errors=True,
             vfio_iommu_config=True,
+            architectures=_BEFORE_RUBIN,
         ),
         _MAIN_0_5,
         # Released 2026-08-19 (issue #1365, PR #1367, chart dra-driver-nvidia-gpu 0.5.0). The tag is not in
         # the newest snapshot available here (it ends at main 95932046), so `commit` is unknown. Inferred:
         # it has PR #1326 (merged 2026-08-11; the bump PR was opened 2026-08-18, and release-0.4 was cut from
-        # main at its rc). The rest is 0.5.0-dev's, which v0.5.0's docs confirm for the gates, numaNode and
-        # consumable shares; docs/driver-releases.md says which.
+        # main at its rc) and go-nvlib v0.12.0 (on main since 2026-07-10). The rest is 0.5.0-dev's, which
+        # v0.5.0's docs confirm for the gates, numaNode and consumable shares; docs/driver-releases.md says
+        # which.
         replace(_MAIN_0_5, name="0.5.0", tag="v0.5.0", commit="", checkpoint_mps_id_omitempty=False),
     )
 }

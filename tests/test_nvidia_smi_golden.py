@@ -4,7 +4,9 @@ masked). Regenerate with UPDATE_GOLDEN=1 and review the diff against real output
 
 Each node is the model's usual one: HGX B200/B300 baseboards of 8 GPUs through NVSwitch, a GB200/GB300 NVL72
 compute tray of 4 GPUs in a clique (2 as the p6e-gb200 capture, 32766 as the GB300 capture, both
-NVIDIA/k8s-test-infra testdata/hardware), two RTX PRO 6000 Server Edition PCIe cards. The -q golden holds the
+NVIDIA/k8s-test-infra testdata/hardware), a Vera Rubin compute tray of 4 GPUs in clique 32766 (as its
+pre-release capture qx-vrnvl72; its CPUs' NUMA layout unknown, so none given), two RTX PRO 6000 Server
+Edition PCIe cards. The -q golden holds the
 first GPU only (every GPU prints the same keys).
 """
 
@@ -33,6 +35,7 @@ NODES: dict[str, tuple[int, dict[str, Any]]] = {
     "b300": (8, HGX_B300),
     "gb200": (4, {**TRAY, "fabric": {"clique": 2, "clusterUUID": CLUSTER_UUID}}),
     "gb300": (4, {**TRAY, "fabric": {"clique": 32766, "clusterUUID": CLUSTER_UUID}}),
+    "vr200": (4, {"fabric": {"clique": 32766, "clusterUUID": CLUSTER_UUID}}),
     "rtx-pro-6000-blackwell-server": (2, {}),
 }
 TIMESTAMP = re.compile(r"^(Timestamp +: ).*$", re.MULTILINE)

@@ -18,10 +18,11 @@ from fakeplugin.profiles import (
 MIB = 1024 * 1024
 REQUIRED = {"t10", "rtx-a5000", "a100-40gb", "a100-80gb", "h100-80gb-hbm3", "h200", "t4", "a10", "l40s"}
 BLACKWELL = {"b200", "gb200", "b300", "gb300", "rtx-pro-6000-blackwell-server"}
+RUBIN = {"vr200"}
 
 
 def test_every_required_profile_ships_and_loads() -> None:
-    assert set(profile_names()) >= REQUIRED | BLACKWELL
+    assert set(profile_names()) >= REQUIRED | BLACKWELL | RUBIN
     for name in profile_names():
         profile = load_profile(name)
         assert profile.name == name
@@ -45,6 +46,7 @@ def test_every_required_profile_ships_and_loads() -> None:
         ("gb200", "NVIDIA GB200", "Nvidia", "Blackwell", "10.0", 189471, None, True, 0x2941),
         ("b300", "NVIDIA B300 SXM6 AC", "Nvidia", "Blackwell", "10.3", 275040, None, True, 0x3182),
         ("gb300", "NVIDIA GB300", "Nvidia", "Blackwell", "10.3", 284208, None, True, 0x31C2),
+        ("vr200", "NVIDIA Graphics Device", "Nvidia", "Rubin", "10.7", 286524, None, True, 0x307F),
         ("rtx-pro-6000-blackwell-server", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "Nvidia",
          "Blackwell", "12.0", 97887, None, True, 0x2BB5),
     ],
@@ -99,6 +101,8 @@ def test_h200_matches_the_real_capture() -> None:
         ("b200", "None", 1000, 728, 262144, 0x1999, 18),
         ("gb200", "ATS", 1200, 742, 262144, 0x2046, 18),
         ("gb300", "ATS", 1400, 947, 524288, 0x21F1, 18),
+        # Rubin, pre-release (qx-vrnvl72, driver 615.23); its 18 NVLinks are the mock's assumption [U].
+        ("vr200", "ATS", 2300, 1277, 524288, 0x221A, 18),
         # nvidia-smi summaries and the open-gpu-kernel-modules README only: no -q, so less is known.
         ("b300", None, 1100, None, None, 0x20E6, 18),
         # The DRA driver's slice (HMM), summaries and a vGPU host's -q (BAR1); a PCIe card without NVLink.
@@ -324,9 +328,9 @@ def test_nvlinks_are_at_most_18() -> None:
 
 # `nvidia-smi -q` Fabric section outside a multi-node NVLink domain: [C] where a real `-q`/`-q -x` of the
 # model shows it (the H200 capture; NVIDIA/k8s-test-infra testdata/hardware: qx-h100, qx-b200, qx-gb200,
-# qx-gb300, qx-a100, qx-t4, qx-l40s; an A10's -q in leptonai/gpud's test data), the rest marked [U] in
-# their files.
-REGISTERED = {"h100-80gb-hbm3", "h200", "b200", "gb200", "b300", "gb300"}
+# qx-gb300, qx-vrnvl72, qx-a100, qx-t4, qx-l40s; an A10's -q in leptonai/gpud's test data), the rest marked
+# [U] in their files.
+REGISTERED = {"h100-80gb-hbm3", "h200", "b200", "gb200", "b300", "gb300", "vr200"}
 
 
 @pytest.mark.parametrize("name", profile_names())
@@ -345,6 +349,13 @@ def test_fabric_health_rows_are_the_captured_ones() -> None:
     }
     gb300 = load_profile("gb300").smi.fabric
     assert gb300 is not None and dict(gb300.health)["incorrect_configuration"] == "None"
+    vr200 = load_profile("vr200").smi.fabric
+    assert vr200 is not None and dict(vr200.health)["partition_assigned"] == "True"
+
+
+def test_vr200_is_not_mig_capable_until_a_mig_profile_is_known() -> None:
+    p = load_profile("vr200")
+    assert p.mig is None and "MIG" in p.notes and "pre-release" in p.notes
 
 
 def test_fabric_problems_are_reported() -> None:

@@ -6,6 +6,7 @@ test_opaqueconfig.py and test_prepare_opaqueconfig.py, the whole render per rele
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from fakeplugin.cluster import components
 from fakeplugin.commands.render import render_documents
 from fakeplugin.inventory.schema import InventoryError, load_inventory, parse_inventory
 from fakeplugin.publish.deviceclasses import device_classes
-from fakeplugin.publish.node import node_slices
+from fakeplugin.publish.node import EnumerationError, node_slices
 from fakeplugin.publish.slices import resource_slices
 from tests.harness.cli import render_cli
 from tests.harness.paths import SEED_LAB
@@ -204,3 +205,52 @@ def test_render_driver_release_overrides_the_inventory() -> None:
     bad = render_cli("--driver-release", "0.6.0")
     assert bad.returncode == 2
     assert f'--driver-release: unknown NVIDIA driver release "0.6.0"; known: {KNOWN}' in bad.stderr
+
+
+# kubernetes-sigs/dra-driver-nvidia-gpu#1462: a Rubin GPU (NVML architecture 13) on a release whose go-nvlib
+# predates v0.12.0 fails the plugin at start with this error (v25.12.0 and v0.4.1: main.go, device_state.go,
+# nvlib.go, go-nvlib VisitDevices and GetArchitectureAsString); no slice is published.
+RUBIN_ERROR = (
+    "error creating driver: error enumerating all possible devices: error enumerating allocatable devices: "
+    "error visiting devices: error visiting device: error getting info for GPU {i}: error getting "
+    "architecture for device {i}: error interpreting device architecture as string: 13"
+)
+
+
+def rubin_node(*gpus: str) -> Any:
+    data = inventory()
+    data["nodes"] = [{"name": "n", "gpus": [{"profile": p} for p in gpus]}]
+    return parse_inventory(data, source="t")
+
+
+@pytest.mark.parametrize(
+    ("release", "names_rubin"), [("25.12", False), ("0.4.1", False), ("0.5.0-dev", True), ("0.5.0", True)]
+)
+def test_only_releases_with_go_nvlib_0_12_publish_a_rubin_gpu(release: str, names_rubin: bool) -> None:
+    r = releases.get(release)
+    assert ("Rubin" in r.architectures) is names_rubin
+    assert r.architectures >= {"Hopper", "Blackwell"}
+    inv = rubin_node("t4", "vr200")  # GPU 1 is the first the plugin cannot name
+    if names_rubin:
+        (rs,) = node_slices(inv, "n", node_uid="u", driver="gpu.nvidia.com", release=r)
+        archs = [d["attributes"]["architecture"]["string"] for d in rs["spec"]["devices"]]
+        assert archs == ["Turing", "Rubin"]
+        return
+    with pytest.raises(EnumerationError) as exc:
+        node_slices(inv, "n", node_uid="u", driver="gpu.nvidia.com", release=r)
+    assert str(exc.value) == RUBIN_ERROR.format(i=1)
+    with pytest.raises(EnumerationError, match=r"for GPU 0: .* string: 13$"):
+        node_slices(rubin_node("vr200", "vr200"), "n", node_uid="u", driver="gpu.nvidia.com", release=r)
+
+
+def test_render_of_a_rubin_node_on_the_default_release_fails_with_the_drivers_error(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    data = inventory()
+    data["nodes"] = [{"name": "n", "gpus": [{"profile": "vr200"}]}]
+    path.write_text(yaml.safe_dump(data))
+    result = render_cli("--inventory", str(path))
+    assert result.returncode == 1
+    assert RUBIN_ERROR.format(i=0) in result.stderr
+    newer = render_cli("--inventory", str(path), "--driver-release", "0.5.0")
+    assert newer.returncode == 0, newer.stderr
+    assert "string: Rubin" in newer.stdout

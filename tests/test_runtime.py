@@ -78,9 +78,9 @@ def test_backoff_doubles_to_its_cap_and_resets() -> None:
 # -- the served nodes, with gpu.nvidia.com -------------------------------------------------------------
 
 
-def gpu_nodes(tmp_path: Path, entries: list[dict[str, Any]], **kw: Any) -> Nodes:
+def gpu_nodes(tmp_path: Path, entries: list[dict[str, Any]], release: str = "", **kw: Any) -> Nodes:
     inventory = InventoryFile(write(tmp_path / "inv.yaml", entries))
-    driver = GpuDriver(emulation(release=""))
+    driver = GpuDriver(emulation(release=release))
 
     def make(name: str) -> NodePlugin:
         dirs = NodeDirs(cdi_root=tmp_path / name / "cdi", plugin_dir=tmp_path / name / "plugin")
@@ -235,6 +235,27 @@ class EchoDriver:
 
 def echo_claim(ref: ClaimRef) -> dict[str, Any]:
     return claim_object(ref, result("echo-0", driver="echo.example.com", pool="n2"))
+
+
+@pytest.mark.parametrize(
+    ("release", "published"), [("25.12", ["t4-node"]), ("0.5.0", ["t4-node", "vr-node"])]
+)
+def test_a_rubin_node_publishes_nothing_on_a_release_whose_plugin_fails_on_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, release: str, published: list[str]
+) -> None:
+    entries = [
+        {"name": "vr-node", "gpus": [{"profile": "vr200"}]},
+        {"name": "t4-node", "gpus": [{"profile": "t4"}]},
+    ]
+    nodes = gpu_nodes(tmp_path, entries, release=release)  # a fleet: every node of one inventory
+    nodes.on_list([node_obj("vr-node"), node_obj("t4-node")])
+    assert sorted(n for n, s in nodes.desired(SERVER).items() if s) == published
+    failed = "node vr-node: error creating driver: " in caplog.text
+    assert failed is (published == ["t4-node"])
+    if failed:  # `serve` of that node fails at start with the same error (fakeplugin serve: error: ...)
+        assert caplog.text.rstrip().endswith("error interpreting device architecture as string: 13")
+        with pytest.raises(ValueError, match=r"for GPU 0: .* string: 13$"):
+            nodes.add("vr-node")
 
 
 def test_a_driver_of_our_own_runs_on_the_runtime_unchanged(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from fakeplugin.model import FABRIC_HEALTH_ROWS, Board, FabricReport
 from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml
 
 # go-nvlib's brand and architecture strings (NVIDIA/go-nvlib pkg/nvlib/device/device.go, as vendored by
-# kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0: NVML brand enum 0..16, architecture names).
+# kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0: NVML brand enum 0..16, architecture names; "Rubin" only
+# from go-nvlib v0.12.0, commit 50f3b9b2 "add support for rendering Rubin arch string").
 BRANDS = (
     "Unknown",
     "Quadro",
@@ -48,7 +49,11 @@ ARCHITECTURES = (
     "Ada Lovelace",
     "Hopper",
     "Blackwell",
+    "Rubin",
 )
+# NVML's nvmlDeviceArchitecture_t of each (NVIDIA/go-nvml pkg/nvml const.go DEVICE_ARCH_*): the number a
+# go-nvlib without the name prints in its error.
+NVML_ARCHITECTURES = dict(zip(ARCHITECTURES, (2, 3, 4, 5, 6, 7, 8, 9, 10, 13), strict=True))
 ADDRESSING_MODES = ("HMM", "ATS", "None")
 
 _CC = re.compile(r"^\d+\.\d+$")

@@ -14,14 +14,16 @@ Invariants:
   reached the API server (labels and UID are the last ones the API server gave; a node named in the
   inventory needs neither to know its devices);
 - a broken edit is logged and the last good inventory stays in force: a typo must never make a node's
-  GPUs vanish; likewise a broken device-faults or fabric-state annotation keeps the last good faults.
+  GPUs vanish; likewise a broken device-faults or fabric-state annotation keeps the last good faults;
+- a GPU whose architecture the release's go-nvlib cannot name fails the node as that release's plugin
+  fails at start (EnumerationError, `check_architectures`): no devices, so no slice.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -30,6 +32,7 @@ from fakeplugin import consumableshares, releases
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, Inventory
 from fakeplugin.model import GpuDevice
+from fakeplugin.profiles import NVML_ARCHITECTURES
 from fakeplugin.publish import devicefaults, fabricfaults
 from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError
 from fakeplugin.publish.devices import devices_for_node
@@ -40,14 +43,46 @@ log = logging.getLogger(__name__)
 
 
 def node_devices(
-    inventory: Inventory, node_name: str, labels: Mapping[str, str], *, dynamic_mig: bool = False
+    inventory: Inventory,
+    node_name: str,
+    labels: Mapping[str, str],
+    *,
+    dynamic_mig: bool = False,
+    release: DriverRelease | None = None,
 ) -> list[GpuDevice]:
     """The devices `node_name` publishes: its entry by name, else the first selector matching `labels`;
-    none when no entry serves it. ValueError names the entry when its devices cannot be made."""
+    none when no entry serves it. ValueError names the entry when its devices cannot be made;
+    with `release` (the GPU plugin's), EnumerationError when that release's plugin cannot start."""
     entry = inventory.node_entry(node_name, dict(labels))
     if entry is None:
         return []
-    return devices_for_node(inventory, entry, node_name, dynamic_mig=dynamic_mig)
+    devices = devices_for_node(inventory, entry, node_name, dynamic_mig=dynamic_mig)
+    if release is not None:
+        check_architectures(devices, release)
+    return devices
+
+
+class EnumerationError(ValueError):
+    """The GPU plugin of this release fails at start enumerating the node's GPUs: it publishes nothing."""
+
+
+def check_architectures(devices: Iterable[GpuDevice], release: DriverRelease) -> None:
+    """EnumerationError, with the error the release's plugin exits with, when a GPU has an architecture its
+    go-nvlib cannot name (`DriverRelease.architectures`). The plugin visits GPUs by NVML index and stops at
+    the first error; the chain is v25.12.0's and v0.4.1's: main.go, device_state.go NewDeviceState, nvlib.go
+    enumerateAllPossibleDevices, go-nvlib VisitDevices (twice), nvlib.go GetPerGpuAllocatableDevices and
+    getGpuInfo, go-nvlib GetArchitectureAsString."""
+    unknown = [d for d in devices if d.architecture not in release.architectures]
+    if not unknown:
+        return
+    first = min(unknown, key=lambda d: d.index)
+    i, arch = first.index, first.architecture
+    raise EnumerationError(
+        "error creating driver: error enumerating all possible devices: error enumerating allocatable "
+        f"devices: error visiting devices: error visiting device: error getting info for GPU {i}: error "
+        f"getting architecture for device {i}: error interpreting device architecture as string: "
+        f"{NVML_ARCHITECTURES[arch]}"
+    )
 
 
 def node_slices(
@@ -65,8 +100,8 @@ def node_slices(
     """The ResourceSlices the plugin of `node_name` publishes (what `serve` creates, `render` prints),
     shaped as `release` publishes them (default: the inventory's driverRelease), laid out for an API
     server of `server_version` (major, minor), with the plugin's `consumable_shares` mode."""
-    devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig)
     release = release or releases.get(inventory.driver_release)
+    devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig, release=release)
     return resource_slices(
         devices,
         driver=driver,
@@ -271,7 +306,9 @@ class NodeDevices(Mapping[str, GpuDevice]):
         """None: selected by labels we do not know yet (nothing to publish or prepare until we do)."""
         if labels is None and inventory.node_entry(self._node, {}) is None:
             return None
-        devices = node_devices(inventory, self._node, labels or {}, dynamic_mig=self._dynamic_mig)
+        devices = node_devices(
+            inventory, self._node, labels or {}, dynamic_mig=self._dynamic_mig, release=self._release
+        )
         with self._lock:
             faults = self._fabric_faults
         return fabricfaults.with_fabric_faults(devices, faults)
