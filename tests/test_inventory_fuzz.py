@@ -225,9 +225,15 @@ def validate_in_process(path: Path) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-def _limits() -> None:  # in the child, before exec
-    resource.setrlimit(resource.RLIMIT_AS, (PROCESS_MEMORY, PROCESS_MEMORY))
-    resource.setrlimit(resource.RLIMIT_CPU, (PROCESS_CPU_S, PROCESS_CPU_S))
+# The limits are set by a small Python that then execs `fakeplugin validate`, not by a preexec_fn: that
+# forks this process (which has gRPC's threads by now) and runs gRPC's fork handlers in the child, whose
+# poller once wrote "epoll_wait error: Bad file descriptor" into the child's stderr.
+_LIMITED = (
+    "import os, resource, sys; "
+    f"resource.setrlimit(resource.RLIMIT_AS, ({PROCESS_MEMORY}, {PROCESS_MEMORY})); "
+    f"resource.setrlimit(resource.RLIMIT_CPU, ({PROCESS_CPU_S}, {PROCESS_CPU_S})); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 GENERATORS = {"structured": structured, "random": random_yaml, "bytes": text_mutation}
@@ -278,12 +284,11 @@ def test_hostile_documents_are_refused_by_a_bounded_process(
     path = tmp_path / f"{name}.yaml"
     path.write_bytes(make())
     result = subprocess.run(
-        [sys.executable, "-m", "fakeplugin", "validate", "--inventory", str(path)],
+        [sys.executable, "-c", _LIMITED, "-m", "fakeplugin", "validate", "--inventory", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=PROCESS_TIMEOUT_S,
-        preexec_fn=_limits,
     )
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr[-2000:])
     check_output(path, result.returncode, result.stdout, result.stderr)
