@@ -2,7 +2,8 @@
 # Build pinned, real Kubernetes components (and etcd, helm, our fake CRI) from Go modules into a
 # cache outside the repository. Idempotent: binaries already built are kept (fakecri is rebuilt when
 # hack/fakecri/main.go changed). Needs Go (>= 1.24 for 1.34, 1.25 for 1.35, 1.26 for 1.36 and 1.37) and the
-# Go module proxy; nothing is vendored.
+# Go module proxy; nothing is vendored. 1.38 wants Go 1.27: when the installed Go is older than a minor's,
+# every go command of the build runs with GOTOOLCHAIN=$K8S_GOTOOLCHAIN, fetched from the module proxy.
 #
 #   hack/build-k8s.sh [--only NAME[,NAME...]]
 #
@@ -24,7 +25,7 @@
 #
 # Environment:
 #   FAKEPLUGIN_CACHE        cache root (default ~/.cache/fakeplugin); binaries in $FAKEPLUGIN_CACHE/k8s/$K8S_VERSION/bin
-#   K8S_VERSION             Kubernetes version, any served 1.34.x-1.37.x (default: $FAKEPLUGIN_K8S_VERSION,
+#   K8S_VERSION             Kubernetes version, any served 1.34.x-1.38.x (default: $FAKEPLUGIN_K8S_VERSION,
 #                           else the table's default)
 #   ETCD_VERSION            etcd version (default: the table's for that minor)
 #   HELM_VERSION            helm version (default: the table's for that minor)
@@ -32,7 +33,8 @@
 #   KUEUE_VERSION           Kueue version (default: the table's), the same for every minor
 #   KEDA_VERSION            KEDA version (default: the table's), the same for every minor
 #   KARPENTER_VERSION       Karpenter version (default: the table's), the same for every minor
-#   KARPENTER_GOTOOLCHAIN   the Go toolchain Karpenter builds with (default go1.27.3)
+#   KARPENTER_GOTOOLCHAIN   the Go toolchain Karpenter builds with (default: the table's, go1.27.3)
+#   K8S_GOTOOLCHAIN         the Go toolchain a minor newer than the installed Go builds with (default: the same)
 #   CDI_VERSION             tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 # The etcd, helm and oldest Go of each Kubernetes minor come from one table, fakeplugin/cluster/versions.py
 # (run here as `python3 versions.py pins VERSION`), which also holds each minor's gates and flags.
@@ -55,7 +57,8 @@ GO_MIN="$(pin GO_MIN)"
 KUEUE_VERSION="${KUEUE_VERSION:-${FAKEPLUGIN_KUEUE_VERSION:-$(pin KUEUE_VERSION)}}"
 KEDA_VERSION="${KEDA_VERSION:-$(pin KEDA_VERSION)}"
 KARPENTER_VERSION="${KARPENTER_VERSION:-$(pin KARPENTER_VERSION)}"
-KARPENTER_GOTOOLCHAIN="${KARPENTER_GOTOOLCHAIN:-go1.27.3}"
+KARPENTER_GOTOOLCHAIN="${KARPENTER_GOTOOLCHAIN:-$(pin GO_TOOLCHAIN)}"
+K8S_GOTOOLCHAIN="${K8S_GOTOOLCHAIN:-$(pin GO_TOOLCHAIN)}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
@@ -81,9 +84,16 @@ for n in ${ONLY//,/ }; do
 done
 
 command -v go >/dev/null || die "go not found in PATH; install Go >= $GO_MIN (https://go.dev/dl/)"
-GO_MINOR="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
-[[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge "${GO_MIN#1.}" ]] ||
-  die "$(go env GOVERSION) is too old: Kubernetes $K8S_VERSION needs Go >= $GO_MIN"
+go_minor() { go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/'; }
+go_new_enough() { local m; m="$(go_minor)"; [[ "$m" =~ ^[0-9]+$ && "$m" -ge "${GO_MIN#1.}" ]]; }
+if ! go_new_enough; then
+  # A minor newer than the installed Go (1.38: go 1.27.0): the approved newer toolchain, as Karpenter's.
+  say "$(go env GOVERSION) is older than Go $GO_MIN: fetching Go toolchain $K8S_GOTOOLCHAIN (module proxy)"
+  export GOTOOLCHAIN="$K8S_GOTOOLCHAIN"
+  go version >/dev/null 2>&1 ||
+    die "Kubernetes $K8S_VERSION needs Go >= $GO_MIN; the go command could not fetch $K8S_GOTOOLCHAIN (set K8S_GOTOOLCHAIN to one the Go module proxy serves): $(go version 2>&1 | tr -s '\n\t' '  ')"
+  go_new_enough || die "$(go env GOVERSION) is too old: Kubernetes $K8S_VERSION needs Go >= $GO_MIN"
+fi
 say "Kubernetes $K8S_VERSION with etcd $ETCD_VERSION, helm $HELM_VERSION ($(go env GOVERSION))"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false

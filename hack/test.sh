@@ -15,7 +15,8 @@
 #                `local`): tests/kind/test_kind.py, the chart with real containers (--long: all of tests/kind,
 #                ComputeDomains, the chart's fleet mode and Kueue on kind too); in CI or with
 #                FAKEPLUGIN_KIND=1, else skipped
-#     versions   the newest Kubernetes minor: its binaries (built in the background during `local`), then
+#     versions   the newest Kubernetes minor with a release (a pre-release row, 1.38's beta, stays out):
+#                its binaries (built in the background during `local`), then
 #                NEWEST_K8S_TESTS on it, the DRA features GA or beta there (--long: NEWEST_K8S_LONG too;
 #                docs/kubernetes-versions.md; every other minor: hack/matrix.sh)
 #

@@ -3,6 +3,7 @@ pins, the binaries' cache per version, the API server's DeviceTaintRule API, the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,22 +15,27 @@ from fakeplugin.cluster import binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
 
 REPO = Path(__file__).resolve().parents[1]
-MATRIX = ("v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2")
+MATRIX = ("v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0")
 
 
-def test_every_minor_from_1_34_to_1_37_has_a_row_and_the_default_is_the_seeds_line() -> None:
-    assert [versions.minor_of(v) for v in MATRIX] == ["1.34", "1.35", "1.36", "1.37"]
+def test_every_minor_from_1_34_to_1_38_has_a_row_and_the_default_is_the_seeds_line() -> None:
+    assert [versions.minor_of(v) for v in MATRIX] == ["1.34", "1.35", "1.36", "1.37", "1.38"]
     assert [r.newest for r in versions.RELEASES.values()] == list(MATRIX)
     assert versions.DEFAULT_VERSION == "v1.35.4" == binaries.K8S_VERSION
     assert versions.release("v1.37.0") is versions.RELEASES["1.37"]  # any patch of a supported minor
+    # Pre-release tags name their minor too (1.38 is served as v1.38.0-beta.0 only).
+    assert versions.release("v1.38.0-rc.1") is versions.RELEASES["1.38"]
+    assert versions.server_version("v1.38.0-beta.0") == (1, 38)
 
 
 @pytest.mark.parametrize(
     ("version", "message"),
     [
         ("v1.33.1", r"minor 1\.33 is not supported; supported minors: 1\.34 \(e\.g\. v1\.34\.4\)"),
-        ("1.35.4", r"expected vMAJOR\.MINOR\.PATCH, e\.g\. v1\.37\.2"),
+        ("1.35.4", r"expected vMAJOR\.MINOR\.PATCH\[-beta\.N\], e\.g\. v1\.37\.2"),
         ("v1.38", r"expected vMAJOR\.MINOR\.PATCH"),
+        ("v1.38.0-beta", r"expected vMAJOR\.MINOR\.PATCH"),
+        ("v1.39.0-alpha.0", r"minor 1\.39 is not supported; supported minors: .*, 1\.38 \(e\.g\. v1\.38"),
     ],
 )
 def test_unsupported_versions_are_refused_with_the_supported_ones(version: str, message: str) -> None:
@@ -53,6 +59,9 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes
     # DRAListTypeAttributes is new in 1.36, alpha: on, so NVIDIA's 0.5.0-dev may publish numaNode as a list.
     assert dict(versions.release("v1.36.3").feature_gates) == {"DRAListTypeAttributes": True}
     assert dict(versions.release("v1.37.2").feature_gates) == {"DRAListTypeAttributes": True}
+    # 1.38: DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules GA and
+    # locked, DRAConsumableCapacity GA; a locked gate set to its default is accepted, but none is set.
+    assert dict(versions.release("v1.38.0-beta.0").feature_gates) == {"DRAListTypeAttributes": True}
     assert dict(versions.release("v1.35.4").feature_gates) == components.DEFAULT_FEATURE_GATES
 
 
@@ -65,6 +74,7 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes
         ("v1.36.3", None, None),
         ("v1.36.3", {"DRADeviceTaintRules": True}, "--runtime-config=resource.k8s.io/v1beta2=true"),
         ("v1.37.2", None, None),  # GA: resource.k8s.io/v1 serves DeviceTaintRule by default
+        ("v1.38.0-beta.0", None, None),  # likewise, and the gate locked on
     ],
 )
 def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
@@ -78,8 +88,8 @@ def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
     assert [a for a in argv if a.startswith("--runtime-config")] == (
         [runtime_config] if runtime_config else []
     )
-    # 1.37 refuses a loopback --advertise-address with the default (lease) endpoint reconciler.
-    reconciler = ["--endpoint-reconciler-type=none"] if version == "v1.37.2" else []
+    # 1.37 and 1.38 refuse a loopback --advertise-address with the default (lease) endpoint reconciler.
+    reconciler = ["--endpoint-reconciler-type=none"] if version in ("v1.37.2", "v1.38.0-beta.0") else []
     assert [a for a in argv if a.startswith("--endpoint-reconciler-type")] == reconciler
     gates_flag = next(a for a in argv if a.startswith("--feature-gates="))
     assert gates_flag == f"--feature-gates={components.gates_flag(all_gates)}"
@@ -97,6 +107,7 @@ def test_build_script_takes_etcd_helm_go_kueue_keda_and_karpenter_from_the_table
             f"ETCD_VERSION={k8s.etcd}",
             f"HELM_VERSION={k8s.helm}",
             f"GO_MIN={k8s.go}",
+            f"GO_TOOLCHAIN={versions.GO_TOOLCHAIN}",  # the same for every minor
             f"KUEUE_VERSION={versions.KUEUE_VERSION}",  # the same for every minor
             f"KEDA_VERSION={versions.KEDA_VERSION}",  # likewise
             f"KARPENTER_VERSION={versions.KARPENTER_VERSION}",  # likewise
@@ -111,6 +122,33 @@ def test_build_script_takes_etcd_helm_go_kueue_keda_and_karpenter_from_the_table
     )
     assert refused.returncode != 0
     assert "minor 1.33 is not supported" in refused.stderr
+
+
+@pytest.mark.build
+def test_a_minor_newer_than_the_installed_go_builds_with_the_approved_toolchain_or_says_why_not(
+    tmp_path: Path,
+) -> None:
+    # 1.38's go.mod says go 1.27.0, newer than this machine's go1.26.8: the script names a toolchain in
+    # GOTOOLCHAIN for every go command, as for Karpenter; one the proxy does not serve stops it at once.
+    out = subprocess.run(
+        ["bash", str(REPO / "hack" / "build-k8s.sh"), "--only", "etcd"],
+        env={
+            **os.environ,
+            "FAKEPLUGIN_CACHE": str(tmp_path),
+            "K8S_VERSION": "v1.38.0-beta.0",
+            "K8S_GOTOOLCHAIN": "go1.99.99",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "go1.26.8 is older than Go 1.27: fetching Go toolchain go1.99.99 (module proxy)" in out.stderr
+    assert (
+        "error: Kubernetes v1.38.0-beta.0 needs Go >= 1.27; the go command could not fetch go1.99.99 "
+        "(set K8S_GOTOOLCHAIN to one the Go module proxy serves): " in out.stderr
+    )
+    assert not (tmp_path / "k8s" / "v1.38.0-beta.0" / "bin" / "etcd").exists()
 
 
 def test_binaries_are_cached_per_version(tmp_path: Path) -> None:
@@ -149,4 +187,4 @@ def test_render_lays_dynamic_mig_out_for_the_api_servers_version() -> None:
     assert versions.server_version("v1.34.4") == (1, 34)
     # 1.34: each GPU's slice holds its counter set and its devices; 1.35+: counters in a slice of their own.
     assert kinds("v1.34.4") == [["devices", "sharedCounters"]] * 2
-    assert kinds("v1.35.4") == kinds("v1.37.2") == [["sharedCounters"], ["devices"], ["devices"]]
+    assert kinds("v1.35.4") == kinds("v1.38.0-beta.0") == [["sharedCounters"], ["devices"], ["devices"]]

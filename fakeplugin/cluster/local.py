@@ -99,7 +99,7 @@ class Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
 
-        `kubernetes_version`: any supported 1.34.x to 1.37.x (fakeplugin.cluster.versions), default
+        `kubernetes_version`: any supported 1.34.x to 1.38.x (fakeplugin.cluster.versions), default
         $FAKEPLUGIN_K8S_VERSION, else the default; `feature_gates` default to that minor's. `kueue`
         (fakeplugin.cluster.kueue.request): Kueue too, started after Prometheus; `prometheus`
         (fakeplugin.cluster.prometheus.request): Prometheus scraping every plugin's telemetry, before Kueue;

@@ -1,31 +1,36 @@
-"""The Kubernetes versions the local cluster runs (1.34 → 1.37): one row of data per minor.
+"""The Kubernetes versions the local cluster runs (1.34 → 1.38): one row of data per minor.
 
 Everything that differs between minors lives here and nowhere else: the etcd and helm built with it,
 the Go it needs, the feature gates `cluster up` turns on, where DeviceTaintRule is served, the
 kubelet's health API. Code asks `release(version)` and never compares version numbers itself.
 
 Sources, all at the tag of the row's newest patch (kubernetes/kubernetes, read from the module the
-Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`):
+Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`; 1.38: v1.38.0-beta.0, the only 1.38 tag it serves):
 - gates: `pkg/features/kube_features.go` (versioned specs: alpha/beta/GA, default, locked);
-  DRAListTypeAttributes: alpha since 1.36, off by default there and in 1.37;
+  DRAListTypeAttributes: alpha since 1.36, off by default there, in 1.37 and in 1.38; 1.38 locks
+  DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints and DRADeviceTaintRules on, makes
+  DRAConsumableCapacity GA (not locked) and removes DynamicResourceAllocation;
 - etcd: `build/dependencies.yaml` (`name: "etcd"`) and `hack/lib/etcd.sh`: 3.6.5 (1.34), 3.6.6 (1.35),
-  3.6.8 (1.36), 3.7.0 (1.37); we build the newest patch of that etcd minor the proxy serves;
-- Go: the `go` line of `k8s.io/kubernetes`'s go.mod: 1.24.0 (1.34), 1.25.0 (1.35), 1.26.0 (1.36, 1.37);
+  3.6.8 (1.36), 3.7.0 (1.37), 3.7.1 (1.38); we build the newest patch of that etcd minor the proxy serves;
+- Go: the `go` line of `k8s.io/kubernetes`'s go.mod: 1.24.0 (1.34), 1.25.0 (1.35), 1.26.0 (1.36, 1.37),
+  1.27.0 (1.38: newer than the machine's Go, so built with GO_TOOLCHAIN);
 - DeviceTaintRule: `pkg/registry/resource/rest/storage_resource.go` (v1alpha3 in 1.34/1.35, v1beta2 from
   1.36, v1 from 1.37) and `pkg/controlplane/instance.go` (v1beta2 and v1alpha3 are off by default);
 - health API: `pkg/kubelet/cm/dra/plugin/dra_plugin.go` (`healthServicesSupportedByKubelet`: v1 and
   v1alpha1 from 1.37, v1alpha1 alone before);
-- kubelet config: every field we set (`failCgroupV1` included, since 1.31) exists in all four minors
+- kubelet config: every field we set (`failCgroupV1` included, since 1.31) exists in all five minors
   (`pkg/kubelet/apis/config/types.go`), so the KubeletConfiguration is the same for all;
-- the API server serves `resource.k8s.io/v1` by default in all four (`pkg/controlplane/instance.go`).
+- the API server serves `resource.k8s.io/v1` by default in all five (`pkg/controlplane/instance.go`).
 - helm: helm.sh/docs/topics/version_skew (a helm release supports the Kubernetes minor of its client-go
   and the three before: 3.19 → 1.31-1.34, 3.22 → 1.34-1.37). 1.35 keeps the seed's 3.19.0 (built and
-  proven with it; 1.35 is one past its range, which the chart test shows harmless); 1.36 shares 1.37's.
+  proven with it; 1.35 is one past its range, which the chart test shows harmless); 1.36 shares 1.37's;
+  1.38 keeps 3.22.0, one past its range as 1.35: no helm the proxy serves requires client-go 0.38
+  (helm.sh/helm/v3 v3.22.0 and helm.sh/helm/v4 v4.3.2, the newest, both require v0.37).
 
 Stdlib only, and run by the scripts so no version is written twice: hack/build-k8s.sh takes the etcd, helm
 and Go it must use (`python3 versions.py pins vX.Y.Z`), hack/kind/lib.sh the default (`default`),
 hack/matrix.sh its versions (`matrix`: the newest patch of every minor), .ci/run its second version
-(`newest`).
+(`newest`: the newest minor with a release, so a pre-release row such as 1.38's stays out of CI).
 """
 
 from __future__ import annotations
@@ -51,9 +56,14 @@ KUEUE_ENV = "FAKEPLUGIN_KUEUE_VERSION"
 # Go builds. v2.21.0 and v2.21.1 need go >= 1.27.4; v2.20.2 says go 1.26.0.
 KEDA_VERSION = "v2.20.2"
 
+# The one Go toolchain newer than the machine's (go1.26.8) approved here: hack/build-k8s.sh sets
+# GOTOOLCHAIN to it for what needs a newer Go (Karpenter; Kubernetes 1.38, whose go.mod says go 1.27.0),
+# and the go command fetches it from the module proxy like a module.
+GO_TOOLCHAIN = "go1.27.3"
+
 # Karpenter (`cluster up --with karpenter`, docs/karpenter.md): the kwok provider of the newest release the
 # Go module proxy served when checked. Its go.mod says go 1.26.9, newer than the machine's 1.26.8, so
-# hack/build-k8s.sh builds it with GOTOOLCHAIN=go1.27.3 (the one newer toolchain approved here).
+# hack/build-k8s.sh builds it with GOTOOLCHAIN=GO_TOOLCHAIN.
 KARPENTER_VERSION = "v1.15.0"
 
 
@@ -165,11 +175,30 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 # API server through the `kubernetes` Service, so its endpoints may stay empty.
                 apiserver_args=("--endpoint-reconciler-type=none",),
             ),
+            KubernetesRelease(
+                minor="1.38",
+                # No v1.38.0, rc or beta.1 served yet. Its kubelet imports sigs.k8s.io/iptables-wrappers
+                # v1.0.0, whose source the proxy refuses (403): the build stops there for now
+                # (docs/kubernetes-versions.md, "1.38").
+                newest="v1.38.0-beta.0",
+                go="1.27",  # newer than the machine's Go: built with GO_TOOLCHAIN
+                etcd="v3.7.3",
+                helm="v3.22.0",  # one past its range, as 1.35's: no helm with client-go 0.38 is served
+                # DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules:
+                # GA and locked; DRAConsumableCapacity: GA; DynamicResourceAllocation: removed.
+                feature_gates=_LIST_ATTRIBUTES,
+                taint_rule_gate="DRADeviceTaintRules",
+                taint_rule_api="resource.k8s.io/v1",
+                taint_rule_runtime_config=False,
+                health_services=("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"),
+                apiserver_args=("--endpoint-reconciler-type=none",),  # as 1.37's, for the same check
+            ),
         )
     }
 )
 
-_VERSION = re.compile(r"^v1\.(\d+)\.(\d+)$")
+# A release or a pre-release tag (1.38 is only served as v1.38.0-beta.0 so far).
+_VERSION = re.compile(r"^v1\.(\d+)\.(\d+)(-(alpha|beta|rc)\.\d+)?$")
 
 
 class UnsupportedVersion(ValueError):
@@ -177,10 +206,12 @@ class UnsupportedVersion(ValueError):
 
 
 def minor_of(version: str) -> str:
-    """`v1.37.2` → "1.37"; a clear error for anything that is not a served 1.34 to 1.37 version."""
+    """`v1.37.2` → "1.37"; a clear error for anything that is not a served 1.34 to 1.38 version."""
     m = _VERSION.match(version)
     if not m:
-        raise UnsupportedVersion(f"Kubernetes version {version!r}: expected vMAJOR.MINOR.PATCH, e.g. v1.37.2")
+        raise UnsupportedVersion(
+            f"Kubernetes version {version!r}: expected vMAJOR.MINOR.PATCH[-beta.N], e.g. v1.37.2"
+        )
     minor = f"1.{m.group(1)}"
     if minor not in RELEASES:
         raise UnsupportedVersion(
@@ -212,6 +243,11 @@ def matrix() -> list[str]:
     return [r.newest for r in RELEASES.values()]
 
 
+def newest_released() -> str:
+    """The newest patch of the newest minor with a release, not a pre-release (.ci/run's second version)."""
+    return [v for v in matrix() if "-" not in v][-1]
+
+
 def build_pins(version: str) -> dict[str, str]:
     """The environment hack/build-k8s.sh builds `version` (empty: the default) with."""
     version = version or DEFAULT_VERSION
@@ -221,6 +257,7 @@ def build_pins(version: str) -> dict[str, str]:
         "ETCD_VERSION": r.etcd,
         "HELM_VERSION": r.helm,
         "GO_MIN": r.go,
+        "GO_TOOLCHAIN": GO_TOOLCHAIN,
         "KUEUE_VERSION": KUEUE_VERSION,
         "KEDA_VERSION": KEDA_VERSION,
         "KARPENTER_VERSION": KARPENTER_VERSION,
@@ -242,7 +279,7 @@ def kueue_version(version: str | None = None, env: Mapping[str, str] = os.enviro
     return chosen
 
 
-_LISTS = {"default": lambda: [DEFAULT_VERSION], "matrix": matrix, "newest": lambda: matrix()[-1:]}
+_LISTS = {"default": lambda: [DEFAULT_VERSION], "matrix": matrix, "newest": lambda: [newest_released()]}
 
 if __name__ == "__main__":  # for the scripts: see the module docstring
     args = sys.argv[1:]

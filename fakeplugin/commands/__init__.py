@@ -62,7 +62,7 @@ SHARED: dict[str, dict[str, Any]] = {
         env=versions.ENV,
         default=versions.DEFAULT_VERSION,
         metavar="vX.Y.Z",
-        help="Kubernetes version, any 1.34.x to 1.37.x the Go module proxy serves: of the local cluster to "
+        help="Kubernetes version, any 1.34.x to 1.38.x the Go module proxy serves: of the local cluster to "
         "build or run; for render, of the API server the slices are laid out for",
     ),
     "--with": dict(

@@ -1,4 +1,4 @@
-"""`fakeplugin cluster`: a real local Kubernetes cluster, 1.34 to 1.37 (no Docker), for tests and demos."""
+"""`fakeplugin cluster`: a real local Kubernetes cluster, 1.34 to 1.38 (no Docker), for tests and demos."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
 
-Kubernetes versions: any 1.34.x to 1.37.x the Go module proxy serves (v1.34.4, v1.35.4, v1.36.3, v1.37.2
-checked), default v1.35.4; binaries cached per version. Per minor the etcd, helm, feature gates and
-DeviceTaintRule API come from one table: fakeplugin/cluster/versions.py (docs/kubernetes-versions.md).
+Kubernetes versions: any 1.34.x to 1.38.x the Go module proxy serves (v1.34.4, v1.35.4, v1.36.3, v1.37.2,
+v1.38.0-beta.0 checked), default v1.35.4; binaries cached per version. Per minor the etcd, helm, feature
+gates and DeviceTaintRule API come from one table: fakeplugin/cluster/versions.py
+(docs/kubernetes-versions.md).
 
 examples:
   fakeplugin cluster build                                   build the binaries (Go, module proxy)
@@ -56,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cluster",
         help="a real local Kubernetes cluster (no Docker) for tests and demos",
-        description="Run a real local Kubernetes cluster (1.34 to 1.37): control plane, real kubelets with "
+        description="Run a real local Kubernetes cluster (1.34 to 1.38): control plane, real kubelets with "
         "a fake CRI for GPU nodes, kwok-simulated nodes for the rest, and fakeplugin as every node's "
         "kubelet plugins.",
         epilog=EPILOG,
@@ -74,7 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="Kubernetes feature gates for every component, over the version's defaults (1.34, 1.35: "
         "DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus on; "
-        "1.36, 1.37: none, those are on by default there)",
+        "1.36 to 1.38: DRAListTypeAttributes, the rest is on by default there)",
     )
     flag(
         up,

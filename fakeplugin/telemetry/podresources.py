@@ -6,7 +6,7 @@ As NVIDIA/dcgm-exporter 4.5.3-4.8.2 `internal/pkg/transformation/kubernetes.go` 
 scrape with a 10 s deadline (`connectionTimeout`); a failed call logs and leaves the series unattributed.
 The kubelet fills `dynamic_resources` with the feature gate KubeletPodResourcesDynamicResources: beta and on
 by default since Kubernetes 1.34, GA (locked on) since 1.36 (kubernetes/kubernetes v1.37.2
-pkg/features/kube_features.go), so every minor fakeplugin runs (1.34 to 1.37) has it without a flag.
+pkg/features/kube_features.go), so every minor fakeplugin runs (1.34 to 1.38) has it without a flag.
 """
 
 from __future__ import annotations

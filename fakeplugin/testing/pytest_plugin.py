@@ -14,7 +14,7 @@ Options (command line, or the ini key without `--` and with `_`):
   --fakeplugin-plugin-args ARGS  extra `fakeplugin serve` flags for every node (e.g. --device-health)
   --fakeplugin-kubernetes-feature-gates G  Kubernetes' gates A=true,B=false over the local cluster's
                                  defaults
-  --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.37.x
+  --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.38.x
                                  (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
   --fakeplugin-with ADD-ONS      comma-separated: kueue[=CONFIG]: also run real Kueue against the started
                                  cluster (docs/kueue.md), CONFIG a Kueue Configuration (default:
@@ -45,7 +45,7 @@ OPTIONS = {
     "simulated-nodes": "plain simulated (kwok) nodes besides the inventory's (default 0)",
     "plugin-args": "extra `fakeplugin serve` flags for every node's plugin, shell-quoted",
     "kubernetes-feature-gates": "Kubernetes feature gates A=true,B=false over the local cluster's defaults",
-    "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.37.x (default: "
+    "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.38.x (default: "
     "$FAKEPLUGIN_K8S_VERSION, else v1.35.4)",
     "with": "comma-separated add-ons: kueue[=CONFIG]: also run real Kueue against the started cluster, "
     "CONFIG its Configuration (default: examples/kueue/config.yaml; docs/kueue.md); prometheus[=RULES]: "

@@ -245,7 +245,8 @@ def test_a_toleration_lets_a_claim_take_a_tainted_device(
     cluster: Any, namespace: str, t10_with_health: str
 ) -> None:
     """The scheduler keeps claims off a NoSchedule device taint unless the request tolerates it (KEP-5055;
-    beta in 1.36, GA in 1.37): both claims pin gpu-1 of the T10 node, only the tolerating one gets it."""
+    beta in 1.36, GA in 1.37, locked in 1.38): both claims pin gpu-1 of the T10 node, only the tolerating
+    one gets it."""
     node = t10_with_health
     fault(cluster, "node", node, "--xid", "gpu-1=79")
     xid79 = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
@@ -270,7 +271,7 @@ def test_a_toleration_lets_a_claim_take_a_tainted_device(
     [result] = get(cluster, "resourceclaim", "tolerant", "-n", namespace)["status"]["allocation"]["devices"][
         "results"
     ]
-    # The result echoes the tolerations on 1.35-1.37; 1.34's left them out (hack/matrix.sh runs).
+    # The result echoes the tolerations from 1.35; 1.34's left them out (hack/matrix.sh runs).
     assert (result["pool"], result["device"]) == (node, "gpu-1")
 
     def unschedulable() -> str:
