@@ -1,11 +1,13 @@
-"""ComputeDomains at rack scale: two simulated GB200 NVL72 racks (2 x 18 nodes x 4 GPUs, kwok plays the
-nodes, `fakeplugin fleet --compute-domains` is both kubelet plugins of each and plays each IMEX daemon)
-and two kubelet nodes of a third clique, as `fakeplugin cluster up` deploys them for this inventory.
+"""ComputeDomains at rack scale: two simulated NVL72 racks, a GB200 and a GB300 one (2 x 18 nodes x 4 GPUs,
+kwok plays the nodes, `fakeplugin fleet --compute-domains` is both kubelet plugins of each and plays each
+IMEX daemon) and two kubelet nodes of a third clique, as `fakeplugin cluster up` deploys them for this
+inventory.
 
 Checked, as NVIDIA's tests/bats/test_cd_misc.bats checks it on real racks, plus what needs many nodes:
 - NVIDIA's demo/specs/imex/channel-injection{,-all}.yaml, unchanged, on a simulated rack node: the pod runs
   with channel0 (channel2047), the CD is Ready with that node, and loses it when the pod goes;
-- a 16-node job (16 pods x 4 GPUs + one channel each) on rack A and an 18-node job on rack B at once:
+- a 16-node job (16 pods x 4 GPUs + one channel each) on rack A and an 18-node job on rack B at once,
+  its claims selecting GB300s by CEL:
   while the daemons are held NotReady (our fault) no pod runs and each CD lists its nodes NotReady; once
   they are Ready every pod runs, each CD is Ready with its nodes in its own clique, and after the pods go
   the nodes leave and the CDs are NotReady;
@@ -29,6 +31,7 @@ from fakeplugin.cluster import Cluster
 from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
 from fakeplugin.testing import Faults, container, device_request, pod, resource_claim
 from fakeplugin.testing.containers import local_view
+from tests.harness import DRIVER
 from tests.harness.domains import CHANNEL_INJECTION, SPECS, cd_status, channel_injection_ran, ready_status
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, apply_file, get, items, wait_for
@@ -41,15 +44,16 @@ LOCAL = "6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d"
 KUBELET_NODES = ("gb200-tray-0", "gb200-tray-1")
 
 
-GB200_TRAY = [{"profile": "gb200", "count": 4}]
+GB300 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA GB300"'
 
 
-def rack(prefix: str, cluster_uuid: str) -> dict[str, Any]:
+def rack(prefix: str, cluster_uuid: str, profile: str) -> dict[str, Any]:
+    """An NVL72 rack: 18 compute trays of 4 GPUs of `profile` in one NVLink domain (clique 1)."""
     return {
         "namePrefix": prefix,
         "replicas": TRAYS,
         "kubelet": False,
-        "gpus": GB200_TRAY,
+        "gpus": [{"profile": profile, "count": 4}],
         "fabric": {"clique": 1, "clusterUUID": cluster_uuid},
     }
 
@@ -58,8 +62,8 @@ INVENTORY = {
     "driverVersion": "580.126.20",
     "cudaDriverVersion": "13.0",
     "nodes": [
-        rack("rack-a-", RACK_A),
-        rack("rack-b-", RACK_B),
+        rack("rack-a-", RACK_A, "gb200"),
+        rack("rack-b-", RACK_B, "gb300"),
         *(
             {
                 "name": n,
@@ -87,15 +91,18 @@ def compute_domain(name: str, nodes: int) -> dict[str, Any]:
     }
 
 
-def job(name: str, pods: int, *, gpus: int = 4, **placement: Any) -> list[dict[str, Any]]:
-    """A CD of `pods` nodes and its worker pods: each takes `gpus` GPUs (a claim of its own, by name) and
-    the CD's channel (its template), placed by `placement` (PodSpec fields). One template per pod, not two:
-    a pod naming two ResourceClaimTemplates can keep one of them out of its resourceClaimStatuses for good
-    on 1.35.4 under load (kube-controller-manager logs "ResourceClaim not created yet" while the claim
-    exists, allocated: kubernetes/kubernetes#138407; seen here and in bench/compute_domains.py)."""
+def job(
+    name: str, pods: int, *, gpus: int = 4, selector: str | None = None, **placement: Any
+) -> list[dict[str, Any]]:
+    """A CD of `pods` nodes and its worker pods: each takes `gpus` GPUs that meet the CEL `selector` (a
+    claim of its own, by name) and the CD's channel (its template), placed by `placement` (PodSpec fields).
+    One template per pod, not two: a pod naming two ResourceClaimTemplates can keep one of them out of its
+    resourceClaimStatuses for good on 1.35.4 under load (kube-controller-manager logs "ResourceClaim not
+    created yet" while the claim exists, allocated: kubernetes/kubernetes#138407; seen here and in
+    bench/compute_domains.py)."""
     objects: list[dict[str, Any]] = [compute_domain(name, pods)]
     for i in range(pods):
-        objects.append(resource_claim(f"{name}-{i}-gpus", device_request(count=gpus)))
+        objects.append(resource_claim(f"{name}-{i}-gpus", device_request(count=gpus, selector=selector)))
         objects.append(
             pod(
                 f"{name}-{i}",
@@ -147,6 +154,16 @@ def pod_nodes(cluster: Cluster, name: str) -> set[str]:
     }
 
 
+def allocated(cluster: Cluster, name: str) -> list[tuple[str, str]]:
+    """(pool, device) of every GPU allocated to the claims of job `name`."""
+    return [
+        (r["pool"], r["device"])
+        for c in items(cluster, "resourceclaims", "-n", NAMESPACE)
+        if c["metadata"]["name"].startswith(f"{name}-") and c["metadata"]["name"].endswith("-gpus")
+        for r in c["status"]["allocation"]["devices"]["results"]
+    ]
+
+
 def delete_job(cluster: Cluster, name: str) -> None:
     pods = list(phases(cluster, name))
     if pods:
@@ -171,6 +188,20 @@ def test_the_fleet_publishes_channels_and_daemons_on_every_rack_node(racks: Clus
     rack_b = next(s for s in slices if s["spec"]["nodeName"] == "rack-b-7")
     assert sorted(d["name"] for d in rack_b["spec"]["devices"]) == ["channel-0", "daemon-0"]
     assert get(racks, "node", "rack-b-7")["metadata"]["labels"][api.GPU_CLIQUE_LABEL] == f"{RACK_B}.1"
+    gpus = {
+        s["spec"]["nodeName"]: [d["attributes"] for d in s["spec"]["devices"]]
+        for s in items(racks, "resourceslices")
+        if s["spec"]["driver"] == DRIVER and s["spec"]["nodeName"] in ("rack-a-7", "rack-b-7")
+    }
+    for node, product, capability in (
+        ("rack-a-7", "NVIDIA GB200", "10.0"),
+        ("rack-b-7", "NVIDIA GB300", "10.3"),
+    ):
+        assert len(gpus[node]) == 4
+        for attributes in gpus[node]:
+            assert attributes["productName"] == {"string": product}
+            assert attributes["architecture"] == {"string": "Blackwell"}
+            assert attributes["cudaComputeCapability"] == {"version": f"{capability}.0"}
 
 
 @pytest.mark.parametrize(("spec", "channel"), CHANNEL_INJECTION)
@@ -194,7 +225,7 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
     fault_racks(racks, True)
     try:
         start_job(racks, job("job-a", 16, **on_clique(f"{RACK_A}.1")))
-        start_job(racks, job("job-b", 18, **on_clique(f"{RACK_B}.1")))
+        start_job(racks, job("job-b", 18, selector=GB300, **on_clique(f"{RACK_B}.1")))
 
         def all_listed(name: str, count: int) -> dict[str, Any] | None:
             s = cd_status(racks, NAMESPACE, name)
@@ -227,6 +258,7 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
         assert {n["cliqueID"] for n in status["nodes"]} == {clique}
         assert {n["name"] for n in status["nodes"]} == pod_nodes(racks, name)
         assert sorted(n["index"] for n in status["nodes"]) == list(range(count))
+    assert {pool for pool, _ in allocated(racks, "job-b")} == {f"rack-b-{i}" for i in range(TRAYS)}
 
     delete_job(racks, "job-b")
     status = wait_for(

@@ -16,6 +16,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,25 @@ def allocated_devices(cluster: Cluster) -> dict[str, int]:
     return dict(used)
 
 
+def now_rfc3339() -> str:
+    """This host's UTC time as the API server writes a metav1.Time (whole seconds): same clock here."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def consolidatable_since(cluster: Cluster, since: str, count: int) -> list[dict[str, Any]] | None:
+    """The `count` NodeClaims, once Karpenter has seen a pod event on each at or after `since` and, a
+    consolidateAfter later, marked each Consolidatable again (nodeclaim/disruption/consolidation.go)."""
+    found = nodeclaims(cluster)
+    ready = [
+        c
+        for c in found
+        if c["status"].get("lastPodEventTime", "") >= since
+        and condition(c, "Consolidatable").get("status") == "True"
+        and condition(c, "Consolidatable")["lastTransitionTime"] >= c["status"]["lastPodEventTime"]
+    ]
+    return found if len(found) == count == len(ready) else None
+
+
 def nudge(cluster: Cluster, consolidate_after: str) -> None:
     """A change of the NodePool's spec: Karpenter considers consolidation again."""
     patch = {"spec": {"disruption": {"consolidateAfter": consolidate_after}}}
@@ -293,15 +313,23 @@ def test_two_half_used_eight_gpu_nodes_are_consolidated_into_one(
     # Karpenter does not disrupt a node nominated for pods in the last 20 s (statenode.go nominationWindow:
     # twice BATCH_MAX_DURATION), and a pass that finds nothing stands until the next change it watches.
     time.sleep(NOMINATION_WINDOW)
+    deleted = now_rfc3339()
     cluster.kubectl("delete", "deployment", "a2", "b1", "-n", NAMESPACE, "--wait=true")
     half = {on["a1"]: 4, on["b1"]: 4}
     wait_for(
         lambda: allocated_devices(cluster) == half, what="the deleted pods' claims gone: each node half used"
     )
-    # Karpenter re-evaluates consolidation on pod, node and NodePool changes, not on ResourceClaim ones
-    # (docs/karpenter.md): a decision it took while the deleted pods' claims still held their devices stands
-    # for up to 5 minutes. A NodePool change is one it watches (its generation).
-    nudge(cluster, "11s")
+    wait_for(
+        lambda: consolidatable_since(cluster, deleted, 2),
+        what="both NodeClaims Consolidatable again after the deletion",
+        timeout=CONSOLIDATE_AFTER + 60,
+    )
+    # Karpenter re-evaluates consolidation on pod, node and NodePool changes, not on ResourceClaim ones nor
+    # on a NodeClaim turning Consolidatable (docs/karpenter.md): a pass that ran while the deleted pods'
+    # claims still held their devices, or before consolidateAfter had passed since the deletion, stands for
+    # up to 5 minutes. A NodePool change is one it watches (its generation). A shorter consolidateAfter keeps
+    # both Consolidatable; a longer one would clear them for a moment, and a pass then would stand again.
+    nudge(cluster, "5s")
     # Each node is half used; Karpenter's simulation frees one node's devices and allocates its pod's
     # claim on the other's published slices, then evicts that pod: its replacement runs there.
     wait_for(
