@@ -1,7 +1,8 @@
 """The NVIDIA DRA driver releases fakeplugin emulates, as data: the one place that says how they differ.
 
 A release is picked by `driverRelease:` in the inventory, `render --driver-release`, `serve
---driver-release` (the chart's `driverRelease` value); the default is the seed lab's 25.12.
+--driver-release` (the chart's `driverRelease` value); the default is the newest, 0.5.0. The reference lab
+(docs/emulation.md) runs 25.12: examples/seed-lab.yaml says `driverRelease: "25.12"`.
 
 Every field is verified in kubernetes-sigs/dra-driver-nvidia-gpu at the release's tag, or for 0.5.0-dev at a
 commit of main (`commit` below); 0.5.0's tag is not in the newest snapshot available here, so its fields are
@@ -208,7 +209,7 @@ RELEASES: dict[str, DriverRelease] = {
         replace(_MAIN_0_5, name="0.5.0", tag="v0.5.0", commit="", checkpoint_mps_id_omitempty=False),
     )
 }
-DEFAULT_RELEASE = "25.12"  # the reference lab's (docs/emulation.md, "The reference lab")
+DEFAULT_RELEASE = "0.5.0"  # the newest, for new users; the reference lab pins "25.12" in its inventory
 NEWEST_RELEASE = "0.5.0"
 # Also accepted: the tag, with or without its "v" (v0.4.1, 25.12.0).
 _ALIASES = {alias: r.name for r in RELEASES.values() if r.tag for alias in (r.tag, r.tag.removeprefix("v"))}

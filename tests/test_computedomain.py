@@ -111,7 +111,10 @@ def test_fabric_field_errors() -> None:
 
 
 def test_the_slice_holds_channel_0_and_daemon_0_exactly() -> None:
-    docs = slices.node_slices(NODE, node_uid="uid-1", driver=CD_DRIVER, release=release(None), publishes=True)
+    # 25.12's slice name, as the top-level goldens (tests/test_golden.py); 0.5.0's: `00000-<driver>-<node>-`.
+    docs = slices.node_slices(
+        NODE, node_uid="uid-1", driver=CD_DRIVER, release=release("25.12"), publishes=True
+    )
     assert [d["spec"]["devices"] for d in docs] == [
         [
             {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}},

@@ -1,8 +1,9 @@
 """Golden files for everything `fakeplugin render` prints (tests/golden/).
 
 A golden file is the exact expected output; a change in rendering shows up as a reviewable diff.
-Files at the top are the default driver release's (25.12); tests/golden/releases/<release>/ hold the
-other releases' renders of the seed lab, the MIG example and a few profiles.
+Files at the top are the reference lab's driver release's (25.12, examples/seed-lab.yaml pins it);
+tests/golden/releases/<release>/ hold the other releases' renders of the seed lab, the MIG example and a
+few profiles, 0.5.0's being what an inventory without `driverRelease` renders (the default).
 After an intended change, regenerate them and review `git diff tests/golden`:
 
     UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
@@ -27,11 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"
 MIG = ROOT / "examples" / "mig.yaml"
 NUMA = ROOT / "examples" / "numa.yaml"
-OTHER_RELEASES = [name for name in releases.RELEASES if name != releases.DEFAULT_RELEASE]
 RELEASE_PROFILES = ("h200", "rtx-a5000", "t10")
+LAB_RELEASE = "25.12"  # the top-level goldens' release
+OTHER_RELEASES = [name for name in releases.RELEASES if name != LAB_RELEASE]
 
 
 def test_render_seed_lab() -> None:
+    assert load_inventory(SEED).driver_release == LAB_RELEASE
     docs = render_documents(load_inventory(SEED))
     assert [d["kind"] for d in docs] == ["DeviceClass"] * 3 + ["ResourceSlice"] * 2
     check_golden("render-seed-lab.yaml", docs)
@@ -41,7 +44,7 @@ def test_deviceclasses() -> None:
     check_golden("deviceclasses.yaml", device_classes())
 
 
-def one_gpu(profile: str, release: str = releases.DEFAULT_RELEASE) -> list[dict[str, Any]]:
+def one_gpu(profile: str, release: str = LAB_RELEASE) -> list[dict[str, Any]]:
     inv = parse_inventory(
         {
             "driverVersion": "580.126.20",
@@ -56,10 +59,10 @@ def one_gpu(profile: str, release: str = releases.DEFAULT_RELEASE) -> list[dict[
     return slices
 
 
-DEFAULT_NAMES = releases.get(None).architectures
-# Profiles the default release's plugin cannot enumerate (fakeplugin.releases `architectures`): rendered
+LAB_NAMES = releases.get(LAB_RELEASE).architectures
+# Profiles the lab's release's plugin cannot enumerate (fakeplugin.releases `architectures`): rendered
 # by the newest release that can, their failure in tests/test_releases.py.
-NEWER_PROFILES = [p for p in profile_names() if load_profile(p).architecture not in DEFAULT_NAMES]
+NEWER_PROFILES = [p for p in profile_names() if load_profile(p).architecture not in LAB_NAMES]
 
 
 @pytest.mark.parametrize("profile", [p for p in profile_names() if p not in NEWER_PROFILES])
@@ -68,13 +71,16 @@ def test_one_gpu_of_each_profile(profile: str) -> None:
 
 
 @pytest.mark.parametrize("profile", NEWER_PROFILES)
-def test_one_gpu_of_each_profile_the_default_release_cannot_enumerate(profile: str) -> None:
+def test_one_gpu_of_each_profile_the_labs_release_cannot_enumerate(profile: str) -> None:
     check_golden(f"releases/0.5.0-dev/profile-{profile}.yaml", one_gpu(profile, "0.5.0-dev"))
 
 
-def test_the_default_release_renders_the_top_level_goldens() -> None:
-    docs = render_documents(load_inventory(SEED), release=releases.get(releases.DEFAULT_RELEASE))
-    assert to_yaml(docs) == (GOLDEN / "render-seed-lab.yaml").read_text()
+def test_the_seed_lab_without_its_driver_release_renders_as_the_newest_release() -> None:
+    data = yaml.safe_load(SEED.read_text())
+    del data["driverRelease"]
+    docs = render_documents(parse_inventory(data, source="seed-lab without driverRelease"))
+    assert releases.DEFAULT_RELEASE == releases.NEWEST_RELEASE == "0.5.0"
+    assert to_yaml(docs) == (GOLDEN / "releases" / "0.5.0" / "render-seed-lab.yaml").read_text()
 
 
 @pytest.mark.parametrize("release", OTHER_RELEASES)

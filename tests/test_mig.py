@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin import releases
 from fakeplugin.commands.render import render_documents
 from fakeplugin.inventory.schema import InventoryError, load_inventory
 from fakeplugin.mig import camel_to_dns_name, canonical_name, mig_uuid, place
@@ -474,6 +475,8 @@ def test_a_dynamic_pool_refuses_api_shaped_devices() -> None:
 
 
 # ---- render (golden files) --------------------------------------------------------------------------
+# At release 25.12, as the top-level goldens (tests/test_golden.py; other releases: releases/<release>/).
+LAB_RELEASE = releases.get("25.12")
 
 
 @pytest.mark.parametrize(
@@ -485,7 +488,7 @@ def test_a_dynamic_pool_refuses_api_shaped_devices() -> None:
     ],
 )
 def test_render_golden(golden: str, node: str, dynamic: bool) -> None:
-    docs = render_documents(load_inventory(MIG_EXAMPLE), node=node, dynamic_mig=dynamic)
+    docs = render_documents(load_inventory(MIG_EXAMPLE), node=node, dynamic_mig=dynamic, release=LAB_RELEASE)
     assert all(d["kind"] == "ResourceSlice" for d in docs[3:])
     check_golden(golden, docs[3:])
 
@@ -498,7 +501,7 @@ def test_render_golden(golden: str, node: str, dynamic: bool) -> None:
     ],
 )
 def test_render_golden_80gb(golden: str, gpu: dict[str, Any], dynamic: bool) -> None:
-    docs = render_documents(inventory(gpu), node="n", dynamic_mig=dynamic)
+    docs = render_documents(inventory(gpu), node="n", dynamic_mig=dynamic, release=LAB_RELEASE)
     assert all(d["kind"] == "ResourceSlice" for d in docs[3:])
     check_golden(golden, docs[3:])
 

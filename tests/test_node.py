@@ -83,21 +83,19 @@ def test_the_release_is_fixed_at_start_and_a_changed_driver_release_is_logged(
     path = write(tmp_path / "inv.yaml", [{"name": "n", "gpus": [{"profile": "t10"}]}])
     devices = NodeDevices(path, "n", driver=DRIVER)
     devices.set_node({}, "uid-n")
-    assert [s["metadata"]["generateName"] for s in devices.desired_slices()] == [f"n-{DRIVER}-"]
+    assert [s["metadata"]["generateName"] for s in devices.desired_slices()] == [f"00000-{DRIVER}-n-"]
     doc = yaml.safe_load(path.read_text())
-    path.write_text(yaml.safe_dump({**doc, "driverRelease": "25.12", "cudaDriverVersion": "12.8"}))
+    path.write_text(yaml.safe_dump({**doc, "driverRelease": "0.5.0", "cudaDriverVersion": "12.8"}))
     assert devices.reload_if_changed() is True
     assert "driverRelease" not in caplog.text  # the default release, spelled out
-    path.write_text(yaml.safe_dump({**doc, "driverRelease": "0.4.1"}))
+    path.write_text(yaml.safe_dump({**doc, "driverRelease": "25.12"}))
     assert devices.reload_if_changed() is True
-    assert f"{path} now says driverRelease 0.4.1; this plugin emulates 25.12 until it restarts" in caplog.text
-    assert [s["metadata"]["generateName"] for s in devices.desired_slices()] == [f"n-{DRIVER}-"]
+    assert f"{path} now says driverRelease 25.12; this plugin emulates 0.5.0 until it restarts" in caplog.text
+    assert [s["metadata"]["generateName"] for s in devices.desired_slices()] == [f"00000-{DRIVER}-n-"]
 
-    started_as_0_4_1 = NodeDevices(path, "n", driver=DRIVER, release=releases.get("0.4.1"))
-    started_as_0_4_1.set_node({}, "uid-n")
-    assert [s["metadata"]["generateName"] for s in started_as_0_4_1.desired_slices()] == [
-        f"00000-{DRIVER}-n-"
-    ]
+    started_as_25_12 = NodeDevices(path, "n", driver=DRIVER, release=releases.get("25.12"))
+    started_as_25_12.set_node({}, "uid-n")
+    assert [s["metadata"]["generateName"] for s in started_as_25_12.desired_slices()] == [f"n-{DRIVER}-"]
 
 
 def test_a_snapshot_keeps_the_devices_it_was_taken_with(tmp_path: Path) -> None:

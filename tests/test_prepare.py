@@ -225,7 +225,8 @@ def test_a_reboot_forgets_prepared_claims(node: Node) -> None:
     preparer = node.preparer()
 
     on_disk = cp.decode((node.plugin_dir / cp.FILE_NAME).read_bytes(), source=Path("x"))
-    assert on_disk == cp.Checkpoint("0b00b00b-0000-4000-8000-000000000002", driver_release="25.12")
+    # Written by the default release, 0.5.0.
+    assert on_disk == cp.Checkpoint("0b00b00b-0000-4000-8000-000000000002", driver_release="0.5.0")
     second = node.add(ref(2), result("gpu-0"))
     assert preparer.prepare([second])[second.uid].error == ""
 

@@ -16,7 +16,7 @@ from fakeplugin.prepare import checkpoint as cp
 from tests.harness.prepare import BOOT, Node, gpu, opaque, ref, result, timeslicing, with_configs
 
 TS_ON = {"TimeSlicingSettings": True}
-V0_4_1 = releases.get("0.4.1")
+V25_12, V0_4_1 = releases.get("25.12"), releases.get("0.4.1")
 
 
 @pytest.fixture
@@ -101,13 +101,13 @@ def test_timeslicing_needs_its_feature_gate_off_by_default(node: Node) -> None:
 def test_release_25_12_says_it_tersely_and_time_slices_unconfigured_gpus_once_gated_on(node: Node) -> None:
     claim = node.add(ref(1), result("gpu-0"))
     with_configs(node, claim, opaque(timeslicing("Long")))
-    assert node.preparer().prepare([claim])[claim.uid].error == (
+    assert node.preparer(release=V25_12).prepare([claim])[claim.uid].error == (
         f"error preparing devices for claim ns/claim-1:{claim.uid}: prepare devices failed: "
         "error validating GPU config: unknown GPU sharing strategy: TimeSlicing"
     )
 
     plain = node.add(ref(2), result("gpu-2"))
-    assert node.preparer(feature_gates=TS_ON).prepare([plain])[plain.uid].error == ""
+    assert node.preparer(release=V25_12, feature_gates=TS_ON).prepare([plain])[plain.uid].error == ""
     env = device_env(node, plain)["gpu-2"]
     assert "FAKEPLUGIN_GPU_2_SHARING_STRATEGY=TimeSlicing" in env
     assert "FAKEPLUGIN_GPU_2_TIMESLICE_INTERVAL=Default" in env

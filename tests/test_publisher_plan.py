@@ -8,6 +8,9 @@ from fakeplugin import releases
 from fakeplugin.runtime.publisher import brief, plan
 
 NODE = "node-a"
+# Release 25.12 (k8s libs 0.34), the slices named `<node>-<driver>-`: slices match by their devices. The
+# default release (0.5.0) matches by index, as 0.4.1 below.
+V25_12 = releases.get("25.12")
 
 
 def desired(*device_sets: list[str], mem: str = "15Gi") -> list[dict[str, Any]]:
@@ -51,7 +54,7 @@ def stored(objs: list[dict[str, Any]], generation: int, pool: str = NODE) -> lis
 
 
 def test_first_publish_creates_with_generation_one():
-    p = plan([], desired(["gpu-0", "gpu-1"]), pool_name=NODE)
+    p = plan([], desired(["gpu-0", "gpu-1"]), pool_name=NODE, release=V25_12)
     assert p.generation == 1
     assert [c["spec"]["pool"]["generation"] for c in p.creates] == [1]
     assert not p.updates and not p.deletes
@@ -59,7 +62,7 @@ def test_first_publish_creates_with_generation_one():
 
 def test_unchanged_pool_needs_no_writes():
     want = desired(["gpu-0", "gpu-1"])
-    p = plan(stored(want, 1), want, pool_name=NODE)
+    p = plan(stored(want, 1), want, pool_name=NODE, release=V25_12)
     assert p.empty and p.generation == 1
 
 
@@ -69,11 +72,11 @@ def test_brief_slices_with_their_digests_plan_as_the_whole_slices_do():
     contents: dict[str, str] = {}
     have = [brief(s, contents) for s in stored(want, 2)]
     assert have[0]["spec"]["devices"] == [{"name": "gpu-0"}] and set(contents) == {"s0", "s1"}
-    assert plan(have, want, pool_name=NODE, contents=contents).empty
+    assert plan(have, want, pool_name=NODE, release=V25_12, contents=contents).empty
 
     changed = desired(["gpu-0"], ["gpu-1"], mem="16Gi")
-    p = plan(have, changed, pool_name=NODE, contents=contents)
-    whole = plan(stored(want, 2), changed, pool_name=NODE)
+    p = plan(have, changed, pool_name=NODE, release=V25_12, contents=contents)
+    whole = plan(stored(want, 2), changed, pool_name=NODE, release=V25_12)
     assert p == whole and p.generation == 3
     assert [u["metadata"]["name"] for u in p.updates] == ["s0", "s1"]
     assert p.updates[0]["spec"]["devices"] == [{"name": "gpu-0", "capacity": {"memory": {"value": "16Gi"}}}]
@@ -81,7 +84,7 @@ def test_brief_slices_with_their_digests_plan_as_the_whole_slices_do():
 
 def test_single_slice_change_updates_in_place_and_keeps_generation():
     have = stored(desired(["gpu-0"]), 3)
-    p = plan(have, desired(["gpu-0", "gpu-1"]), pool_name=NODE)
+    p = plan(have, desired(["gpu-0", "gpu-1"]), pool_name=NODE, release=V25_12)
     assert p.generation == 3
     assert len(p.updates) == 1 and not p.creates and not p.deletes
     assert p.updates[0]["metadata"]["name"] == "s0"
@@ -92,7 +95,7 @@ def test_single_slice_change_updates_in_place_and_keeps_generation():
 def test_duplicates_after_restart_are_deleted_and_generation_bumped():
     want = desired(["gpu-0"])
     have = stored(want + want, 1)  # two identical slices, e.g. from a crash between create and record
-    p = plan(have, want, pool_name=NODE)
+    p = plan(have, want, pool_name=NODE, release=V25_12)
     assert [d["metadata"]["name"] for d in p.deletes] == ["s1"]
     assert p.generation == 2
     assert p.updates and p.updates[0]["spec"]["pool"]["generation"] == 2
@@ -101,7 +104,7 @@ def test_duplicates_after_restart_are_deleted_and_generation_bumped():
 def test_split_pool_growth_bumps_generation_everywhere():
     have = stored(desired(["gpu-0"], ["gpu-1"]), 4)
     want = desired(["gpu-0"], ["gpu-1"], ["gpu-2"])
-    p = plan(have, want, pool_name=NODE)
+    p = plan(have, want, pool_name=NODE, release=V25_12)
     assert p.generation == 5
     assert len(p.creates) == 1 and p.creates[0]["spec"]["pool"]["resourceSliceCount"] == 3
     assert sorted(u["metadata"]["name"] for u in p.updates) == ["s0", "s1"]
@@ -111,14 +114,14 @@ def test_split_pool_growth_bumps_generation_everywhere():
 def test_foreign_pool_slices_are_removed():
     want = desired(["gpu-0"])
     have = stored(want, 1, pool="old-pool")
-    p = plan(have, want, pool_name=NODE)
+    p = plan(have, want, pool_name=NODE, release=V25_12)
     assert [d["spec"]["pool"]["name"] for d in p.deletes] == ["old-pool"]
     assert len(p.creates) == 1
 
 
 def test_empty_desired_deletes_everything():
     have = stored(desired(["gpu-0"], ["gpu-1"]), 2)
-    p = plan(have, [], pool_name=NODE)
+    p = plan(have, [], pool_name=NODE, release=V25_12)
     assert len(p.deletes) == 2 and not p.creates and not p.updates
 
 

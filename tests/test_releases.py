@@ -42,9 +42,10 @@ def problems(data: Any) -> list[str]:
     return exc.value.problems
 
 
-def test_the_default_is_the_reference_labs_release_and_tags_are_accepted() -> None:
-    assert releases.get(None) is V25_12
-    assert parse_inventory(inventory(), source="t").driver_release == "25.12"
+def test_the_default_is_the_newest_release_the_reference_lab_pins_its_own_and_tags_are_accepted() -> None:
+    assert releases.get(None) is releases.get(releases.NEWEST_RELEASE) is releases.get("0.5.0")
+    assert parse_inventory(inventory(), source="t").driver_release == "0.5.0"
+    assert load_inventory(SEED_LAB).driver_release == "25.12"
     for name in ("0.4.1", "v0.4.1"):
         assert parse_inventory(inventory(driverRelease=name), source="t").driver_release == "0.4.1"
     assert releases.get("v25.12.0") is releases.get("25.12.0") is V25_12
@@ -70,7 +71,7 @@ def test_0_5_0_is_the_newest_and_publishes_as_0_5_0_dev_but_for_its_checkpoint()
     """v0.5.0 is selectable by name and tag; what it publishes and accepts is 0.5.0-dev's (main 95932046);
     only the checkpoint's empty mpsControlDaemonID (PR #1326) tells them apart (test_checkpoint_releases)."""
     v0_5_0, dev = releases.get("0.5.0"), releases.get("0.5.0-dev")
-    assert releases.NEWEST_RELEASE == "0.5.0" and releases.get(None) is V25_12
+    assert releases.NEWEST_RELEASE == "0.5.0" and releases.get(None) is v0_5_0
     assert releases.get("v0.5.0") is releases.get("0.5.0") is v0_5_0
     assert parse_inventory(inventory(driverRelease="v0.5.0"), source="t").driver_release == "0.5.0"
     assert v0_5_0.checkpoint_mps_id_omitempty is False and dev.checkpoint_mps_id_omitempty is True
@@ -154,8 +155,12 @@ def test_a_gate_combination_only_0_4_1_refuses() -> None:
 
 def test_slice_names_follow_the_releases_k8s_libraries() -> None:
     devices = [gpu(0)]
-    (old,) = resource_slices(devices, driver="gpu.nvidia.com", node_name="node-a", node_uid="u")
+    (old,) = resource_slices(
+        devices, driver="gpu.nvidia.com", node_name="node-a", node_uid="u", release=V25_12
+    )
     assert old["metadata"]["generateName"] == "node-a-gpu.nvidia.com-"
+    (default,) = resource_slices(devices, driver="gpu.nvidia.com", node_name="node-a", node_uid="u")
+    assert default["metadata"]["generateName"] == "00000-gpu.nvidia.com-node-a-"
     (new,) = resource_slices(
         devices, driver="gpu.nvidia.com", node_name="node-a", node_uid="u", release=V0_4_1
     )
@@ -243,9 +248,9 @@ def test_only_releases_with_go_nvlib_0_12_publish_a_rubin_gpu(release: str, name
         node_slices(rubin_node("vr200", "vr200"), "n", node_uid="u", driver="gpu.nvidia.com", release=r)
 
 
-def test_render_of_a_rubin_node_on_the_default_release_fails_with_the_drivers_error(tmp_path: Path) -> None:
+def test_render_of_a_rubin_node_on_the_labs_release_fails_with_the_drivers_error(tmp_path: Path) -> None:
     path = tmp_path / "inv.yaml"
-    data = inventory()
+    data = inventory(driverRelease="25.12")
     data["nodes"] = [{"name": "n", "gpus": [{"profile": "vr200"}]}]
     path.write_text(yaml.safe_dump(data))
     result = render_cli("--inventory", str(path))
@@ -254,3 +259,8 @@ def test_render_of_a_rubin_node_on_the_default_release_fails_with_the_drivers_er
     newer = render_cli("--inventory", str(path), "--driver-release", "0.5.0")
     assert newer.returncode == 0, newer.stderr
     assert "string: Rubin" in newer.stdout
+    del data["driverRelease"]  # the default, 0.5.0, names Rubin
+    path.write_text(yaml.safe_dump(data))
+    default = render_cli("--inventory", str(path))
+    assert default.returncode == 0, default.stderr
+    assert default.stdout == newer.stdout

@@ -55,7 +55,7 @@ def test_emulation_applies_the_gates_to_the_release_once() -> None:
     with pytest.raises(TypeError):
         e.feature_gates["DynamicMIG"] = False  # type: ignore[index]
     assert "feature gates: DRAListTypeAttributes, DynamicMIG" in e.describe()
-    assert emulation(release="").release.name == "25.12"
+    assert emulation(release="").release.name == "0.5.0"  # the default
 
 
 def test_emulation_errors_name_the_flag() -> None:

@@ -160,7 +160,7 @@ def test_resource_slice_object() -> None:
     )
     assert rs["apiVersion"] == "resource.k8s.io/v1" and rs["kind"] == "ResourceSlice"
     assert rs["metadata"] == {
-        "generateName": "node1-gpu.nvidia.com-",
+        "generateName": "00000-gpu.nvidia.com-node1-",  # the default release's (0.5.0) name
         "ownerReferences": [
             {"apiVersion": "v1", "kind": "Node", "name": "node1", "uid": "uid-1", "controller": True}
         ],

@@ -158,7 +158,8 @@ SHARED: dict[str, dict[str, Any]] = {
         default="",
         metavar="RELEASE",
         help="NVIDIA driver release to emulate (its gates, slice names, opaque config rules); empty: the "
-        f"inventory's driverRelease, read once at start, else the default; known: {releases.known()}",
+        f"inventory's driverRelease, read once at start, else the default ({releases.DEFAULT_RELEASE}, the "
+        f"newest); known: {releases.known()}",
     ),
     "--feature-gates": dict(
         env="FEATURE_GATES",

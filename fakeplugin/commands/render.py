@@ -38,7 +38,8 @@ node name (a real API server has the Node's own UID). --feature-gates takes the 
 DynamicMIG=true shows MIG-capable GPUs as partitionable devices with shared counters.
 
 --driver-release picks the NVIDIA driver release to emulate (overriding the inventory's driverRelease;
-default 25.12, newest 0.5.0): its feature gates, attributes, DeviceClasses and slice names (0.4.1 names slices
+default the newest, 0.5.0; the reference lab's examples/seed-lab.yaml says 25.12): its feature gates,
+attributes, DeviceClasses and slice names (25.12 names slices <node>-<driver>-..., 0.4.1 and later
 <index>-<driver>-<node>-...). docs/driver-releases.md lists the differences.
 
 --kubernetes-version lays the slices out for that API server (DynamicMIG: before 1.35 each GPU's counter

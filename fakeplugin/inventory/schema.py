@@ -1,9 +1,10 @@
 """The inventory: one YAML file describing the GPUs of every node of the fleet.
 
-Minimal form (examples/seed-lab.yaml)::
+The reference lab (examples/seed-lab.yaml); without `driverRelease` it would emulate the default, 0.5.0::
 
     driverVersion: "580.126.20"
     cudaDriverVersion: "13.0"
+    driverRelease: "25.12"
     nodes:
     - name: capi-dralabs-md-gput10-gzl84-f2m2d
       gpus:
@@ -20,7 +21,7 @@ Fields:
 | --- | --- | --- | --- |
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
-| `driverRelease` | string | `"25.12"` | NVIDIA release emulated: `25.12`, `0.4.1`, `0.5.0-dev`, `0.5.0` [7] |
+| `driverRelease` | string | `"0.5.0"` | NVIDIA release emulated: `25.12`, `0.4.1`, `0.5.0-dev`, `0.5.0` [7] |
 | `nodes[]` | list | required | at least one entry: a node by name, many by prefix or by selector, a type |
 | `nodes[].name` | string | one of the four | exact node name (DNS subdomain) |
 | `nodes[].namePrefix` | string | one of the four | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |

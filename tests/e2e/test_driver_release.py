@@ -1,10 +1,11 @@
 """End-to-end: the seed lab emulating NVIDIA's newest verified driver release (0.4.1), picked by the
 inventory's `driverRelease:` on the real local cluster.
 
-The session cluster runs the default release (25.12). The fixture writes `driverRelease: "0.4.1"` into the
-cluster's inventory and restarts both GPU nodes' plugins (the release is read once at start); afterwards
-it restores the file, restarts them again and deletes the slices, so the 25.12 plugins publish them under
-25.12's names once more (a 25.12 plugin, like libs 0.34, would keep a slice whose devices did not change).
+The session cluster runs the reference lab's release (25.12: examples/seed-lab.yaml says it; the default
+is 0.5.0). The fixture writes `driverRelease: "0.4.1"` into the cluster's inventory and restarts both GPU
+nodes' plugins (the release is read once at start); afterwards it restores the file, restarts them again
+and deletes the slices, so the 25.12 plugins publish them under 25.12's names once more (a 25.12 plugin,
+like libs 0.34, would keep a slice whose devices did not change).
 """
 
 from __future__ import annotations

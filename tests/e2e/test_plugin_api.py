@@ -1,7 +1,8 @@
 """`fakeplugin serve` against the real API server: publishing, reconciling and Prepare's claim reads.
 
 The plugin runs for an API-only node of the session cluster (no kubelet there, so nothing wipes
-its slices but us), talking to the real kube-apiserver; the test is the kubelet on its sockets.
+its slices but us), talking to the real kube-apiserver; the test is the kubelet on its sockets. Its
+inventory names no driverRelease: it emulates the default release, 0.5.0 (index-named slices).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def plugin(cluster: Any) -> Iterator[Plugin]:
 
 def test_publishes_and_recreates_a_deleted_slice(plugin):
     (first,) = wait_for(lambda: plugin.slices(), what="the node's slice")
+    assert first["metadata"]["name"].startswith(f"00000-gpu.nvidia.com-{plugin.node}-")  # 0.5.0's name
     assert [d["name"] for d in first["spec"]["devices"]] == ["gpu-0", "gpu-1"]
     assert first["spec"]["pool"] == {"name": plugin.node, "generation": 1, "resourceSliceCount": 1}
     plugin.cluster.kubectl("delete", "resourceslice", first["metadata"]["name"])
