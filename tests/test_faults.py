@@ -414,7 +414,7 @@ def test_node_devices_show_the_fabric_fault_and_keep_the_last_good_one(tmp_path:
 
 
 def cd_args(**kw: Any) -> argparse.Namespace:
-    defaults = dict.fromkeys(("fabric_state", "daemon_not_ready", "left_clique"))
+    defaults = dict.fromkeys(("fabric_state", "daemon_not_ready", "left_clique", "daemon_failed"))
     return argparse.Namespace(**({"clear": False} | defaults | kw))
 
 
@@ -426,10 +426,14 @@ def test_fault_compute_domain_annotations() -> None:
         "fakeplugin.dev/compute-domain-daemon-not-ready": "down",
         "fakeplugin.dev/compute-domain-daemon-left-clique": "tray",
     }
+    assert fault.compute_domain_annotations(cd_args(daemon_failed="IMEX session in use")) == {
+        "fakeplugin.dev/compute-domain-daemon-failed": "IMEX session in use"
+    }
     assert fault.compute_domain_annotations(cd_args(clear=True)) == {
         "fakeplugin.dev/fabric-state": None,
         "fakeplugin.dev/compute-domain-daemon-not-ready": None,
         "fakeplugin.dev/compute-domain-daemon-left-clique": None,
+        "fakeplugin.dev/compute-domain-daemon-failed": None,
     }
     with pytest.raises(ValueError, match="fabric-state: 'Completed': entry 'Completed': Completed needs"):
         fault.compute_domain_annotations(cd_args(fabric_state="Completed"))
@@ -437,6 +441,8 @@ def test_fault_compute_domain_annotations() -> None:
         fault.compute_domain_annotations(cd_args(fabric_state=" "))
     with pytest.raises(ValueError, match="compute-domain-daemon-left-clique: give a reason"):
         fault.compute_domain_annotations(cd_args(left_clique=""))
+    with pytest.raises(ValueError, match="compute-domain-daemon-failed: give a reason"):
+        fault.compute_domain_annotations(cd_args(daemon_failed=" "))
     with pytest.raises(ValueError, match="--clear or at least one"):
         fault.compute_domain_annotations(cd_args())
     with pytest.raises(ValueError, match="--clear or at least one"):
@@ -454,6 +460,7 @@ def test_fault_compute_domain_parses_and_the_testing_api_annotates() -> None:
     faults.set_fabric_state("n1", "gpu-0=NotStarted")
     faults.daemon_not_ready("n1", "imex down")
     faults.leave_clique("n1")
+    faults.daemon_failed("n1", "imex session in use")
     faults.clear_compute_domain("n1")
     assert calls == [
         ("annotate", "--overwrite", "node", "n1", "fakeplugin.dev/fabric-state=gpu-0=NotStarted"),
@@ -464,9 +471,17 @@ def test_fault_compute_domain_parses_and_the_testing_api_annotates() -> None:
             "--overwrite",
             "node",
             "n1",
+            "fakeplugin.dev/compute-domain-daemon-failed=imex session in use",
+        ),
+        (
+            "annotate",
+            "--overwrite",
+            "node",
+            "n1",
             "fakeplugin.dev/fabric-state-",
             "fakeplugin.dev/compute-domain-daemon-not-ready-",
             "fakeplugin.dev/compute-domain-daemon-left-clique-",
+            "fakeplugin.dev/compute-domain-daemon-failed-",
         ),
     ]
 

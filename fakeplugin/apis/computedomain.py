@@ -46,6 +46,11 @@ _DRIVER_PREFIX = "compute-domain"
 
 STATUS_READY = "Ready"
 STATUS_NOT_READY = "NotReady"
+# KEP-5007 condition types of the channel device with --binding-conditions (ours, beyond NVIDIA's releases:
+# its closed PRs #855/#1359 name none we could read); condition types are label names
+# (kubernetes v1.37.2 pkg/apis/resource/validation/validation.go validateDeviceBindingParameters).
+READY_CONDITION = "ComputeDomainDaemonReady"
+FAILED_CONDITION = "ComputeDomainDaemonFailed"
 ALLOCATION_SINGLE = "Single"
 ALLOCATION_ALL = "All"
 

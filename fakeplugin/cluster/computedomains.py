@@ -67,22 +67,24 @@ class ComputeDomains:
         )
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         layout = self._store.layout
+        state = self._store.require()
+        binding = ["--binding-conditions"] if state.binding_conditions else []
         controller = [sys.executable, "-m", "fakeplugin", "compute-domain-controller"]
         controller += [
             f"--kubeconfig={layout.kubeconfig}",
             f"--namespace={NAMESPACE}",
             f"--pod-name={CONTROLLER}",
+            *binding,
         ]
         self._processes.launch(CONTROLLER, [controller], env=env)
         fabric = fabric_nodes(inventory, nodes)
         kubelet_nodes = [n for n in fabric if n.kubelet]
-        state = self._store.require()
         for node in kubelet_nodes:
             # The GPU plugin's extra flags (state.plugin_args) are not this plugin's.
             argv = components.plugin_argv(
                 sys.executable, Path(state.inventory), layout, self._store.dirs(node)
             )
-            argv += ["--plugin=compute-domains", f"--namespace={NAMESPACE}", "--emulate-daemon"]
+            argv += ["--plugin=compute-domains", f"--namespace={NAMESPACE}", "--emulate-daemon", *binding]
             self._processes.launch(f"{PLUGIN_PREFIX}{node.name}", [argv], env=env)
         expected = {n.name for n in fabric}
 

@@ -95,6 +95,7 @@ class Cluster:
         fleet_shards: int | None = None,
         watchdog: bool = False,
         view_endpoint: str = "",
+        binding_conditions: bool = False,
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
@@ -111,6 +112,8 @@ class Cluster:
         `fleet_shards`: fleet processes for the simulated nodes (default: one, two above 1000 simulated
         nodes; fakeplugin.fleet.shard).
         `view_endpoint`: HOST:PORT (PORT 0: a free one) of the fleet view, started last (`view_url`).
+        `binding_conditions`: the ComputeDomain side (controller, plugins, fleet) runs with
+        `--binding-conditions` (docs/compute-domains.md, *Binding conditions*).
         `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
         fakeplugin.cluster.watchdog), as a test session's must; off for `fakeplugin cluster up`."""
         if prometheus is not None and not plugin:
@@ -141,6 +144,7 @@ class Cluster:
                     telemetry,
                     prometheus is not None,
                     karpenter is not None,
+                    binding_conditions=binding_conditions,
                 )
                 if prometheus is not None:
                     cluster._prometheus.start(prometheus)
@@ -176,6 +180,8 @@ class Cluster:
         telemetry: bool,
         prometheus: bool,
         autoscaled: bool,
+        *,
+        binding_conditions: bool,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs.
         `telemetry`: every plugin and fleet gets a telemetry endpoint; `prometheus`: Prometheus a port;
@@ -191,6 +197,7 @@ class Cluster:
         self._store.state, cp = new_state(
             inventory_path, gates, plugin, plugin_args, version, nodes, shards, telemetry, prometheus
         )
+        self._store.state.binding_conditions = binding_conditions
         self._store.save()
         make_credentials(self.layout, self._store.state.server)
         start_control_plane(

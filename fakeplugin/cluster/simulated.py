@@ -60,6 +60,7 @@ class SimulatedNodes:
         )
         if compute_domains:
             argv += ["--compute-domains", f"--namespace={computedomains.NAMESPACE}"]
+            argv += ["--binding-conditions"] if state.binding_conditions else []
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         for i in range(shards):
             name = fleet_process(i, shards)

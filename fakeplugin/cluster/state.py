@@ -98,6 +98,7 @@ class State:
     # With --with prometheus: each plugin's and fleet's telemetry endpoint, process name → loopback port.
     telemetry_ports: dict[str, int] = field(default_factory=dict)
     view_url: str = ""  # the fleet view's page, when `up` started it (fakeplugin.cluster.view)
+    binding_conditions: bool = False  # the ComputeDomain side's --binding-conditions (opt-in, ours)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +114,7 @@ class State:
             "kubernetesVersion": self.kubernetes_version,
             "telemetryPorts": self.telemetry_ports,
             "viewURL": self.view_url,
+            "bindingConditions": self.binding_conditions,
         }
 
     @classmethod
@@ -130,6 +132,7 @@ class State:
             kubernetes_version=data.get("kubernetesVersion", DEFAULT_VERSION),
             telemetry_ports=dict(data.get("telemetryPorts", {})),
             view_url=data.get("viewURL", ""),
+            binding_conditions=bool(data.get("bindingConditions", False)),
         )
 
 

@@ -139,6 +139,16 @@ SHARED: dict[str, dict[str, Any]] = {
         metavar="N",
         help="the most nodes an IMEX domain (a ComputeDomainClique) holds",
     ),
+    # serve --plugin compute-domains, fleet --compute-domains, compute-domain-controller: off, as every
+    # NVIDIA release (docs/compute-domains.md, *Binding conditions*).
+    "--binding-conditions": dict(
+        env="BINDING_CONDITIONS",
+        action="store_true",
+        help="ComputeDomains with KEP-5007 binding conditions, beyond NVIDIA's releases (its PRs #855, "
+        "#1359 closed): the plugins publish the channel device with bindingConditions "
+        "ComputeDomainDaemonReady and bindingFailureConditions ComputeDomainDaemonFailed; the controller "
+        "sets them in allocated claims' status.devices from the node's daemon",
+    ),
     "--plugin": dict(
         env="FAKEPLUGIN_PLUGIN",
         default="gpus",

@@ -114,7 +114,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run N `fakeplugin fleet` processes for the simulated nodes, each its shard of them "
         "(default: 1, or 2 above 1000 simulated nodes)",
     )
-    shared_flags(up, "--with", "--kueue-version", "--view-endpoint")
+    shared_flags(up, "--with", "--kueue-version", "--view-endpoint", "--binding-conditions")
     flag(
         up,
         "--build",
@@ -173,6 +173,7 @@ def run_up(args: argparse.Namespace) -> int:
         karpenter=with_karpenter,
         fleet_shards=args.fleet_shards or None,
         view_endpoint=args.view_endpoint,
+        binding_conditions=args.binding_conditions,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     if cluster.prometheus_url:

@@ -97,6 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=IMEX_MODES,
         help="who runs nvidia-imex (releases 0.5.0-dev, 0.5.0; hostManaged needs gate HostManagedIMEXDaemon)",
     )
+    shared_flags(p, "--binding-conditions")
     flag(
         p,
         "--leader-election-enabled",
@@ -168,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     release = releases.get(args.driver_release or None)
     gates = featuregates.parse(args.feature_gates, release)
     host_managed = check_imex_mode(args.imex_mode, gates, release)
+    if host_managed and args.binding_conditions:  # no daemons whose readiness the conditions could say
+        raise ValueError("--binding-conditions needs driver-managed daemons, not --imex-mode hostManaged")
     if host_managed:  # main.go: no daemons, so these gates mean nothing
         gates.update(IMEXDaemonsWithDNSNames=False, ComputeDomainCliques=False)
     mode = Mode(
@@ -181,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         host_managed=host_managed,
         cliques_gate=gates["ComputeDomainCliques"],
+        binding_conditions=args.binding_conditions,
     )
     kube = Kube(new_api_client(args.kubeconfig or None))
     controller = Controller(kube, mode)

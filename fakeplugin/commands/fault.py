@@ -6,7 +6,11 @@ import argparse
 from urllib.parse import quote
 
 from fakeplugin.commands import shared_flags
-from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
+from fakeplugin.computedomain.daemon import (
+    FAILED_ANNOTATION,
+    LEFT_CLIQUE_ANNOTATION,
+    NOT_READY_ANNOTATION,
+)
 from fakeplugin.prepare import claimfaults as claim_faults
 from fakeplugin.publish import devicefaults, fabricfaults
 
@@ -55,7 +59,10 @@ ComputeDomain faults of a node (annotations on the Node; each option sets one, t
   fakeplugin fault compute-domain gb200-0 --left-clique "tray lost NVLink"
       its daemon removes its entry from the ComputeDomainClique (the node leaves the ComputeDomain's
       status.nodes) and enters again when the fault is cleared
-  fakeplugin fault compute-domain gb200-0 --clear                           remove all three
+  fakeplugin fault compute-domain gb200-0 --daemon-failed "IMEX session in use"
+      its daemons failed: with the controller's --binding-conditions, channel claims allocated on it
+      get ComputeDomainDaemonFailed=True and the scheduler gives up their binding
+  fakeplugin fault compute-domain gb200-0 --clear                           remove all four
 
 the local cluster (`fakeplugin cluster up` prints its KUBECONFIG):
   fakeplugin fault --kubeconfig ~/.cache/fakeplugin/cluster/admin.kubeconfig node big --xid gpu-3=48
@@ -114,6 +121,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cd.add_argument("--daemon-not-ready", metavar="REASON", help="the node's daemon stays NotReady")
     cd.add_argument(
         "--left-clique", metavar="REASON", help="the node's daemon leaves its ComputeDomainClique"
+    )
+    cd.add_argument(
+        "--daemon-failed",
+        metavar="REASON",
+        help="the node's daemons failed (binding failure condition, controller --binding-conditions)",
     )
     clear_flag(cd)
     cd.set_defaults(func=run_compute_domain)
@@ -188,7 +200,12 @@ def node_annotation(args: argparse.Namespace) -> str | None:
     return value
 
 
-COMPUTE_DOMAIN_ANNOTATIONS = (fabricfaults.ANNOTATION, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION)
+COMPUTE_DOMAIN_ANNOTATIONS = (
+    fabricfaults.ANNOTATION,
+    NOT_READY_ANNOTATION,
+    LEFT_CLIQUE_ANNOTATION,
+    FAILED_ANNOTATION,
+)
 
 
 def compute_domain_annotations(args: argparse.Namespace) -> dict[str, str | None]:
@@ -198,13 +215,14 @@ def compute_domain_annotations(args: argparse.Namespace) -> dict[str, str | None
         fabricfaults.ANNOTATION: args.fabric_state,
         NOT_READY_ANNOTATION: args.daemon_not_ready,
         LEFT_CLIQUE_ANNOTATION: args.left_clique,
+        FAILED_ANNOTATION: args.daemon_failed,
     }
     chosen = {key: value for key, value in values.items() if value is not None}
     if args.clear == bool(chosen):
         raise ValueError("fault compute-domain: give --clear or at least one fault option (see --help)")
     if args.clear:
         return dict.fromkeys(COMPUTE_DOMAIN_ANNOTATIONS)
-    for key in (NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION):
+    for key in (NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION, FAILED_ANNOTATION):
         if key in chosen and not chosen[key].strip():
             raise ValueError(f"annotation {key}: give a reason (an empty value counts as no fault)")
     # FabricFaultError (a ValueError) names the annotation and the bad entry.

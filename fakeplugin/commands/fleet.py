@@ -120,7 +120,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "every simulated node, doing each ComputeDomain daemon's part (clique entry, Ready) when its "
         "daemon claim is prepared",
     )
-    shared_flags(p, "--namespace")
+    shared_flags(p, "--binding-conditions", "--namespace")
     flag(
         p,
         "--shard",
@@ -263,7 +263,14 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
     if args.compute_domains:
         cd = emulated(args, inventory_release, compute_domain_driver_name(args.driver_name))
         drivers.append(
-            ComputeDomainDriver(cd, kube, namespace=args.namespace, emulate_daemon=True, retry_seconds=0)
+            ComputeDomainDriver(
+                cd,
+                kube,
+                namespace=args.namespace,
+                emulate_daemon=True,
+                retry_seconds=0,
+                binding_conditions=args.binding_conditions,
+            )
         )
     return drivers
 

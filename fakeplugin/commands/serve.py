@@ -170,6 +170,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compute-domains: set the nvidia.com/gpu.clique node label (historically set by "
         "gpu-feature-discovery) to the node's clique ID at start and when it changes; removed at stop",
     )
+    shared_flags(p, "--binding-conditions")
     p.set_defaults(func=run)
 
 
@@ -209,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             emulate_daemon=args.emulate_daemon,
             gpu_clique_label=args.gpu_clique_label_enabled,
+            binding_conditions=args.binding_conditions,
         )
     dirs = NodeDirs(
         cdi_root=Path(args.cdi_root),

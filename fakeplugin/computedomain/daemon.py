@@ -21,6 +21,8 @@ The faults for test authors, node annotations: NOT_READY_ANNOTATION keeps this n
 LEFT_CLIQUE_ANNOTATION makes it remove its entry from the clique (the node leaves it: the controller drops it
 from status.nodes) until the annotation goes, when it enters again as a new daemon does (lowest free index,
 its status from the pod). Neither is NVIDIA's: its daemon leaves only when it stops (docs/compute-domains.md).
+FAILED_ANNOTATION (the node's daemons failed) is not read here but by the controller with
+--binding-conditions (fakeplugin.computedomain.controller.binding).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 NOT_READY_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-not-ready"
 LEFT_CLIQUE_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-left-clique"
+# The node's daemons failed (value: a reason): a daemon that cannot start at all, not one slow to become
+# Ready (NOT_READY_ANNOTATION).
+FAILED_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-failed"
 STATE_FILE = "fakeplugin-imex-state"  # in the IMEX directory: what `check` reads instead of nvidia-imex-ctl
 READY = "READY\n"  # as `nvidia-imex-ctl -q` prints it
 DEFAULT_MAX_NODES = 18  # --max-nodes-per-imex-domain (the controller passes it as MAX_NODES_PER_IMEX_DOMAIN)

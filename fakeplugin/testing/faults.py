@@ -11,7 +11,11 @@ import json
 import subprocess
 from collections.abc import Callable, Mapping
 
-from fakeplugin.computedomain.daemon import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
+from fakeplugin.computedomain.daemon import (
+    FAILED_ANNOTATION,
+    LEFT_CLIQUE_ANNOTATION,
+    NOT_READY_ANNOTATION,
+)
 from fakeplugin.prepare.claimfaults import (
     CLAIM_ANNOTATIONS,
     PREFIX,
@@ -28,14 +32,14 @@ from fakeplugin.telemetry.load import format_load
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 LOAD_KINDS = {"pod": "pod", "claim": "resourceclaim"}  # set_gpu_load's kinds → kubectl's
-COMPUTE_DOMAIN_FAULTS = (FABRIC_STATE, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION)
+COMPUTE_DOMAIN_FAULTS = (FABRIC_STATE, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION, FAILED_ANNOTATION)
 
 
 class Faults:
     """Claim faults (`fakeplugin.dev/prepare-error`, `-fail-count`, `-delay`, `unprepare-error`) and node
     faults (`fakeplugin.dev/device-faults`; ComputeDomain ones: `fakeplugin.dev/fabric-state`,
-    `compute-domain-daemon-not-ready`, `compute-domain-daemon-left-clique`), as annotations on the
-    objects."""
+    `compute-domain-daemon-not-ready`, `compute-domain-daemon-left-clique`,
+    `compute-domain-daemon-failed`), as annotations on the objects."""
 
     def __init__(self, kubectl: Kubectl) -> None:
         self._kubectl = kubectl
@@ -83,6 +87,11 @@ class Faults:
     def leave_clique(self, node: str, reason: str = "test") -> None:
         """The node's ComputeDomain daemons remove their clique entries (until `clear_compute_domain`)."""
         self.annotate("node", node, None, {LEFT_CLIQUE_ANNOTATION: reason})
+
+    def daemon_failed(self, node: str, reason: str = "test") -> None:
+        """The node's ComputeDomain daemons failed: with the controller's --binding-conditions, channel
+        claims allocated there get ComputeDomainDaemonFailed=True (docs/compute-domains.md)."""
+        self.annotate("node", node, None, {FAILED_ANNOTATION: reason})
 
     def clear_compute_domain(self, node: str) -> None:
         """Remove the node's fabric and ComputeDomain daemon faults."""

@@ -1,7 +1,9 @@
 """The controller's edges: caches fed by list + watch (runtime.informer), the actions of `reconcile`
 written to the API, the status sync every 2 s (cdstatus.go `cdStatusSyncInterval`) and the cleanup of
 objects whose ComputeDomain is gone (at start, every 10 minutes, and when a new ComputeDomain appears:
-cleanup.go, node.go `RemoveStaleComputeDomainLabelsAsync`).
+cleanup.go, node.go `RemoveStaleComputeDomainLabelsAsync`). With --binding-conditions (ours) the status
+sync also answers the binding conditions of allocated channel claims (binding.py), from caches of every
+ResourceClaim and Node.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.computedomain.controller import reconcile, status
+from fakeplugin.computedomain.controller import binding, reconcile, status
 from fakeplugin.computedomain.controller.reconcile import Mode, Owned
 from fakeplugin.kube import NODES, Kube, describe_api_error
 from fakeplugin.runtime.informer import Source, list_and_watch
@@ -26,7 +29,9 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 STATUS_SYNC_SECONDS = 2.0
 CLEANUP_SECONDS = 600.0
-TEMPLATES = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
+RESOURCE_V1 = "/apis/resource.k8s.io/v1"
+TEMPLATES = f"{RESOURCE_V1}/resourceclaimtemplates"
+CLAIMS = f"{RESOURCE_V1}/resourceclaims"
 OURS = api.COMPUTE_DOMAIN_LABEL  # label selector: the label exists
 
 
@@ -88,12 +93,15 @@ class Controller:
         self.daemon_sets = cache("DaemonSet", _PLURALS["DaemonSet"](ns), OURS)
         self.pods = cache("Pod", _namespaced("/api/v1", "pods")(ns), OURS)
         self.cliques = cache(api.CLIQUE_KIND, api.cliques_path(ns))
+        self.claims = cache("ResourceClaim", CLAIMS)
+        self.nodes = cache("Node", NODES)
         self._known: set[str] = set()
 
     def _caches(self) -> list[Cache]:
         caches = [self.cds, self.templates]
         if not self._mode.host_managed:
             caches += [self.daemon_sets, self.pods] + ([self.cliques] if self._mode.cliques_gate else [])
+            caches += [self.claims, self.nodes] if self._mode.binding_conditions else []
         return caches
 
     def run(self, stop: threading.Event) -> None:
@@ -164,6 +172,26 @@ class Controller:
             )
             if new is not None:
                 self._guard(lambda cd=cd, new=new: self._patch_status(cd, new), f"status of {_describe(cd)}")
+        if self._mode.binding_conditions:
+            self.sync_binding()
+
+    def sync_binding(self) -> None:
+        """Each allocated channel claim's binding conditions, after labelling its node (binding.py)."""
+        cds = {cd["metadata"]["uid"]: cd for cd in self.cds.items()}
+        nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for claim in self.claims.items():
+            wanted = {}
+            for ch in binding.channels(claim, api.DRIVER_NAME):
+                node = nodes.get(ch.node)
+                if binding.needs_label(node, ch.cd_uid):
+                    self._guard(lambda n=node, ch=ch: self._label_node(n, ch.cd_uid), f"label of {ch.node}")
+                wanted[ch.key] = binding.conditions(ch, cds.get(ch.cd_uid), node)
+            devices = binding.status_devices(claim, wanted, now) if wanted else None
+            if devices is not None:
+                self._guard(
+                    lambda c=claim, d=devices: self._put_claim_status(c, d), f"status of {_describe(claim)}"
+                )
 
     # -- writes -------------------------------------------------------------------------------------------
 
@@ -227,6 +255,33 @@ class Controller:
             len(updated["status"].get("nodes") or []),
         )
 
+    def _label_node(self, node: Obj, cd_uid: str) -> None:
+        meta = node["metadata"]
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"], "labels": {OURS: cd_uid}}}
+        self.nodes.event("MODIFIED", self._kube.patch(f"{NODES}/{quote(meta['name'], safe='')}", body))
+        log.info("added label %s=%s to node %s (binding conditions)", OURS, cd_uid, meta["name"])
+
+    def _put_claim_status(self, claim: Obj, devices: list[Obj]) -> None:
+        """status.devices of the claim: an update of its status as read, its resourceVersion a precondition
+        (the scheduler writes the same status: a conflict is tried again on the next sync). Not a patch:
+        the API server re-encodes the object for one, the allocation's opaque parameters (raw JSON, kept
+        as sent) then differ in their bytes, and 1.37 refuses that as `status.allocation: ... field cannot
+        be modified once set` (kubernetes v1.37.2 pkg/apis/resource/v1/zz_generated.validations.go:
+        ResourceClaimStatus.Allocation NoModify). A PUT sends them back as our client wrote them into the
+        workload template; a claim whose parameters another client wrote may still be refused."""
+        body = {**claim, "apiVersion": _API_VERSIONS["ResourceClaim"]}
+        body["status"] = {**claim["status"], "devices": devices}
+        self.claims.event("MODIFIED", self._kube.replace(f"{_path(claim)}/status", body))
+        log.info(
+            "%s: binding conditions %s",
+            _describe(claim),
+            ", ".join(
+                f"{c['type']}={c['status']} ({c['reason']})"
+                for d in devices
+                for c in d.get("conditions") or []
+            ),
+        )
+
     def _drop_daemons(self, clique: Obj, nodes: list[str]) -> None:
         log.info("CliqueCleanup: removing stale daemon entries from clique %s: %s", _describe(clique), nodes)
         kept = [d for d in clique.get("daemons") or [] if d.get("nodeName") not in nodes]
@@ -270,7 +325,8 @@ def _namespaced(prefix: str, plural: str) -> Callable[[str], str]:
 
 
 _PLURALS: dict[str, Callable[[str], str]] = {
-    "ResourceClaimTemplate": _namespaced("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
+    "ResourceClaimTemplate": _namespaced(RESOURCE_V1, "resourceclaimtemplates"),
+    "ResourceClaim": _namespaced(RESOURCE_V1, "resourceclaims"),
     "DaemonSet": _namespaced("/apis/apps/v1", "daemonsets"),
     api.COMPUTE_DOMAIN_KIND: api.compute_domains_path,
     api.CLIQUE_KIND: api.cliques_path,
@@ -279,6 +335,7 @@ _PLURALS: dict[str, Callable[[str], str]] = {
 
 _API_VERSIONS = {
     "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
     "DaemonSet": "apps/v1",
     api.COMPUTE_DOMAIN_KIND: api.API_VERSION,
     api.CLIQUE_KIND: api.API_VERSION,

@@ -77,6 +77,7 @@ class Mode:
     daemon: DaemonSettings
     host_managed: bool = False  # --imex-mode hostManaged (release 0.5.0-dev, gate HostManagedIMEXDaemon)
     cliques_gate: bool = True  # ComputeDomainCliques
+    binding_conditions: bool = False  # --binding-conditions (ours, beyond NVIDIA's releases: binding.py)
 
 
 def deleting(obj: Obj) -> bool:

@@ -41,7 +41,8 @@ class ComputeDomainDriver:
     plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon); `retry_seconds`: how
     long a Prepare call retries a retryable failure (fakeplugin.drivers.computedomain.retry; 0: once, for
     a fleet, whose worker threads serve every node and whose pods are retried with backoff);
-    `gpu_clique_label`: --gpu-clique-label-enabled (cliquelabel.py)."""
+    `gpu_clique_label`: --gpu-clique-label-enabled (cliquelabel.py); `binding_conditions`:
+    --binding-conditions, the channel device's KEP-5007 conditions (slices.py)."""
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class ComputeDomainDriver:
         emulate_daemon: bool = False,
         retry_seconds: float = retry.TIMEOUT_SECONDS,
         gpu_clique_label: bool = False,
+        binding_conditions: bool = False,
     ) -> None:
         self.emulation = emulation
         self.api = api
@@ -59,6 +61,7 @@ class ComputeDomainDriver:
         self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
         self.retry_seconds = retry_seconds
         self.gpu_clique_label = gpu_clique_label
+        self.binding_conditions = binding_conditions
 
     @property
     def name(self) -> str:
@@ -172,6 +175,7 @@ class ComputeDomainNode:
             driver=e.driver_name,
             release=e.release,
             publishes=self._publishes(),
+            binding_conditions=self._driver.binding_conditions,
         )
 
     def open(self) -> None:
