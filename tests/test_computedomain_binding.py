@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from fakeplugin import releases
 from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.controller import binding
@@ -249,3 +251,39 @@ def test_the_controller_labels_the_node_and_writes_the_claim_status_once() -> No
     assert kube.calls[2:] == [("PUT", f"{CLAIM_PATH}/status")]
     [entry] = kube.objects[CLAIM_PATH]["status"]["devices"]
     assert summary(entry["conditions"])[0] == (READY, "True", "DaemonReady")
+
+
+def test_the_switch_reaches_the_plugins_and_is_refused_without_daemons() -> None:
+    from fakeplugin.cli import build_parser
+    from fakeplugin.commands.computedomaincontroller import run as run_controller
+    from fakeplugin.commands.fleet import fleet_drivers
+
+    def fleet(*flags: str) -> Any:
+        args = build_parser().parse_args(["fleet", "--inventory", "inv.yaml", "--compute-domains", *flags])
+        return fleet_drivers(args, "", kube=None)[1]  # type: ignore[arg-type]  # no API call while made
+
+    assert fleet("--binding-conditions").binding_conditions and not fleet().binding_conditions
+    serve = ["serve", "--plugin", "compute-domains"]
+    assert build_parser().parse_args([*serve, "--binding-conditions"]).binding_conditions
+    assert not build_parser().parse_args(serve).binding_conditions
+    host_managed = build_parser().parse_args(
+        [
+            "compute-domain-controller",
+            *("--driver-release", "0.5.0-dev", "--feature-gates", "HostManagedIMEXDaemon=true"),
+            *("--imex-mode", "hostManaged", "--binding-conditions"),
+        ]
+    )
+    with pytest.raises(ValueError, match="--binding-conditions needs driver-managed daemons"):
+        run_controller(host_managed)
+
+
+def test_the_cluster_remembers_the_switch() -> None:
+    from fakeplugin.cluster.state import State
+
+    state = State(inventory="i.yaml", server="s", feature_gates={}, plugin=True, ports={}, nodes=[])
+    assert state.to_json()["bindingConditions"] is False
+    state.binding_conditions = True
+    assert State.from_json(state.to_json()).binding_conditions
+    older = state.to_json()
+    del older["bindingConditions"]  # a cluster.json written before the switch existed
+    assert not State.from_json(older).binding_conditions
