@@ -287,3 +287,17 @@ def test_the_cluster_remembers_the_switch() -> None:
     older = state.to_json()
     del older["bindingConditions"]  # a cluster.json written before the switch existed
     assert not State.from_json(older).binding_conditions
+
+
+def test_the_schedulers_binding_timeout(tmp_path: Any) -> None:
+    from fakeplugin.cluster.components import scheduler_config
+    from fakeplugin.cluster.layout import StateLayout
+
+    layout = StateLayout(tmp_path)
+    assert "profiles" not in scheduler_config(layout)  # the scheduler's 600 s
+    assert scheduler_config(layout, binding_timeout=45)["profiles"] == [
+        {
+            "schedulerName": "default-scheduler",
+            "pluginConfig": [{"name": "DynamicResources", "args": {"bindingTimeout": "45s"}}],
+        }
+    ]

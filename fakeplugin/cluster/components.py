@@ -184,9 +184,12 @@ def apiserver_argv(
     return argv
 
 
-def scheduler_config(layout: StateLayout) -> dict[str, Any]:
-    """kube-scheduler's --config (KubeSchedulerConfiguration v1, served since 1.25)."""
-    return {
+def scheduler_config(layout: StateLayout, *, binding_timeout: int = 0) -> dict[str, Any]:
+    """kube-scheduler's --config (KubeSchedulerConfiguration v1, served since 1.25). `binding_timeout`
+    (seconds; 0: the scheduler's 600 s): how long DynamicResources' PreBind waits for binding conditions
+    (DynamicResourcesArgs.bindingTimeout, kubernetes v1.37.2 pkg/scheduler/apis/config/types_pluginargs.go;
+    the scheduler refuses it where DRADeviceBindingConditions is off: before 1.36)."""
+    config: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(layout.kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_BURST},
@@ -196,6 +199,11 @@ def scheduler_config(layout: StateLayout) -> dict[str, Any]:
         # at least 100 candidates (the scheduler's floor), so below 1000 nodes nothing changes.
         "percentageOfNodesToScore": 10,
     }
+    if binding_timeout:
+        args = {"bindingTimeout": f"{binding_timeout}s"}
+        plugin = {"name": "DynamicResources", "args": args}
+        config["profiles"] = [{"schedulerName": "default-scheduler", "pluginConfig": [plugin]}]
+    return config
 
 
 def scheduler_argv(binary: Path, layout: StateLayout, ports: Ports, gates: dict[str, bool]) -> list[str]:

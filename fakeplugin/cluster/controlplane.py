@@ -23,15 +23,19 @@ def start_control_plane(
     ports: Ports,
     gates: dict[str, bool],
     k8s: KubernetesRelease,
+    *,
+    binding_timeout: int = 0,
 ) -> None:
-    """Start the four components in dependency order; returns once each one is healthy."""
+    """Start the four components in dependency order; returns once each one is healthy.
+    `binding_timeout`: the scheduler's (components.scheduler_config)."""
     processes.launch("etcd", [components.etcd_argv(bins["etcd"], layout, ports)])
     processes.wait_http("etcd", f"http://{LOOPBACK}:{ports.etcd_client}/health")
     processes.launch(
         "kube-apiserver", [components.apiserver_argv(bins["kube-apiserver"], layout, ports, gates, k8s)]
     )
     processes.wait("kube-apiserver", lambda: kubectl("get", "--raw", "/readyz", check=False).returncode == 0)
-    config = yaml.safe_dump(components.scheduler_config(layout), sort_keys=False).encode()
+    config = components.scheduler_config(layout, binding_timeout=binding_timeout)
+    config = yaml.safe_dump(config, sort_keys=False).encode()
     write_atomic(layout.scheduler_config, config, mode=0o644)
     processes.launch(
         "kube-scheduler", [components.scheduler_argv(bins["kube-scheduler"], layout, ports, gates)]

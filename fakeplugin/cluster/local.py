@@ -96,6 +96,7 @@ class Cluster:
         watchdog: bool = False,
         view_endpoint: str = "",
         binding_conditions: bool = False,
+        binding_timeout: int = 0,
     ) -> Cluster:
         """Start a cluster for `inventory`; returns when every node is Ready (and every GPU node's
         plugin has published its slices). On failure everything started is stopped again (logs stay).
@@ -113,7 +114,8 @@ class Cluster:
         nodes; fakeplugin.fleet.shard).
         `view_endpoint`: HOST:PORT (PORT 0: a free one) of the fleet view, started last (`view_url`).
         `binding_conditions`: the ComputeDomain side (controller, plugins, fleet) runs with
-        `--binding-conditions` (docs/compute-domains.md, *Binding conditions*).
+        `--binding-conditions` (docs/compute-domains.md, *Binding conditions*); `binding_timeout`: the
+        scheduler's binding-condition wait in seconds (0: its default, 600 s; only from 1.36).
         `watchdog`: the cluster goes down when this process ends without `down()` (killed, say;
         fakeplugin.cluster.watchdog), as a test session's must; off for `fakeplugin cluster up`."""
         if prometheus is not None and not plugin:
@@ -145,6 +147,7 @@ class Cluster:
                     prometheus is not None,
                     karpenter is not None,
                     binding_conditions=binding_conditions,
+                    binding_timeout=binding_timeout,
                 )
                 if prometheus is not None:
                     cluster._prometheus.start(prometheus)
@@ -182,6 +185,7 @@ class Cluster:
         autoscaled: bool,
         *,
         binding_conditions: bool,
+        binding_timeout: int,
     ) -> None:
         """Control plane, then nodes, then plugins; each step waits for what the next one needs.
         `telemetry`: every plugin and fleet gets a telemetry endpoint; `prometheus`: Prometheus a port;
@@ -201,7 +205,14 @@ class Cluster:
         self._store.save()
         make_credentials(self.layout, self._store.state.server)
         start_control_plane(
-            self._processes, self._kubectl, self.layout, bins, cp, gates, versions.release(version)
+            self._processes,
+            self._kubectl,
+            self.layout,
+            bins,
+            cp,
+            gates,
+            versions.release(version),
+            binding_timeout=binding_timeout,
         )
         register_simulated_nodes(self._kubectl, simulated)
         if simulated or autoscaled:

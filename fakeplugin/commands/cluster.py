@@ -117,6 +117,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     shared_flags(up, "--with", "--kueue-version", "--view-endpoint", "--binding-conditions")
     flag(
         up,
+        "--binding-timeout",
+        env="FAKEPLUGIN_BINDING_TIMEOUT",
+        default=0,
+        type=int,
+        metavar="SECONDS",
+        help="how long the scheduler waits for DRA binding conditions (DynamicResourcesArgs.bindingTimeout; "
+        "default: its 600 s; Kubernetes 1.36 and later)",
+    )
+    flag(
+        up,
         "--build",
         env="FAKEPLUGIN_BUILD",
         action="store_true",
@@ -154,6 +164,8 @@ def run_up(args: argparse.Namespace) -> int:
     if not args.inventory:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     k8s = versions.release(args.kubernetes_version)
+    if args.binding_timeout < 0:
+        raise ValueError("--binding-timeout: 0 (the scheduler's default, 600 s) or at least 1 second")
     with_kueue = kueue_request(args, build=args.build)
     with_prometheus = prometheus_request(args)
     with_keda = keda_request(args, build=args.build)
@@ -174,6 +186,7 @@ def run_up(args: argparse.Namespace) -> int:
         fleet_shards=args.fleet_shards or None,
         view_endpoint=args.view_endpoint,
         binding_conditions=args.binding_conditions,
+        binding_timeout=args.binding_timeout,
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     if cluster.prometheus_url:

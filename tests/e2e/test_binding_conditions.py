@@ -10,7 +10,8 @@ Only where the scheduler has the gate DRADeviceBindingConditions on: beta and on
 so the module skips there. hack/test.sh runs it in its `versions` tier (the newest minor).
 
 Its own cluster: one kubelet node with four GB200 in NVLink clique 1, ComputeDomain side with
---binding-conditions.
+--binding-conditions, the scheduler's bindingTimeout BINDING_TIMEOUT seconds (`cluster up
+--binding-timeout`; the default 600 s is too long for a test).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ if versions.server_version(versions.selected()) < (1, 36):
 
 NODE = "gb200-tray-0"
 NAMESPACE = "bc-e2e"
+# Long enough for the daemon to start and the wait test to watch two of the scheduler's 5 s polls.
+BINDING_TIMEOUT = 60
 INVENTORY = {
     "driverVersion": "580.126.20",
     "cudaDriverVersion": "13.0",
@@ -52,7 +55,8 @@ INVENTORY = {
 
 @pytest.fixture(scope="module")
 def bc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with own_cluster(tmp_path_factory, "bc", INVENTORY, NAMESPACE, binding_conditions=True) as cluster:
+    up = {"binding_conditions": True, "binding_timeout": BINDING_TIMEOUT}
+    with own_cluster(tmp_path_factory, "bc", INVENTORY, NAMESPACE, **up) as cluster:
         yield cluster
 
 
@@ -149,6 +153,35 @@ def test_the_pod_waits_unbound_until_the_daemon_is_ready(bc_cluster: Cluster) ->
     ready = channel_conditions(bc_cluster, "bc-wait")[api.READY_CONDITION]
     assert (ready["status"], ready["reason"]) == ("True", "DaemonReady")
     delete(bc_cluster, "bc-wait")
+
+
+def test_the_scheduler_gives_up_after_its_binding_timeout(bc_cluster: Cluster) -> None:
+    bc_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}=e2e", "--overwrite")
+    try:
+        apply(bc_cluster, NAMESPACE, *workload("bc-slow"))
+
+        def timed_out() -> list[str] | None:
+            failed = [
+                e["message"] for e in pod_events(bc_cluster, "bc-slow") if e["reason"] == "FailedScheduling"
+            ]
+            return failed if any("device binding timeout" in m for m in failed) else None
+
+        failed = wait_for(
+            timed_out, what="bc-slow's binding given up at the timeout", timeout=BINDING_TIMEOUT + 120
+        )
+        prebind = 'running PreBind plugin "DynamicResources": device binding timeout'
+        assert any(m.startswith(prebind) for m in failed), failed
+        assert node_name(bc_cluster, "bc-slow") == ""
+        ready = channel_conditions(bc_cluster, "bc-slow").get(api.READY_CONDITION) or {}
+        assert ready.get("status") != "True"
+    finally:
+        bc_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}-")
+    wait_for(
+        lambda: pod_phase(bc_cluster, NAMESPACE, "bc-slow") == "Running",
+        what="bc-slow bound and Running once the daemon is Ready",
+        timeout=240,
+    )
+    delete(bc_cluster, "bc-slow")
 
 
 def test_a_failed_daemon_makes_the_scheduler_give_up_and_retry(bc_cluster: Cluster) -> None:
