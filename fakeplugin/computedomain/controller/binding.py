@@ -95,50 +95,40 @@ def _condition(kind: str, true: bool, reason: str, message: str) -> Obj:
     return {"type": kind, "status": "True" if true else "False", "reason": reason, "message": message}
 
 
+def _failed(reason: str, message: str) -> list[Obj]:
+    return [
+        _condition(READY_CONDITION, False, reason, message),
+        _condition(FAILED_CONDITION, True, reason, message),
+    ]
+
+
 def conditions(channel: Channel, cd: Obj | None, node: Obj | None) -> list[Obj]:
     """Our two conditions for the channel (without timestamps), from its ComputeDomain and node."""
     where = f"node {channel.node or '(none)'}"
     meta = (node or {}).get("metadata") or {}
-    failed = (meta.get("annotations") or {}).get(FAILED_ANNOTATION, "")
+    if failed := (meta.get("annotations") or {}).get(FAILED_ANNOTATION, ""):
+        return _failed("DaemonFailed", f"the ComputeDomain daemon on {where} failed: {failed}")
     other = (meta.get("labels") or {}).get(api.COMPUTE_DOMAIN_LABEL, channel.cd_uid)
-    if failed:
-        reason, message = "DaemonFailed", f"the ComputeDomain daemon on {where} failed: {failed}"
-        return [
-            _condition(READY_CONDITION, False, reason, message),
-            _condition(FAILED_CONDITION, True, reason, message),
-        ]
     if other != channel.cd_uid:
-        reason, message = "NodeInOtherComputeDomain", f"{where} belongs to ComputeDomain {other}"
-        return [
-            _condition(READY_CONDITION, False, reason, message),
-            _condition(FAILED_CONDITION, True, reason, message),
-        ]
-    not_failed = _condition(FAILED_CONDITION, False, "DaemonNotFailed", f"no daemon failure on {where}")
+        return _failed("NodeInOtherComputeDomain", f"{where} belongs to ComputeDomain {other}")
+    nodes = ((cd or {}).get("status") or {}).get("nodes") or []
+    entry = next((n for n in nodes if n.get("name") == channel.node), None)
+    status = (entry or {}).get("status") or "not Ready"
     if cd is None:
-        ready = _condition(
-            READY_CONDITION, False, "ComputeDomainNotFound", f"no ComputeDomain {channel.cd_uid!r}"
-        )
-        return [ready, not_failed]
-    entry = next(
-        (n for n in (cd.get("status") or {}).get("nodes") or [] if n.get("name") == channel.node), None
-    )
-    status = (entry or {}).get("status", "")
-    if status == api.STATUS_READY:
-        ready = _condition(
-            READY_CONDITION, True, "DaemonReady", f"the ComputeDomain daemon on {where} is Ready"
-        )
+        ready = (False, "ComputeDomainNotFound", f"no ComputeDomain {channel.cd_uid!r}")
     elif entry is None:
-        ready = _condition(
-            READY_CONDITION, False, "DaemonNotStarted", f"no ComputeDomain daemon on {where} yet"
-        )
+        ready = (False, "DaemonNotStarted", f"no ComputeDomain daemon on {where} yet")
     else:
-        ready = _condition(
-            READY_CONDITION,
-            False,
-            "DaemonNotReady",
-            f"the ComputeDomain daemon on {where} is {status or 'not Ready'}",
+        ok = status == api.STATUS_READY
+        ready = (
+            ok,
+            "DaemonReady" if ok else "DaemonNotReady",
+            f"the ComputeDomain daemon on {where} is {status}",
         )
-    return [ready, not_failed]
+    return [
+        _condition(READY_CONDITION, *ready),
+        _condition(FAILED_CONDITION, False, "DaemonNotFailed", f"no daemon failure on {where}"),
+    ]
 
 
 def _same(a: Obj, b: Obj) -> bool:
