@@ -7,7 +7,7 @@ with "device binding failed", and the next cycle's PostFilter deallocates the cl
 
 Only where the scheduler has the gate DRADeviceBindingConditions on: beta and on by default in 1.36 and
 1.37, GA in 1.38 (docs/kubernetes-versions.md); on 1.34/1.35 (alpha, off) the API server drops the fields,
-so the module skips there. hack/test.sh runs it in its `versions` tier (the newest minor).
+so its tests skip there (before a cluster starts). hack/test.sh runs it in its `versions` tier.
 
 Its own cluster: one kubelet node with four GB200 in NVLink clique 1, ComputeDomain side with
 --binding-conditions, the scheduler's bindingTimeout BINDING_TIMEOUT seconds (`cluster up
@@ -30,12 +30,6 @@ from tests.harness.kube import apply, get, items, pod_claim_name, pod_phase, wai
 
 pytestmark = pytest.mark.cluster
 
-if versions.server_version(versions.selected()) < (1, 36):
-    pytest.skip(
-        "DRADeviceBindingConditions is alpha and off before Kubernetes 1.36 (docs/kubernetes-versions.md)",
-        allow_module_level=True,
-    )
-
 NODE = "gb200-tray-0"
 NAMESPACE = "bc-e2e"
 # Long enough for the daemon to start and the wait test to watch two of the scheduler's 5 s polls.
@@ -55,6 +49,10 @@ INVENTORY = {
 
 @pytest.fixture(scope="module")
 def bc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if versions.server_version(versions.selected()) < (1, 36):
+        pytest.skip(
+            "DRADeviceBindingConditions is alpha and off before Kubernetes 1.36 (docs/kubernetes-versions.md)"
+        )
     up = {"binding_conditions": True, "binding_timeout": BINDING_TIMEOUT}
     with own_cluster(tmp_path_factory, "bc", INVENTORY, NAMESPACE, **up) as cluster:
         yield cluster
