@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -106,6 +107,24 @@ def delete(cluster: Cluster, name: str) -> None:
     cluster.kubectl("delete", "computedomain", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
 
 
+@contextmanager
+def node_fault(cluster: Cluster, annotation: str, value: str) -> Iterator[None]:
+    """NODE carries the fault annotation (docs/faults.md) for the block's duration."""
+    cluster.kubectl("annotate", "node", NODE, f"{annotation}={value}", "--overwrite")
+    try:
+        yield
+    finally:
+        cluster.kubectl("annotate", "node", NODE, f"{annotation}-")
+
+
+def runs(cluster: Cluster, pod: str, once: str, timeout: float) -> None:
+    wait_for(
+        lambda: pod_phase(cluster, NAMESPACE, pod) == "Running",
+        what=f"{pod} bound and Running once {once}",
+        timeout=timeout,
+    )
+
+
 def test_the_channel_device_is_published_with_its_conditions(bc_cluster: Cluster) -> None:
     slices = [s for s in items(bc_cluster, "resourceslices") if s["spec"]["driver"] == api.DRIVER_NAME]
     devices = {d["name"]: d for s in slices for d in s["spec"]["devices"]}
@@ -116,8 +135,7 @@ def test_the_channel_device_is_published_with_its_conditions(bc_cluster: Cluster
 
 
 def test_the_pod_waits_unbound_until_the_daemon_is_ready(bc_cluster: Cluster) -> None:
-    bc_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}=e2e", "--overwrite")
-    try:
+    with node_fault(bc_cluster, NOT_READY_ANNOTATION, "e2e"):
         apply(bc_cluster, NAMESPACE, *workload("bc-wait"))
         # The controller labelled the node, the daemon started there and entered its clique NotReady.
         waiting = wait_for(
@@ -140,13 +158,7 @@ def test_the_pod_waits_unbound_until_the_daemon_is_ready(bc_cluster: Cluster) ->
         assert reasons["BindingConditionsPending"]["message"] == (
             f"waiting for binding conditions for device on node {NODE}"
         )
-    finally:
-        bc_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}-")
-    wait_for(
-        lambda: pod_phase(bc_cluster, NAMESPACE, "bc-wait") == "Running",
-        what="bc-wait bound and Running once its node's daemon is Ready (the scheduler polls every 5 s)",
-        timeout=120,
-    )
+    runs(bc_cluster, "bc-wait", "its node's daemon is Ready (the scheduler polls every 5 s)", 120)
     assert node_name(bc_cluster, "bc-wait") == NODE
     ready = channel_conditions(bc_cluster, "bc-wait")[api.READY_CONDITION]
     assert (ready["status"], ready["reason"]) == ("True", "DaemonReady")
@@ -154,8 +166,7 @@ def test_the_pod_waits_unbound_until_the_daemon_is_ready(bc_cluster: Cluster) ->
 
 
 def test_the_scheduler_gives_up_after_its_binding_timeout(bc_cluster: Cluster) -> None:
-    bc_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}=e2e", "--overwrite")
-    try:
+    with node_fault(bc_cluster, NOT_READY_ANNOTATION, "e2e"):
         apply(bc_cluster, NAMESPACE, *workload("bc-slow"))
 
         def timed_out() -> list[str] | None:
@@ -172,19 +183,12 @@ def test_the_scheduler_gives_up_after_its_binding_timeout(bc_cluster: Cluster) -
         assert node_name(bc_cluster, "bc-slow") == ""
         ready = channel_conditions(bc_cluster, "bc-slow").get(api.READY_CONDITION) or {}
         assert ready.get("status") != "True"
-    finally:
-        bc_cluster.kubectl("annotate", "node", NODE, f"{NOT_READY_ANNOTATION}-")
-    wait_for(
-        lambda: pod_phase(bc_cluster, NAMESPACE, "bc-slow") == "Running",
-        what="bc-slow bound and Running once the daemon is Ready",
-        timeout=240,
-    )
+    runs(bc_cluster, "bc-slow", "the daemon is Ready", 240)
     delete(bc_cluster, "bc-slow")
 
 
 def test_a_failed_daemon_makes_the_scheduler_give_up_and_retry(bc_cluster: Cluster) -> None:
-    bc_cluster.kubectl("annotate", "node", NODE, f"{FAILED_ANNOTATION}=IMEX session in use", "--overwrite")
-    try:
+    with node_fault(bc_cluster, FAILED_ANNOTATION, "IMEX session in use"):
         apply(bc_cluster, NAMESPACE, *workload("bc-fail"))
 
         def retried() -> list[dict[str, Any]] | None:
@@ -206,11 +210,5 @@ def test_a_failed_daemon_makes_the_scheduler_give_up_and_retry(bc_cluster: Clust
         ) in failed, failed
         assert any("deallocation of ResourceClaim completed" in m for m in failed), failed
         assert node_name(bc_cluster, "bc-fail") == ""
-    finally:
-        bc_cluster.kubectl("annotate", "node", NODE, f"{FAILED_ANNOTATION}-")
-    wait_for(
-        lambda: pod_phase(bc_cluster, NAMESPACE, "bc-fail") == "Running",
-        what="bc-fail bound and Running once the failure is gone",
-        timeout=240,
-    )
+    runs(bc_cluster, "bc-fail", "the failure is gone", 240)
     delete(bc_cluster, "bc-fail")
