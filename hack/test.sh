@@ -15,9 +15,9 @@
 #                `local`): tests/kind/test_kind.py, the chart with real containers (--long: all of tests/kind,
 #                ComputeDomains, the chart's fleet mode and Kueue on kind too); in CI or with
 #                FAKEPLUGIN_KIND=1, else skipped
-#     versions   the newest Kubernetes minor with a release (a pre-release row, 1.38's beta, stays out):
-#                its binaries (built in the background during `local`), then
-#                NEWEST_K8S_TESTS on it, the DRA features GA or beta there (--long: NEWEST_K8S_LONG too;
+#     versions   the seed lab's Kubernetes line (1.35; every tier before runs the default, the newest
+#                minor with a release): its binaries (built in the background during `local`), then
+#                SEED_K8S_TESTS on it, through its alpha gates (--long: SEED_K8S_LONG too;
 #                docs/kubernetes-versions.md; every other minor: hack/matrix.sh)
 #
 # Reports in $FAKEPLUGIN_REPORTS (default reports/): JUnit XML per pytest tier (<tier>.xml), the background
@@ -37,19 +37,15 @@ PYTEST_ARGS=("$@")
 REPORTS="${FAKEPLUGIN_REPORTS:-reports}"
 mkdir -p "$REPORTS"
 : >"$REPORTS/tiers.txt"
-# The newest minor's tier on every run: claims, templates and MIG through its scheduler and kubelet, and
-# the DRA features GA or beta in it (device taints, the nvidia.com/gpu extended resource, admin access,
-# consumable capacity, list-type attributes, ComputeDomain binding conditions); --long adds the seed-lab
-# demo, the chart and the faults.
-# Modules for minors newer than the default only: in NEWEST_K8S_TESTS, left out of the local tier (on the
-# default 1.35 they would skip: binding conditions are alpha and off there).
-NEWEST_ONLY_TESTS=(tests/e2e/test_binding_conditions.py)
-NEWEST_K8S_TESTS=(
+# The seed lab's line on every run (the default is the newest minor): claims, templates and MIG through
+# its scheduler and kubelet, and the DRA features alpha there that `cluster up` turns on (device taints
+# through v1alpha3 DeviceTaintRules, the nvidia.com/gpu extended resource, admin access, consumable
+# capacity); --long adds the seed-lab demo, the chart and the faults.
+SEED_K8S_TESTS=(
   tests/e2e/test_dra.py tests/e2e/test_mig.py tests/e2e/test_extended_resource.py
   tests/e2e/test_admin_access.py tests/e2e/test_consumable_shares.py tests/e2e/test_numa.py
-  "${NEWEST_ONLY_TESTS[@]}"
 )
-NEWEST_K8S_LONG=(tests/e2e/test_demo.py tests/e2e/test_chart_install.py tests/e2e/test_faults.py)
+SEED_K8S_LONG=(tests/e2e/test_demo.py tests/e2e/test_chart_install.py tests/e2e/test_faults.py)
 KIND_TESTS=(tests/kind/test_kind.py)
 # Left out of the local tier but with --long: GPU-utilisation autoscaling through KEDA, whose build costs
 # about 6 minutes on 2 cores (docs/hpa.md); --long builds it after Kueue.
@@ -60,10 +56,9 @@ for t in "${LONG_LOCAL_TESTS[@]}"; do LOCAL_ARGS+=("--deselect=$t"); done
 if ((LONG)); then
   ADDONS=kueue,karpenter,keda
   LOCAL_ARGS=()
-  NEWEST_K8S_TESTS+=("${NEWEST_K8S_LONG[@]}")
+  SEED_K8S_TESTS+=("${SEED_K8S_LONG[@]}")
   KIND_TESTS=(tests/kind)
 fi
-for t in "${NEWEST_ONLY_TESTS[@]}"; do LOCAL_ARGS+=("--ignore=$t"); done
 
 T_START=$SECONDS
 SETUP_NEEDS_GO=$((1 - FAST_ONLY)) source hack/setup.sh
@@ -178,7 +173,7 @@ fi
 
 KIND=0
 [[ "${CI:-}" == true || "${FAKEPLUGIN_KIND:-}" == 1 ]] && KIND=1
-NEWEST_K8S="$(python3 fakeplugin/cluster/versions.py newest)"
+SEED_K8S="$(python3 fakeplugin/cluster/versions.py seed)"
 tier builds
 await k8s || failed
 if ((KIND)); then
@@ -188,9 +183,9 @@ fi
 if ((BUILD)); then  # what the later tiers need, while `local` runs
   ((KIND)) && background kind-images hack/kind/images.sh
   # What a local cluster runs (no helm: no chart test on this minor but with --long).
-  newest_only=(--only "$(.venv/bin/python -c 'from fakeplugin.cluster.binaries import CLUSTER_BINARIES as B; print(",".join(B))')")
-  ((LONG)) && newest_only=()
-  background newest-k8s env FAKEPLUGIN_K8S_VERSION="$NEWEST_K8S" nice -n 5 hack/build-k8s.sh "${newest_only[@]}"
+  seed_only=(--only "$(.venv/bin/python -c 'from fakeplugin.cluster.binaries import CLUSTER_BINARIES as B; print(",".join(B))')")
+  ((LONG)) && seed_only=()
+  background seed-k8s env FAKEPLUGIN_K8S_VERSION="$SEED_K8S" nice -n 5 hack/build-k8s.sh "${seed_only[@]}"
 fi
 passed
 
@@ -208,7 +203,7 @@ else
 fi
 
 tier versions
-await newest-k8s || failed
-FAKEPLUGIN_K8S_VERSION="$NEWEST_K8S" run_pytest versions "${NEWEST_K8S_TESTS[@]}" || failed
+await seed-k8s || failed
+FAKEPLUGIN_K8S_VERSION="$SEED_K8S" run_pytest versions "${SEED_K8S_TESTS[@]}" || failed
 passed
 say "every tier passed in $((SECONDS - T_START)) s (reports: $REPORTS/)"

@@ -18,10 +18,12 @@ REPO = Path(__file__).resolve().parents[1]
 MATRIX = ("v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0")
 
 
-def test_every_minor_from_1_34_to_1_38_has_a_row_and_the_default_is_the_seeds_line() -> None:
+def test_every_minor_from_1_34_to_1_38_has_a_row_and_the_default_is_the_newest_release() -> None:
     assert [versions.minor_of(v) for v in MATRIX] == ["1.34", "1.35", "1.36", "1.37", "1.38"]
     assert [r.newest for r in versions.RELEASES.values()] == list(MATRIX)
-    assert versions.DEFAULT_VERSION == "v1.35.4" == binaries.K8S_VERSION
+    # The newest minor with a release, not 1.38's pre-release; the seed lab's line one flag away.
+    assert versions.DEFAULT_VERSION == "v1.37.2" == versions.newest_released() == binaries.K8S_VERSION
+    assert versions.SEED_VERSION == "v1.35.4"
     assert versions.release("v1.37.0") is versions.RELEASES["1.37"]  # any patch of a supported minor
     # Pre-release tags name their minor too (1.38 is served as v1.38.0-beta.0 only).
     assert versions.release("v1.38.0-rc.1") is versions.RELEASES["1.38"]
@@ -62,7 +64,7 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes
     # 1.38: DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules GA and
     # locked, DRAConsumableCapacity GA; a locked gate set to its default is accepted, but none is set.
     assert dict(versions.release("v1.38.0-beta.0").feature_gates) == {"DRAListTypeAttributes": True}
-    assert dict(versions.release("v1.35.4").feature_gates) == components.DEFAULT_FEATURE_GATES
+    assert dict(versions.release("v1.37.2").feature_gates) == components.DEFAULT_FEATURE_GATES
 
 
 @pytest.mark.parametrize(
@@ -113,7 +115,7 @@ def test_build_script_takes_etcd_helm_go_kueue_keda_and_karpenter_from_the_table
             f"KARPENTER_VERSION={versions.KARPENTER_VERSION}",  # likewise
         ]
     default = subprocess.run([sys.executable, str(table), "pins", ""], capture_output=True, text=True)
-    assert default.stdout.splitlines()[0] == "K8S_VERSION=v1.35.4"
+    assert default.stdout.splitlines()[0] == "K8S_VERSION=v1.37.2"
     refused = subprocess.run(
         ["bash", str(REPO / "hack" / "build-k8s.sh")],
         env={"PATH": "/usr/bin:/bin", "K8S_VERSION": "v1.33.0", "HOME": "/nonexistent"},
@@ -153,8 +155,8 @@ def test_a_minor_newer_than_the_installed_go_builds_with_the_approved_toolchain_
 
 def test_binaries_are_cached_per_version(tmp_path: Path) -> None:
     env = {"FAKEPLUGIN_CACHE": str(tmp_path)}
-    assert binaries.cache_dir(env) == tmp_path / "k8s" / "v1.35.4" / "bin"
-    assert binaries.cache_dir({**env, versions.ENV: "v1.37.2"}) == tmp_path / "k8s" / "v1.37.2" / "bin"
+    assert binaries.cache_dir(env) == tmp_path / "k8s" / "v1.37.2" / "bin"
+    assert binaries.cache_dir({**env, versions.ENV: "v1.35.4"}) == tmp_path / "k8s" / "v1.35.4" / "bin"
     assert binaries.cache_dir(env, "v1.34.4") == tmp_path / "k8s" / "v1.34.4" / "bin"
     with pytest.raises(
         binaries.BinaryNotFound,

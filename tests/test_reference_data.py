@@ -110,9 +110,10 @@ def test_the_scripts_list_versions_from_the_table() -> None:
 
     assert versions.matrix() == ["v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0"]
     assert listed("matrix") == versions.matrix()
-    assert listed("default") == [versions.DEFAULT_VERSION]
-    # CI's second version: the newest minor with a release; 1.38's beta is in the matrix only.
-    assert listed("newest") == ["v1.37.2"]
+    # The default: the newest minor with a release; 1.38's beta is in the matrix only.
+    assert listed("default") == [versions.DEFAULT_VERSION] == listed("newest") == ["v1.37.2"]
+    # CI's second version: the seed lab's line.
+    assert listed("seed") == [versions.SEED_VERSION] == ["v1.35.4"]
 
 
 def test_the_scripts_write_no_kubernetes_version_of_their_own() -> None:
@@ -121,7 +122,7 @@ def test_the_scripts_write_no_kubernetes_version_of_their_own() -> None:
     for script in (".ci/run", "hack/test.sh", "hack/build-k8s.sh"):
         assert re.findall(K8S_VERSION, read(script)) == [], script
     assert "mapfile -t VERSIONS < <(python3 fakeplugin/cluster/versions.py matrix)" in read("hack/matrix.sh")
-    assert 'NEWEST_K8S="$(python3 fakeplugin/cluster/versions.py newest)"' in read("hack/test.sh")
+    assert 'SEED_K8S="$(python3 fakeplugin/cluster/versions.py seed)"' in read("hack/test.sh")
 
 
 TEXTS = sorted(

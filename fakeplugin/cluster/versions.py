@@ -30,7 +30,8 @@ Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`; 1.38: v1.38.0-beta.0, the
 Stdlib only, and run by the scripts so no version is written twice: hack/build-k8s.sh takes the etcd, helm
 and Go it must use (`python3 versions.py pins vX.Y.Z`), hack/kind/lib.sh the default (`default`),
 hack/matrix.sh its versions (`matrix`: the newest patch of every minor), .ci/run its second version
-(`newest`: the newest minor with a release, so a pre-release row such as 1.38's stays out of CI).
+(`seed`: the seed lab's line). `newest` is the newest minor with a release, so a pre-release row such as
+1.38's stays out of the default.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-DEFAULT_VERSION = "v1.35.4"  # the seed lab's line (it ran v1.35.3)
+# The default: the newest patch of the newest minor with a release (newest_released(), asserted in the
+# tests). The seed lab's line (it ran v1.35.3) stays one flag away: --kubernetes-version v1.35.4.
+DEFAULT_VERSION = "v1.37.2"
+SEED_VERSION = "v1.35.4"
 ENV = "FAKEPLUGIN_K8S_VERSION"  # selects the version for `cluster up/build`, `demo`, the pytest plugin
 
 # Kueue (`cluster up --with kueue`), the same for every minor: the newest release the Go module proxy
@@ -244,7 +248,7 @@ def matrix() -> list[str]:
 
 
 def newest_released() -> str:
-    """The newest patch of the newest minor with a release, not a pre-release (.ci/run's second version)."""
+    """The newest patch of the newest minor with a release, not a pre-release (what DEFAULT_VERSION is)."""
     return [v for v in matrix() if "-" not in v][-1]
 
 
@@ -279,7 +283,12 @@ def kueue_version(version: str | None = None, env: Mapping[str, str] = os.enviro
     return chosen
 
 
-_LISTS = {"default": lambda: [DEFAULT_VERSION], "matrix": matrix, "newest": lambda: [newest_released()]}
+_LISTS = {
+    "default": lambda: [DEFAULT_VERSION],
+    "seed": lambda: [SEED_VERSION],
+    "matrix": matrix,
+    "newest": lambda: [newest_released()],
+}
 
 if __name__ == "__main__":  # for the scripts: see the module docstring
     args = sys.argv[1:]

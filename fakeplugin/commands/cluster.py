@@ -30,7 +30,7 @@ state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json,
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
 
 Kubernetes versions: any 1.34.x to 1.38.x the Go module proxy serves (v1.34.4, v1.35.4, v1.36.3, v1.37.2,
-v1.38.0-beta.0 checked), default v1.35.4; binaries cached per version. Per minor the etcd, helm, feature
+v1.38.0-beta.0 checked), default v1.37.2; binaries cached per version. Per minor the etcd, helm, feature
 gates and DeviceTaintRule API come from one table: fakeplugin/cluster/versions.py
 (docs/kubernetes-versions.md).
 

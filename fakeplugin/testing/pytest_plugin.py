@@ -15,7 +15,7 @@ Options (command line, or the ini key without `--` and with `_`):
   --fakeplugin-kubernetes-feature-gates G  Kubernetes' gates A=true,B=false over the local cluster's
                                  defaults
   --fakeplugin-kubernetes-version V  Kubernetes version of the local cluster to start, 1.34.x to 1.38.x
-                                 (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4)
+                                 (default: $FAKEPLUGIN_K8S_VERSION, else v1.37.2)
   --fakeplugin-with ADD-ONS      comma-separated: kueue[=CONFIG]: also run real Kueue against the started
                                  cluster (docs/kueue.md), CONFIG a Kueue Configuration (default:
                                  examples/kueue/config.yaml); prometheus[=RULES]: Prometheus scraping the
@@ -46,7 +46,7 @@ OPTIONS = {
     "plugin-args": "extra `fakeplugin serve` flags for every node's plugin, shell-quoted",
     "kubernetes-feature-gates": "Kubernetes feature gates A=true,B=false over the local cluster's defaults",
     "kubernetes-version": "Kubernetes version of the local cluster to start, 1.34.x to 1.38.x (default: "
-    "$FAKEPLUGIN_K8S_VERSION, else v1.35.4)",
+    "$FAKEPLUGIN_K8S_VERSION, else v1.37.2)",
     "with": "comma-separated add-ons: kueue[=CONFIG]: also run real Kueue against the started cluster, "
     "CONFIG its Configuration (default: examples/kueue/config.yaml; docs/kueue.md); prometheus[=RULES]: "
     "Prometheus scraping the plugins' telemetry, RULES its rule files (default: examples/prometheus/; "

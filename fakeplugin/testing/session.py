@@ -73,7 +73,7 @@ class FakepluginCluster:
     ) -> FakepluginCluster:
         """Start a local cluster (fakeplugin.cluster.Cluster.up) for `inventory` (default: the seed lab)
         in `state_dir` (default: the user's cache, ~/.cache/fakeplugin/cluster), of Kubernetes
-        `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.35.4); `kueue`
+        `kubernetes_version` (default: $FAKEPLUGIN_K8S_VERSION, else v1.37.2); `kueue`
         (fakeplugin.cluster.kueue.request): real Kueue too; `prometheus`
         (fakeplugin.cluster.prometheus.request): Prometheus on the plugins' telemetry (its URL:
         `local.prometheus_url`); `karpenter` (fakeplugin.cluster.karpenter.request): Karpenter launching

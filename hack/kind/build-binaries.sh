@@ -79,6 +79,15 @@ for p in ipam/host-local main/bridge main/loopback main/ptp meta/portmap; do
 done
 install cni-flannel "$CNI_FLANNEL_VERSION" github.com/containernetworking/plugins/plugins/meta/flannel
 build_flanneld
+
+say "kubeadm, kube-proxy and the Kubernetes components: hack/build-k8s.sh"
+"$KIND_REPO/hack/build-k8s.sh" >/dev/null
+"$KIND_REPO/hack/build-k8s.sh" --only kubeadm,kube-proxy >/dev/null
+if [[ -z "$COREDNS_VERSION" ]]; then
+  COREDNS_VERSION="$("$K8S_BIN/kubeadm" config images list --kubernetes-version "$K8S_VERSION" 2>/dev/null \
+    | sed -n 's#^registry.k8s.io/coredns/coredns:##p')"
+  [[ -n "$COREDNS_VERSION" ]] || die "kubeadm $K8S_VERSION lists no coredns image (set COREDNS_VERSION)"
+fi
 install coredns "$COREDNS_VERSION" github.com/coredns/coredns
 
 pause_key="$(content_key "$KIND_REPO/hack/kind/pause/main.go" "$KIND_REPO/hack/kind/pause/go.mod")"
@@ -91,8 +100,5 @@ else
   echo "$pause_key" >"$BIN/.pause.version"
 fi
 
-say "kubeadm, kube-proxy and the Kubernetes components: hack/build-k8s.sh"
-"$KIND_REPO/hack/build-k8s.sh" >/dev/null
-"$KIND_REPO/hack/build-k8s.sh" --only kubeadm,kube-proxy >/dev/null
 say "done in $((SECONDS - T0)) s; binaries in $BIN and $K8S_BIN"
 echo "$BIN"

@@ -130,7 +130,7 @@ binary_image "$(image_named kube-proxy)" "$IPTABLES_IMAGE" "" "$K8S_VERSION" "$K
 binary_image "$(image_named etcd)" scratch "" "$("$K8S_BIN/etcd" --version | sed -n 's/^etcd Version: /v/p')" "$K8S_BIN/etcd"
 PAUSE_IMAGE="$(image_named pause)"
 binary_image "$PAUSE_IMAGE" scratch pause "$(cat "$BIN/.pause.version")" "$BIN/pause"
-binary_image "$(image_named coredns/coredns)" scratch coredns "$COREDNS_VERSION" "$BIN/coredns"
+binary_image "$(image_named coredns/coredns)" scratch coredns "$(cat "$BIN/.coredns.version")" "$BIN/coredns"
 FLANNEL_IMAGE="$LOCAL/flannel:$FLANNEL_VERSION"
 binary_image "$FLANNEL_IMAGE" "$IPTABLES_IMAGE" "" "$FLANNEL_VERSION" "$BIN/flanneld"
 PRELOAD=("${KUBEADM_IMAGES[@]}" "$FLANNEL_IMAGE")

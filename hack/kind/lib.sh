@@ -17,7 +17,9 @@ CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
 # (v1.0 moved it to flannel-io/cni-plugin, which the module proxy does not serve).
 CNI_FLANNEL_VERSION="${CNI_FLANNEL_VERSION:-v0.9.1}"
 FLANNEL_VERSION="${FLANNEL_VERSION:-v0.28.10}"
-COREDNS_VERSION="${COREDNS_VERSION:-v1.13.1}"  # what kubeadm v1.35 deploys
+# Empty: the CoreDNS that kubeadm of $K8S_VERSION deploys (`kubeadm config images list`; v1.13.1 for 1.35,
+# v1.14.6 for 1.37: cmd/kubeadm/app/constants/constants.go CoreDNSVersion), read by build-binaries.sh.
+COREDNS_VERSION="${COREDNS_VERSION:-}"
 DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
