@@ -12,7 +12,8 @@
 #   dra-test-driver  Kubernetes' own Go DRA test driver (upstream kubeletplugin helper), the
 #                    anchor bench/prepare_vs_anchor.py measures us against (the floor)
 #   dra-anchor       the bench's other Go anchors (bench/anchor/main.go on the same helper: the test
-#                    driver plus a durable checkpoint, or plus NVIDIA's per-call work); source tree only
+#                    driver plus a durable checkpoint, or plus NVIDIA's per-call work); source tree only;
+#                    Kubernetes 1.37+ (its kubeletplugin helper asks for WatchHealthStatus)
 #   kubeadm kube-proxy  for the kind node image (hack/kind/build-binaries.sh)
 #   kueue            Kueue's manager (sigs.k8s.io/kueue), for `cluster up --with kueue`; with the
 #                    module's CRDs, webhook manifests and chart beside it (docs/kueue.md)

@@ -345,6 +345,13 @@ func (p *plugin) unprepare(uid string) error {
 
 func (p *plugin) HandleError(ctx context.Context, err error, msg string) { klog.ErrorS(err, msg) }
 
+// WatchHealthStatus: no device health, as the test driver without health and NVIDIA's plugin without
+// NVMLDeviceHealthCheck. The helper answers the kubelet Unimplemented (kubeletplugin v0.37, health.go);
+// the method is part of its DRAPlugin interface from Kubernetes 1.37, so the anchors build on 1.37+.
+func (p *plugin) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
 func main() {
 	p := &plugin{}
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
