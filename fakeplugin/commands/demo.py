@@ -33,7 +33,7 @@ steps:
 
 examples:
   fakeplugin demo
-  fakeplugin demo --kubernetes-version v1.35.4     the same on the seed lab's Kubernetes line (built on first use)
+  fakeplugin demo --kubernetes-version v1.35.4     the same on the seed lab's 1.35 (built on first use)
   fakeplugin demo --with kueue                      and Kueue's GPU quota (Kueue built on first use)
   fakeplugin demo --keep     then: export KUBECONFIG=~/.cache/fakeplugin/cluster/admin.kubeconfig
   fakeplugin demo --keep --with prometheus          and Prometheus on the GPUs' telemetry, kept running
