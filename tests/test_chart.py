@@ -173,7 +173,9 @@ def test_render_is_complete_and_clean(helm: Path, case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [(), SEED_LAB, CD_CASES["compute-domains"]], ids=["default", "seed-lab", "compute-domains"]
+    "args",
+    [(), SEED_LAB, CD_CASES["compute-domains"], CD_CASES["compute-domains-everything"]],
+    ids=["default", "seed-lab", "compute-domains", "compute-domains-everything"],
 )
 def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
     result = run_helm(
