@@ -29,6 +29,7 @@ from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.publish.deviceclasses import device_classes
 from tests.harness.rbac import (
+    CONTROLLER_BINDING_CONDITIONS_CALLS,
     CONTROLLER_CALLS,
     DAEMON_CALLS,
     FLEET_CALLS,
@@ -172,7 +173,9 @@ def test_render_is_complete_and_clean(helm: Path, case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [(), SEED_LAB, CD_CASES["compute-domains"]], ids=["default", "seed-lab", "compute-domains"]
+    "args",
+    [(), SEED_LAB, CD_CASES["compute-domains"], CD_CASES["compute-domains-everything"]],
+    ids=["default", "seed-lab", "compute-domains", "compute-domains-everything"],
 )
 def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
     result = run_helm(
@@ -201,6 +204,7 @@ def test_lint_is_clean(helm: Path, args: tuple[str, ...]) -> None:
         ("kubeletPlugin.containers.computeDomains.gpuCliqueLabel=true", "gpuCliqueLabel"),
         ("controller.leaderElection.enable=true", "enable"),
         ("resources.computeDomains.imex.modes=x", "modes"),
+        ("resources.computeDomains.bindingCondition=true", "bindingCondition"),
         ("telemetry.enable=true", "enable"),
         ("telemetry.service.enable=true", "enable"),
     ],
@@ -232,6 +236,11 @@ def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
             "fleet.enabled with resources.computeDomains.enabled: the chart's fleet runs gpu.nvidia.com only",
         ),
         (("--set", "fleet.shards=0"), NAMESPACE, "/fleet/shards"),
+        (
+            ("--set", "resources.computeDomains.bindingConditions=true"),
+            NAMESPACE,
+            "resources.computeDomains.bindingConditions=true needs resources.computeDomains.enabled=true",
+        ),
     ],
     ids=[
         "host-managed-imex",
@@ -242,6 +251,7 @@ def test_schema_rejects_typos(helm: Path, setting: str, typo: str) -> None:
         "bad-verbosity",
         "fleet-with-compute-domains",
         "no-fleet-shards",
+        "binding-conditions-without-compute-domains",
     ],
 )
 def test_refuses_what_the_fake_cannot_do(
@@ -655,6 +665,91 @@ def test_controller_reads_and_renews_only_its_own_lease(helm: Path) -> None:
 def test_compute_domain_rbac_leaves_the_gpu_plugins_role_unchanged(helm: Path) -> None:
     name = only(objects(render(helm)), "ClusterRole")["metadata"]["name"]
     assert named(cd_render(helm), "ClusterRole", name) == only(objects(render(helm)), "ClusterRole")
+
+
+# -- binding conditions (resources.computeDomains.bindingConditions) ------------------------------------
+
+BINDING = ("--set", "resources.computeDomains.bindingConditions=true")
+CD_FIELDS = {"spec.nodeName": "gb200-0", "metadata.uid": "pod-uid", "metadata.name": "controller-pod"}
+
+
+def binding_flags(monkeypatch: pytest.MonkeyPatch, objs: list[dict[str, Any]]) -> dict[str, bool]:
+    """--binding-conditions as each container's fakeplugin command parses it (args and env)."""
+    cds = {**containers(objs, "DaemonSet"), **containers(objs, "Deployment")}
+    fields = {**CD_FIELDS, "metadata.namespace": NAMESPACE}
+    flags = {}
+    for name, container in cds.items():
+        with monkeypatch.context() as m:
+            flags[name] = parse_with_env(m, container, fields).binding_conditions
+    return flags
+
+
+def test_binding_conditions_are_off_by_default(helm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for args in [(), CD_CASES["compute-domains"], FLEET_CASES["fleet"]]:
+        text = render(helm, *args)
+        assert "--binding-conditions" not in text and "BINDING_CONDITIONS" not in text
+        assert "resourceclaims/status" not in text
+    objs = cd_render(helm)
+    assert binding_flags(monkeypatch, objs) == {
+        "gpus": False,
+        "compute-domains": False,
+        "compute-domain": False,
+    }
+    name = only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert granted(objs, name) == CONTROLLER_CALLS
+
+
+def test_binding_conditions_reach_the_plugin_and_the_controller(
+    helm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One value turns the flag on in both ComputeDomain commands (the plugin's slices and the controller
+    answering them agree), not in the GPU plugin; the chart's fleet never runs ComputeDomains (refused
+    above), so it has none either."""
+    objs = cd_render(helm, *BINDING)
+    assert binding_flags(monkeypatch, objs) == {
+        "gpus": False,
+        "compute-domains": True,
+        "compute-domain": True,
+    }
+    assert containers(objs, "DaemonSet")["compute-domains"]["args"] == [
+        "serve",
+        "--plugin",
+        "compute-domains",
+        "--binding-conditions",
+    ]
+    assert containers(objs, "Deployment")["compute-domain"]["args"] == [
+        "compute-domain-controller",
+        "--binding-conditions",
+    ]
+    # Nothing else in the render changes but the controller's ClusterRole.
+    plain = cd_render(helm)
+    changed = sorted((o["kind"], o["metadata"]["name"]) for o in objs if o not in plain)
+    assert changed == [
+        ("ClusterRole", f"{RELEASE}-controller"),
+        ("DaemonSet", f"{RELEASE}-kubelet-plugin"),
+        ("Deployment", f"{RELEASE}-controller"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("component", "calls"),
+    [
+        ("controller", CONTROLLER_CALLS | CONTROLLER_BINDING_CONDITIONS_CALLS),
+        ("kubelet-plugin", KUBELET_PLUGIN_CALLS),
+        ("daemon", DAEMON_CALLS),
+    ],
+)
+def test_binding_conditions_grant_exactly_the_controllers_extra_calls(
+    helm: Path, component: str, calls: set[tuple[str, ...]]
+) -> None:
+    objs = cd_render(helm, *BINDING)
+    service_account = {
+        "controller": only(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"],
+        "kubelet-plugin": only(objs, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"],
+        "daemon": cd_objects.DAEMON_SERVICE_ACCOUNT,
+    }[component]
+    assert granted(objs, service_account) == calls
+    assert not CONTROLLER_BINDING_CONDITIONS_CALLS & CONTROLLER_CALLS
 
 
 # -- fleet mode (fleet.enabled) -------------------------------------------------------------------------

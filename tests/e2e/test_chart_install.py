@@ -9,9 +9,11 @@
    ValidatingAdmissionPolicy lets it write ResourceSlices of its own node only — the node named by
    the `authentication.kubernetes.io/node-name` user extra, which the API server puts only into
    pod-bound tokens; impersonation sets it here.
-3. On the same server, the chart with resources.computeDomains.enabled in a second namespace: each
-   ComputeDomain component's ServiceAccount may make exactly the calls of tests/test_chart.py's tables
-   (CONTROLLER_CALLS, KUBELET_PLUGIN_CALLS, DAEMON_CALLS), SubjectAccessReviews in one kubectl call each.
+3. On the same server, the chart with resources.computeDomains.enabled in a second namespace, and with
+   .bindingConditions too in a third: each ComputeDomain component's ServiceAccount may make exactly the
+   calls of tests/harness/rbac.py's tables (CONTROLLER_CALLS, plus CONTROLLER_BINDING_CONDITIONS_CALLS
+   with binding conditions; KUBELET_PLUGIN_CALLS, DAEMON_CALLS), SubjectAccessReviews in one kubectl call
+   each.
 """
 
 from __future__ import annotations
@@ -440,7 +442,8 @@ def test_policy_limits_slice_writes_to_the_plugins_node(installed: Installed) ->
 
 # -- the ComputeDomain side (resources.computeDomains.enabled): each component's RBAC on a real authorizer --
 
-CD_NAMESPACE, CD_RELEASE = "cd-driver", "fp-cd"
+# binding conditions (resources.computeDomains.bindingConditions) → namespace and release of that install.
+CD_INSTALLS = {False: ("cd-driver", "fp-cd"), True: ("cd-binding-driver", "fp-cdb")}
 CD_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 # (group, resource) → namespaced?
 CD_RESOURCES = {
@@ -450,6 +453,7 @@ CD_RESOURCES = {
     ("coordination.k8s.io", "leases"): True,
     ("resource.k8s.io", "resourceslices"): False,
     ("resource.k8s.io", "resourceclaims"): True,
+    ("resource.k8s.io", "resourceclaims/status"): True,
     ("resource.k8s.io", "resourceclaimtemplates"): True,
     ("resource.nvidia.com", "computedomains"): True,
     ("resource.nvidia.com", "computedomains/status"): True,
@@ -457,17 +461,33 @@ CD_RESOURCES = {
 }
 
 
-@pytest.fixture(scope="module")
-def cd_installed(rbac_apiserver: ApiServer) -> list[dict[str, Any]]:
-    """The chart with ComputeDomains in its own namespace and driver name (next to `installed`)."""
+@dataclass(frozen=True)
+class CdInstalled:
+    namespace: str
+    binding_conditions: bool
+    objs: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "binding-conditions"])
+def cd_installed(request: pytest.FixtureRequest, rbac_apiserver: ApiServer) -> CdInstalled:
+    """The chart with ComputeDomains (and, for the second param, binding conditions) in its own namespace
+    and driver name (next to `installed`)."""
+    binding: bool = request.param
+    namespace, release = CD_INSTALLS[binding]
     objs = render(
-        CD_NAMESPACE, CD_RELEASE, "gpu.cd.example.com", "--set", "resources.computeDomains.enabled=true"
+        namespace,
+        release,
+        f"gpu.{release}.example.com",
+        "--set",
+        "resources.computeDomains.enabled=true",
+        "--set",
+        f"resources.computeDomains.bindingConditions={str(binding).lower()}",
     )
-    created = rbac_apiserver.kubectl("create", "namespace", CD_NAMESPACE)
+    created = rbac_apiserver.kubectl("create", "namespace", namespace)
     assert created.returncode == 0, created.stderr
     applied = rbac_apiserver.kubectl("apply", "-f", "-", input=as_list(objs))
     assert applied.returncode == 0, applied.stderr
-    return objs
+    return CdInstalled(namespace, binding, objs)
 
 
 def reviews_allowed(
@@ -512,28 +532,35 @@ def reviews_allowed(
 
 @pytest.mark.parametrize("component", ["controller", "kubelet-plugin", "daemon"])
 def test_compute_domain_service_accounts_may_make_exactly_their_calls(
-    rbac_apiserver: ApiServer, cd_installed: list[dict[str, Any]], component: str
+    rbac_apiserver: ApiServer, cd_installed: CdInstalled, component: str
 ) -> None:
-    """tests/test_chart.py's table of each component's calls, on a real RBAC authorizer: every call allowed
+    """tests/harness/rbac.py's table of each component's calls, on a real RBAC authorizer: every call allowed
     where the table says (a cluster row in any namespace, a namespace row in the release's only), every
-    other verb on those resources refused, in the release namespace and in another one."""
-    from tests.harness.rbac import CONTROLLER_CALLS, DAEMON_CALLS, KUBELET_PLUGIN_CALLS
+    other verb on those resources refused, in the release namespace and in another one. With binding
+    conditions the controller's extra calls, and nothing else."""
+    from tests.harness.rbac import (
+        CONTROLLER_BINDING_CONDITIONS_CALLS,
+        CONTROLLER_CALLS,
+        DAEMON_CALLS,
+        KUBELET_PLUGIN_CALLS,
+    )
 
     def only(kind: str) -> dict[str, Any]:
-        [obj] = [o for o in cd_installed if o["kind"] == kind]
+        [obj] = [o for o in cd_installed.objs if o["kind"] == kind]
         return obj
 
     pod = {k: only(k)["spec"]["template"]["spec"] for k in ("Deployment", "DaemonSet")}
+    binding = CONTROLLER_BINDING_CONDITIONS_CALLS if cd_installed.binding_conditions else set()
     service_account, calls = {
-        "controller": (pod["Deployment"]["serviceAccountName"], CONTROLLER_CALLS),
+        "controller": (pod["Deployment"]["serviceAccountName"], CONTROLLER_CALLS | binding),
         "kubelet-plugin": (pod["DaemonSet"]["serviceAccountName"], KUBELET_PLUGIN_CALLS),
         "daemon": ("compute-domain-daemon-service-account", DAEMON_CALLS),
     }[component]
     lease = only("Deployment")["metadata"]["name"]
     wrong = wrong_answers(
         rbac_apiserver,
-        f"system:serviceaccount:{CD_NAMESPACE}:{service_account}",
-        CD_NAMESPACE,
+        f"system:serviceaccount:{cd_installed.namespace}:{service_account}",
+        cd_installed.namespace,
         CD_RESOURCES,
         calls,
         own={

@@ -42,6 +42,15 @@ CONTROLLER_CALLS = {
     ("namespace", "coordination.k8s.io", "leases", "get"),
     ("namespace", "coordination.k8s.io", "leases", "update"),
 }
+# With --binding-conditions (the chart's resources.computeDomains.bindingConditions), besides:
+CONTROLLER_BINDING_CONDITIONS_CALLS = {
+    # loop.py Controller.claims (CLAIMS, every namespace): list + watch; _put_claim_status: PUT of its status.
+    ("cluster", "resource.k8s.io", "resourceclaims", "list"),
+    ("cluster", "resource.k8s.io", "resourceclaims", "watch"),
+    ("cluster", "resource.k8s.io", "resourceclaims/status", "update"),
+    # loop.py Controller.nodes: list (granted above) + watch; _label_node: merge patch (granted above).
+    ("cluster", "", "nodes", "watch"),
+}
 # `fakeplugin serve`, both containers (one ServiceAccount): the GPU plugin's calls (rbac.yaml) plus those of
 # --plugin compute-domains (kube.py Kube.compute_domain, compute_domain_clique, patch_node_labels).
 KUBELET_PLUGIN_CALLS = {

@@ -66,6 +66,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if dig "computeDomains" "enabled" false (.Values.resources | default dict) -}}true{{- end -}}
 {{- end -}}
 
+{{/* Whether ComputeDomain channels carry KEP-5007 binding conditions (resources.computeDomains.bindingConditions,
+with .enabled): "true" or "". One value, so the plugins' slices and the controller that answers them agree. */}}
+{{- define "fakeplugin.bindingConditions" -}}
+{{- if and (include "fakeplugin.computeDomains" .) (dig "computeDomains" "bindingConditions" false (.Values.resources | default dict)) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Name of the compute-domain controller's Deployment, ServiceAccount, roles, bindings and Lease. */}}
 {{- define "fakeplugin.controllerName" -}}
 {{- printf "%s-controller" (include "fakeplugin.fullname" .) | trunc 63 | trimSuffix "-" -}}
