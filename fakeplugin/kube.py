@@ -455,9 +455,7 @@ class Kube:
         )
         if body is not None:
             headers["Content-Type"] = content_type
-        answer = self._direct.request(
-            method, url, headers, None if body is None else json.dumps(body).encode()
-        )
+        answer = self._direct.request(method, url, headers, None if body is None else encode(body))
         if not 200 <= answer.status <= 299:
             raise ApiException.from_response(http_resp=answer, body=None, data=None)
         return json.loads(answer.data)
@@ -491,6 +489,17 @@ class Kube:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response.response
+
+
+def encode(body: Obj) -> bytes:
+    """A request body as Go's encoding/json writes one (kubectl, controllers): compact, non-ASCII as UTF-8.
+    The API server keeps a RawExtension (opaque device parameters) as the bytes it was sent and compares
+    those bytes where the field may not change (kubernetes v1.37.2 pkg/apis/resource/v1/
+    zz_generated.validations.go: ResourceClaimStatus.Allocation NoModify), while it answers reads with them
+    compacted: a claim read and written back (runtime.claimstatus.put_devices) keeps its parameters only
+    when they were stored compact, as every Go client and our own writes store them. Keys keep the order
+    they were read in (Go's writers sort them)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _selectors(field_selector: str, label_selector: str) -> list[tuple[str, str]]:

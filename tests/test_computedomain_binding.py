@@ -1,6 +1,7 @@
 """KEP-5007 binding conditions of ComputeDomain channel devices (opt-in `--binding-conditions`): the
 channel device's fields (drivers.computedomain.slices), the conditions the controller computes
-(computedomain.controller.binding) and what its sync writes (loop.Controller.sync_binding)."""
+(computedomain.controller.binding) and what its sync writes (loop.Controller.sync_binding, through
+runtime.claimstatus)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from fakeplugin.computedomain.controller.objects import DaemonSettings
 from fakeplugin.computedomain.controller.reconcile import Mode
 from fakeplugin.computedomain.daemon import FAILED_ANNOTATION
 from fakeplugin.drivers.computedomain.slices import node_slices, published_devices
+from fakeplugin.runtime.claimstatus import status_devices
 
 UID = "cd-uid-1"
 NODE = "gb200-0"
 CD_DRIVER = api.DRIVER_NAME
-KEY = (CD_DRIVER, NODE, "channel-0")
+KEY = (CD_DRIVER, NODE, "channel-0", "")
 READY, FAILED = api.READY_CONDITION, api.FAILED_CONDITION
 
 
@@ -147,24 +149,25 @@ def test_status_devices_are_idempotent_and_keep_what_is_not_ours() -> None:
     ch = Channel(CD_DRIVER, NODE, "channel-0", NODE, UID)
     foreign = {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-0", "data": {"x": 1}}
     waiting = binding.conditions(ch, cd("NotReady"), node())
-    first = binding.status_devices(claim(devices=[foreign]), {KEY: waiting}, "2026-12-04T13:00:00Z")
+    first = status_devices(claim(devices=[foreign]), {KEY: {"conditions": waiting}}, "2026-12-04T13:00:00Z")
     assert first is not None and first[0] == foreign
     assert first[1]["conditions"][0] | {} == waiting[0] | {"lastTransitionTime": "2026-12-04T13:00:00Z"}
     # The same answer again: nothing to write.
-    assert binding.status_devices(claim(devices=first), {KEY: waiting}, "2026-12-04T13:00:09Z") is None
+    assert (
+        status_devices(claim(devices=first), {KEY: {"conditions": waiting}}, "2026-12-04T13:00:09Z") is None
+    )
     # Another reason with the same status keeps the transition time; a new status moves it.
     entry = copy.deepcopy(first[1])
     entry["conditions"].append({"type": "Other", "status": "True", "reason": "Theirs", "message": ""})
     started = binding.conditions(ch, cd(None), node())
-    again = binding.status_devices(claim(devices=[entry]), {KEY: started}, "2026-12-04T13:00:20Z")
+    again = status_devices(claim(devices=[entry]), {KEY: {"conditions": started}}, "2026-12-04T13:00:20Z")
     assert again is not None
     by_type = {c["type"]: c for c in again[0]["conditions"]}
     assert by_type[READY]["reason"] == "DaemonNotStarted"
     assert by_type[READY]["lastTransitionTime"] == "2026-12-04T13:00:00Z"
     assert by_type["Other"]["reason"] == "Theirs"
-    ready = binding.status_devices(
-        claim(devices=again), {KEY: binding.conditions(ch, cd("Ready"), node())}, "2026-12-04T13:00:30Z"
-    )
+    conditions = binding.conditions(ch, cd("Ready"), node())
+    ready = status_devices(claim(devices=again), {KEY: {"conditions": conditions}}, "2026-12-04T13:00:30Z")
     assert ready is not None
     by_type = {c["type"]: c for c in ready[0]["conditions"]}
     assert (by_type[READY]["status"], by_type[READY]["lastTransitionTime"]) == (
@@ -237,7 +240,7 @@ def test_the_controller_labels_the_node_and_writes_the_claim_status_once() -> No
     assert kube.sent == claim() | {"apiVersion": "resource.k8s.io/v1", "status": written["status"]}
     assert written["status"]["allocation"] == claim()["status"]["allocation"]
     [entry] = written["status"]["devices"]
-    assert (entry["driver"], entry["pool"], entry["device"]) == KEY
+    assert (entry["driver"], entry["pool"], entry["device"], "") == KEY
     assert summary(entry["conditions"]) == [
         (READY, "False", "DaemonNotReady"),
         (FAILED, "False", "DaemonNotFailed"),

@@ -56,6 +56,15 @@ class Recorder(BaseHTTPRequestHandler):
         if self.shut_idle:
             threading.Timer(IDLE_SECONDS, self._abort).start()
 
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.requests.append({"path": self.path, "body": body, "port": self.client_address[1]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def _abort(self) -> None:
         # Linger 0: the close that follows the shutdown resets the connection, as the CI's API server did.
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -164,3 +173,18 @@ def test_the_certificate_must_name_the_host_as_the_clients_own_pool_checks(
     unverified = kube_of(httpd, tmp_path / "kc2", host="localhost", ca=None)
     assert unverified.get_claim("ns", "c-1")["metadata"]["name"] == "c-1"
     assert len(requests_to(httpd)) == 1
+
+
+def test_a_body_is_sent_as_go_writes_it_compact_and_in_utf8(
+    server: tuple[ThreadingHTTPServer, Path], tmp_path: Path
+) -> None:
+    """So opaque parameters read and written back keep the bytes kubectl stored (kube.encode)."""
+    httpd, ca = server
+    kube = kube_of(httpd, tmp_path / "kc", ca=ca)
+    params = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig", "note": "größe"}
+    assert kube.replace(f"{CLAIM_PATH}/status", {"z": 1, "params": params})["params"] == params
+    [put] = requests_to(httpd)
+    expected = (
+        '{"z":1,"params":{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","note":"größe"}}'
+    )
+    assert put["path"] == f"{CLAIM_PATH}/status" and put["body"] == expected.encode()

@@ -29,10 +29,9 @@ from typing import Any
 from fakeplugin.apis import computedomain as api
 from fakeplugin.apis.computedomain import FAILED_CONDITION, READY_CONDITION
 from fakeplugin.computedomain.daemon import FAILED_ANNOTATION
+from fakeplugin.runtime.claimstatus import Key
 
 Obj = dict[str, Any]
-
-OWNED = (READY_CONDITION, FAILED_CONDITION)
 
 
 @dataclass(frozen=True)
@@ -46,8 +45,8 @@ class Channel:
     cd_uid: str  # from the request's ComputeDomainChannelConfig; "" without one
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.driver, self.pool, self.device)
+    def key(self) -> Key:
+        return (self.driver, self.pool, self.device, "")  # a channel is never shared
 
 
 def allocated_node(allocation: Obj) -> str:
@@ -129,47 +128,3 @@ def conditions(channel: Channel, cd: Obj | None, node: Obj | None) -> list[Obj]:
         _condition(READY_CONDITION, *ready),
         _condition(FAILED_CONDITION, False, "DaemonNotFailed", f"no daemon failure on {where}"),
     ]
-
-
-def _same(a: Obj, b: Obj) -> bool:
-    return all(a.get(k) == b.get(k) for k in ("status", "reason", "message"))
-
-
-def merged_conditions(existing: list[Obj], wanted: list[Obj], now: str) -> list[Obj]:
-    """`existing` with ours replaced by `wanted`; an unchanged condition is kept as it is, a changed one
-    keeps its lastTransitionTime unless its status changed (metav1.Condition's rule)."""
-    by_type = {c.get("type"): c for c in existing}
-    out = [c for c in existing if c.get("type") not in OWNED]
-    for want in wanted:
-        old = by_type.get(want["type"])
-        if old is not None and _same(old, want):
-            out.append(old)
-            continue
-        moved = old is None or old.get("status") != want["status"]
-        out.append({**want, "lastTransitionTime": now if moved else old.get("lastTransitionTime", now)})
-    return out
-
-
-def status_devices(
-    claim: Obj, wanted: Mapping[tuple[str, str, str], list[Obj]], now: str
-) -> list[Obj] | None:
-    """The claim's new `status.devices` with our conditions of the `wanted` devices; None when nothing
-    changes (idempotent: an unchanged condition is never rewritten). Entries and conditions of others stay."""
-    existing = (claim.get("status") or {}).get("devices") or []
-    out: list[Obj] = []
-    done: set[tuple[str, str, str]] = set()
-    for entry in existing:
-        key = (entry.get("driver", ""), entry.get("pool", ""), entry.get("device", ""))
-        if key in wanted and key not in done and not entry.get("shareID"):
-            entry = {
-                **entry,
-                "conditions": merged_conditions(entry.get("conditions") or [], wanted[key], now),
-            }
-            done.add(key)
-        out.append(entry)
-    for key, conds in wanted.items():
-        if key not in done:
-            driver, pool, device = key
-            entry = {"driver": driver, "pool": pool, "device": device}
-            out.append({**entry, "conditions": merged_conditions([], conds, now)})
-    return None if out == existing else out

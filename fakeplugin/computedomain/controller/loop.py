@@ -22,6 +22,7 @@ from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.controller import binding, reconcile, status
 from fakeplugin.computedomain.controller.reconcile import Mode, Owned
 from fakeplugin.kube import NODES, Kube, describe_api_error
+from fakeplugin.runtime import claimstatus
 from fakeplugin.runtime.informer import Source, list_and_watch
 
 log = logging.getLogger(__name__)
@@ -186,8 +187,8 @@ class Controller:
                 node = nodes.get(ch.node)
                 if binding.needs_label(node, ch.cd_uid):
                     self._guard(lambda n=node, ch=ch: self._label_node(n, ch.cd_uid), f"label of {ch.node}")
-                wanted[ch.key] = binding.conditions(ch, cds.get(ch.cd_uid), node)
-            devices = binding.status_devices(claim, wanted, now) if wanted else None
+                wanted[ch.key] = {"conditions": binding.conditions(ch, cds.get(ch.cd_uid), node)}
+            devices = claimstatus.status_devices(claim, wanted, now) if wanted else None
             if devices is not None:
                 self._guard(
                     lambda c=claim, d=devices: self._put_claim_status(c, d), f"status of {_describe(claim)}"
@@ -262,16 +263,9 @@ class Controller:
         log.info("added label %s=%s to node %s (binding conditions)", OURS, cd_uid, meta["name"])
 
     def _put_claim_status(self, claim: Obj, devices: list[Obj]) -> None:
-        """status.devices of the claim: an update of its status as read, its resourceVersion a precondition
-        (the scheduler writes the same status: a conflict is tried again on the next sync). Not a patch:
-        the API server re-encodes the object for one, the allocation's opaque parameters (raw JSON, kept
-        as sent) then differ in their bytes, and 1.37 refuses that as `status.allocation: ... field cannot
-        be modified once set` (kubernetes v1.37.2 pkg/apis/resource/v1/zz_generated.validations.go:
-        ResourceClaimStatus.Allocation NoModify). A PUT sends them back as our client wrote them into the
-        workload template; a claim whose parameters another client wrote may still be refused."""
-        body = {**claim, "apiVersion": _API_VERSIONS["ResourceClaim"]}
-        body["status"] = {**claim["status"], "devices": devices}
-        self.claims.event("MODIFIED", self._kube.replace(f"{_path(claim)}/status", body))
+        """status.devices of the claim, as read (runtime.claimstatus.put_devices: a PUT, not a patch; the
+        scheduler writes the same status: a conflict is tried again on the next sync)."""
+        self.claims.event("MODIFIED", claimstatus.put_devices(self._kube.replace, claim, devices))
         log.info(
             "%s: binding conditions %s",
             _describe(claim),
@@ -326,7 +320,6 @@ def _namespaced(prefix: str, plural: str) -> Callable[[str], str]:
 
 _PLURALS: dict[str, Callable[[str], str]] = {
     "ResourceClaimTemplate": _namespaced(RESOURCE_V1, "resourceclaimtemplates"),
-    "ResourceClaim": _namespaced(RESOURCE_V1, "resourceclaims"),
     "DaemonSet": _namespaced("/apis/apps/v1", "daemonsets"),
     api.COMPUTE_DOMAIN_KIND: api.compute_domains_path,
     api.CLIQUE_KIND: api.cliques_path,
@@ -335,7 +328,6 @@ _PLURALS: dict[str, Callable[[str], str]] = {
 
 _API_VERSIONS = {
     "ResourceClaimTemplate": "resource.k8s.io/v1",
-    "ResourceClaim": "resource.k8s.io/v1",
     "DaemonSet": "apps/v1",
     api.COMPUTE_DOMAIN_KIND: api.API_VERSION,
     api.CLIQUE_KIND: api.API_VERSION,
