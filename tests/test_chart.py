@@ -35,6 +35,7 @@ from tests.harness.rbac import (
     FLEET_CALLS,
     FLEET_TELEMETRY_CALLS,
     KUBELET_PLUGIN_CALLS,
+    KUBELET_PLUGIN_DEVICE_STATUS_CALLS,
     KUBELET_PLUGIN_TELEMETRY_CALLS,
 )
 from tests.harness.tooling import unavailable
@@ -930,6 +931,26 @@ def test_telemetry_grants_exactly_its_extra_calls(helm: Path) -> None:
     plain = granted(objects(render(helm)), name)
     assert granted(objs, name) == plain | KUBELET_PLUGIN_TELEMETRY_CALLS
     assert not KUBELET_PLUGIN_TELEMETRY_CALLS & plain
+
+
+def test_device_status_passes_the_flag_and_grants_exactly_its_extra_calls(
+    helm: Path, monkeypatch: Any
+) -> None:
+    """Off by default: no flag, no grant. On: DEVICE_STATUS reaches `serve`, and the plugin's ServiceAccount
+    gets the status update and the per-driver verb, for its driver name only."""
+    plain = objects(render(helm))
+    name = only(plain, "ServiceAccount")["metadata"]["name"]
+    assert "DEVICE_STATUS" not in env_of(plugin_container(plain))
+    objs = objects(render(helm, "--set", "kubeletPlugin.deviceStatus=true,driverName=gpu.example.com"))
+    assert granted(objs, name) == granted(plain, name) | KUBELET_PLUGIN_DEVICE_STATUS_CALLS
+    assert not KUBELET_PLUGIN_DEVICE_STATUS_CALLS & granted(plain, name)
+    [driver_rule] = [
+        r for r in named(objs, "ClusterRole", name)["rules"] if "resourceclaims/driver" in r["resources"]
+    ]
+    assert driver_rule["resourceNames"] == ["gpu.example.com"]
+    container = plugin_container(objs)
+    args = parse_with_env(monkeypatch, container, {"spec.nodeName": "n", "metadata.uid": "u"})
+    assert args.device_status is True
 
 
 def test_telemetry_in_fleet_mode_serves_every_shards_nodes(helm: Path) -> None:

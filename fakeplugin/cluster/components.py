@@ -395,7 +395,7 @@ def python_env(environ: Mapping[str, str], source: Path) -> dict[str, str]:
 def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: Sequence[str]) -> list[str]:
     """`fakeplugin fleet` for the cluster's simulated nodes, with the flags of the plugins' extra flags
     that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release,
-    consumable shares)."""
+    consumable shares, the claim device status)."""
     return [
         python,
         "-m",
@@ -408,13 +408,22 @@ def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: S
     ]
 
 
+PREPARE_ONLY_FLAGS = ("--fake-device-nodes", "--device-status")  # fleet flags `render` has not
+
+
 def fleet_flags(plugin_args: Sequence[str]) -> list[str]:
-    """The plugins' extra flags that the fleet shares with `serve`, and `render` with the fleet (the NVIDIA
-    feature gates, fake device nodes, the driver release, consumable shares)."""
+    """The plugins' extra flags that the fleet shares with `serve` (the NVIDIA feature gates, fake device
+    nodes, the driver release, consumable shares, the claim device status); `render` takes them but the
+    two that only Prepare reads (PREPARE_ONLY_FLAGS)."""
     return [
         a
         for a in plugin_args
         if a.startswith(
-            ("--feature-gates=", "--fake-device-nodes", "--driver-release=", "--consumable-shares=")
+            (
+                "--feature-gates=",
+                "--driver-release=",
+                "--consumable-shares=",
+                *PREPARE_ONLY_FLAGS,
+            )
         )
     ]

@@ -32,7 +32,7 @@ import yaml
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
-from fakeplugin.cluster.components import LOOPBACK, fleet_flags, python_env
+from fakeplugin.cluster.components import LOOPBACK, PREPARE_ONLY_FLAGS, fleet_flags, python_env
 from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterError, StateStore
@@ -126,7 +126,7 @@ def render_instance_types(inventory: Path, plugin_args: list[str], kubernetes_ve
         f"--kubernetes-version={kubernetes_version}",
         *fleet_flags(plugin_args),
     ]
-    argv = [a for a in argv if not a.startswith("--fake-device-nodes")]  # prepare only, not a render flag
+    argv = [a for a in argv if not a.startswith(PREPARE_ONLY_FLAGS)]  # not render flags
     source = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         argv, capture_output=True, text=True, env=python_env(os.environ, source), check=False

@@ -149,6 +149,16 @@ SHARED: dict[str, dict[str, Any]] = {
         "ComputeDomainDaemonReady and bindingFailureConditions ComputeDomainDaemonFailed; the controller "
         "sets them in allocated claims' status.devices from the node's daemon",
     ),
+    # serve (GPU plugin) and fleet: off, as every NVIDIA release (docs/compute-domains.md, *Claim device
+    # status*).
+    "--device-status": dict(
+        env="DEVICE_STATUS",
+        action="store_true",
+        help="after a claim is prepared, report its GPU and MIG devices in the claim's status.devices "
+        "(KEP-4817; beyond NVIDIA's releases): condition Ready True and data uuid, productName, pciBusID "
+        "(MIG: parentUUID, profile); removed again at Unprepare. Needs update of resourceclaims/status and, "
+        "from Kubernetes 1.36, associated-node:update of resourceclaims/driver for the driver name",
+    ),
     "--plugin": dict(
         env="FAKEPLUGIN_PLUGIN",
         default="gpus",

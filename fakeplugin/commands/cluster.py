@@ -85,7 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="ARGS",
         help="extra flags for every node's kubelet plugin, e.g. '--feature-gates=DynamicMIG=true "
         "--device-health': all to `fakeplugin serve`, and to `fakeplugin fleet` those it takes too "
-        "(--feature-gates, --fake-device-nodes, --driver-release, --consumable-shares)",
+        "(--feature-gates, --fake-device-nodes, --driver-release, --consumable-shares, --device-status)",
     )
     flag(
         up,

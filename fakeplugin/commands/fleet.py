@@ -120,7 +120,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "every simulated node, doing each ComputeDomain daemon's part (clique entry, Ready) when its "
         "daemon claim is prepared",
     )
-    shared_flags(p, "--binding-conditions", "--namespace")
+    shared_flags(p, "--binding-conditions", "--namespace", "--device-status")
     flag(
         p,
         "--shard",
@@ -257,9 +257,9 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
     # the rename is atomic, so a kill -9 of the fleet leaves each checkpoint old or new, and the page cache
     # outlives the process; only a crash of the machine loses unsynced writes, and that is a new boot,
     # whose checkpoints start empty anyway (prepare.checkpoint: one boot ID per checkpoint).
-    drivers: list[Driver] = [
-        GpuDriver(emulated(args, inventory_release, args.driver_name), sync_checkpoints=False)
-    ]
+    gpu = emulated(args, inventory_release, args.driver_name)
+    device_status = kube.replace if args.device_status else None
+    drivers: list[Driver] = [GpuDriver(gpu, sync_checkpoints=False, device_status=device_status)]
     if args.compute_domains:
         cd = emulated(args, inventory_release, compute_domain_driver_name(args.driver_name))
         drivers.append(

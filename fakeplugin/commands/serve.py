@@ -170,7 +170,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compute-domains: set the nvidia.com/gpu.clique node label (historically set by "
         "gpu-feature-discovery) to the node's clique ID at start and when it changes; removed at stop",
     )
-    shared_flags(p, "--binding-conditions")
+    shared_flags(p, "--binding-conditions", "--device-status")
     p.set_defaults(func=run)
 
 
@@ -191,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--inventory (or FAKEPLUGIN_INVENTORY) is required: the inventory file")
     if not args.node_name:
         raise ValueError("--node-name (or NODE_NAME) is required")
+    if args.device_status and args.plugin == COMPUTE_DOMAINS:
+        raise ValueError("--device-status reports GPU and MIG devices: only with --plugin gpus")
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     driver_name = plugin_driver_name(args)
     emulation = emulated(args, inventory.inventory.driver_release, driver_name)
@@ -200,7 +202,9 @@ def run(args: argparse.Namespace) -> int:
     # and its writes, plus the node watch, plus telemetry's reads of load annotations.
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 4))
     boot_id = read_boot_id(Path(args.boot_id_file))  # BootIdError: fatal at start
-    driver: GpuDriver | ComputeDomainDriver = GpuDriver(emulation)
+    driver: GpuDriver | ComputeDomainDriver = GpuDriver(
+        emulation, device_status=kube.replace if args.device_status else None
+    )
     if args.plugin == COMPUTE_DOMAINS:  # imported only here: the GPU plugin's start need not pay for it
         from fakeplugin.drivers.computedomain import ComputeDomainDriver
 

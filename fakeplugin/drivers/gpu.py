@@ -8,11 +8,12 @@ do at start.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 from fakeplugin.prepare import claimfaults
+from fakeplugin.prepare.devicestatus import StatusWriter
 from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.publish import devicehealth
 from fakeplugin.publish.devicefaults import DeviceFault
@@ -25,11 +26,20 @@ log = logging.getLogger(__name__)
 
 class GpuDriver:
     """`sync_checkpoints`: fsync each node's checkpoint before it replaces the old one (as the kubelet's
-    checkpoint store does); a fleet turns it off, see fakeplugin.commands.fleet."""
+    checkpoint store does); a fleet turns it off, see fakeplugin.commands.fleet. `device_status`: with
+    `--device-status`, the PUT (Kube.replace) that writes prepared claims' status.devices
+    (prepare.devicestatus); None: never written, as by NVIDIA's releases."""
 
-    def __init__(self, emulation: Emulation, *, sync_checkpoints: bool = True) -> None:
+    def __init__(
+        self,
+        emulation: Emulation,
+        *,
+        sync_checkpoints: bool = True,
+        device_status: Callable[[str, Obj], Obj] | None = None,
+    ) -> None:
         self.emulation = emulation
         self.sync_checkpoints = sync_checkpoints
+        self.device_status = device_status
 
     @property
     def name(self) -> str:
@@ -77,6 +87,15 @@ class GpuNode:
         )
         self._unprepare_faults = False  # the Node's fakeplugin.dev/unprepare-faults (prepare.claimfaults)
         self._log_level = logging.DEBUG if quiet else logging.INFO
+        self._status: StatusWriter | None = None
+        if driver.device_status is not None:
+            self._status = StatusWriter(
+                driver=e.driver_name,
+                node=node_name,
+                get_claim=get_claim,
+                replace=driver.device_status,
+                log_level=self._log_level,
+            )
         # One Preparer per node: it owns the node's checkpoint and files.
         self._preparer = Preparer(
             driver_name=e.driver_name,
@@ -138,10 +157,21 @@ class GpuNode:
         self._preparer.open()
 
     def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
-        return self._preparer.prepare(claims)
+        results = self._preparer.prepare(claims)
+        if self._status is not None:  # after the node lock: the writes wait on the API server
+            pool = self._devices.snapshot()
+            for c in claims:
+                if (result := results[c.ref.uid]).devices and not result.error:
+                    self._status.prepared(c.ref, c.obj, {d.device_name for d in result.devices}, pool)
+        return results
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        return self._preparer.unprepare(claims)
+        results = self._preparer.unprepare(claims)
+        if self._status is not None:
+            for ref in claims:
+                if not results[ref.uid]:
+                    self._status.unprepared(ref)
+        return results
 
     def prepared_claims(self) -> list[ClaimRef]:
         return self._preparer.prepared_claims()

@@ -70,6 +70,13 @@ KUBELET_PLUGIN_CALLS = {
 # With `serve --telemetry-endpoint` (the chart's telemetry.enabled), besides: telemetry/source.py
 # KubeletAttribution._fetch GETs each claim (granted above) and pod the kubelet's PodResources List names.
 KUBELET_PLUGIN_TELEMETRY_CALLS = {("cluster", "", "pods", "get")}
+# With `serve --device-status` (the chart's kubeletPlugin.deviceStatus), besides: prepare/devicestatus.py
+# StatusWriter, a PUT of the claim's status (its GET granted above); from 1.36 the API server also checks
+# the synthetic resourceclaims/driver (resourceNames: the driver name).
+KUBELET_PLUGIN_DEVICE_STATUS_CALLS = {
+    ("cluster", "resource.k8s.io", "resourceclaims/status", "update"),
+    ("cluster", "resource.k8s.io", "resourceclaims/driver", "associated-node:update"),
+}
 # `fleet --telemetry-endpoint`: telemetry/source.py ClaimWatch, a list (granted) + watch of every claim.
 FLEET_TELEMETRY_CALLS = {("cluster", "resource.k8s.io", "resourceclaims", "watch")}
 DAEMON_CALLS = {
