@@ -10,6 +10,7 @@ last one uninstalls the chart.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -25,7 +26,6 @@ from tests.harness.kube import wait_for
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 WORKLOAD = "fakeplugin.local/debian:bookworm"  # loaded into the nodes by run.sh --local
-PAUSE = "registry.k8s.io/pause:3.10.1"  # in every node image, ours and kind's
 SLEEP = "trap 'exit 0' TERM; while true; do sleep 600 & wait; done"
 END = "=== end of output ==="
 
@@ -166,11 +166,20 @@ def test_nvidia_smi_in_a_busybox_image_prints_what_it_prints_in_debian(
     assert busybox_log == debian_log
 
 
+def pause_image(kind: KindCluster) -> str:
+    """The pause image every node holds, ours and kind's: the tag kubeadm of the node's Kubernetes lists
+    (3.10.1 for 1.35, 3.10.2 for 1.37), read from a GPU node's containerd."""
+    images = json.loads(kind.node_exec(kind.gpu_nodes()[0], "crictl", "images", "-o", "json"))["images"]
+    tags = [t for i in images for t in i.get("repoTags") or [] if t.startswith("registry.k8s.io/pause:")]
+    assert len(tags) == 1, tags
+    return tags[0]
+
+
 def test_nvidia_smi_needs_a_shell_in_the_image(kind_cluster: KindCluster, kind_namespace: str) -> None:
     """Our nvidia-smi is a POSIX shell script: in an image without /bin/sh (scratch, distroless; here the
     pause image, preloaded on every node) the runtime cannot start it, where the real tool, a binary,
     would run. What we do about it: docs/emulation.md and docs/kind.md say so."""
-    spec = script_pod("scratch", "one", {"ctr": ("", None)}, image=PAUSE)
+    spec = script_pod("scratch", "one", {"ctr": ("", None)}, image=pause_image(kind_cluster))
     spec["spec"]["containers"][0]["command"] = ["/usr/bin/nvidia-smi", "-L"]
     send(kind_cluster, kind_namespace, resource_claim("one"), spec)
 
