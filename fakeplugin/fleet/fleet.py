@@ -16,6 +16,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from fakeplugin.fleet import heap
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.dirs import FleetDirs
 from fakeplugin.fleet.kubelet import FleetKubelet
@@ -128,6 +129,7 @@ class Fleet:
         while not self.kubelet.synced.wait(1.0):
             if stop.is_set():
                 return
+        heap.freeze_start()  # every node's plugins and the listed pods: out of the collector's walks
         threading.Thread(
             target=self.reconciler.run, args=(stop, self.kubelet.relisted), name="reconcile", daemon=True
         ).start()
