@@ -30,10 +30,10 @@ MODULES = [
     "kubernetes",
     "fakeplugin.kube",
     "fakeplugin.commands.serve",
-    "fakeplugin.prepare.preparer",
-    "fakeplugin.publish.node",
+    "fakeplugin.drivers.gpu.prepare.preparer",
+    "fakeplugin.drivers.gpu.publish.node",
     "fakeplugin.runtime.publisher",
-    "fakeplugin.publish.slices",
+    "fakeplugin.drivers.gpu.publish.slices",
     "fakeplugin.server",
 ]
 

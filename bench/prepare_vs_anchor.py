@@ -483,9 +483,9 @@ def summary(s: Samples, p: Plugin) -> dict:
 # like `Class.function (/full/path.py:12)` (py-spy --full-filenames).
 AREAS: list[tuple[str, Callable[[str], bool]]] = [
     ("claim GET", lambda f: "fakeplugin/kube.py:" in f),
-    ("checkpoint", lambda f: "fakeplugin/prepare/checkpoint.py:" in f),
-    ("CDI spec", lambda f: "fakeplugin/prepare/cdi.py:" in f),
-    ("nvidia-smi data", lambda f: "fakeplugin/prepare/smi.py:" in f),
+    ("checkpoint", lambda f: "fakeplugin/drivers/gpu/prepare/checkpoint.py:" in f),
+    ("CDI spec", lambda f: "fakeplugin/drivers/gpu/prepare/cdispec.py:" in f),
+    ("nvidia-smi data", lambda f: "fakeplugin/drivers/gpu/prepare/smi.py:" in f),
     ("node lock", lambda f: _function(f) in ("_locked", "_claim_lock")),
     ("logging", lambda f: "/logging/" in f),
 ]

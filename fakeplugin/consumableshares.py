@@ -11,8 +11,8 @@ flag `--consumable-shares` (env `CONSUMABLE_SHARES`, chart value `consumableShar
   each published device (full GPUs, static MIG devices, DynamicMIG partitions: allocatable.go
   `GetDevice`, partitions.go `PartGetDevice`; never VFIO devices, which fakeplugin does not publish);
 - cmd/gpu-kubelet-plugin/device_state.go: the overlap check lets a device be prepared for two claims when
-  both claims' normalized configs for it are equal (fakeplugin.prepare.preparer), and `applySharingConfig`
-  refuses MPS (fakeplugin.prepare.opaqueconfig).
+  both claims' normalized configs for it are equal (drivers.gpu.prepare.preparer), and `applySharingConfig`
+  refuses MPS (fakeplugin.drivers.gpu.prepare.opaqueconfig).
 
 The Kubernetes side is the DRAConsumableCapacity gate (alpha, off, in 1.34 and 1.35; beta, on, from 1.36):
 without it the API server drops `allowMultipleAllocations` and `requestPolicy` from slices.

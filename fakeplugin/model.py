@@ -81,7 +81,7 @@ class Fabric:
     """A GPU's NVLink fabric as NVML's GPU fabric info reports it: the inventory's `nodes[].fabric`, the
     same for every GPU of a node (or, outside a multi-node domain, CliqueId 0 and the zero ClusterUUID:
     Board.reported_fabric); registered (state Completed, status Success) unless the node's fabric-state
-    fault (fakeplugin.publish.fabricfaults) says otherwise."""
+    fault (fakeplugin.faults.fabricfaults) says otherwise."""
 
     clique: int  # NVML cliqueId
     cluster_uuid: str  # NVML clusterUuid, lower-case
@@ -142,7 +142,7 @@ class Board:
     numa_affinity: str = "N/A"
     gpu_numa_id: str = "N/A"  # `topo -m` GPU NUMA ID: the first NUMA node of the GPU's own memory
     # The node's multi-node NVLink fabric (`nvidia-smi -q` Fabric section, fabric.* query fields), with the
-    # node's fabric-state fault applied (fakeplugin.publish.fabricfaults); None: the node is in none, and
+    # node's fabric-state fault applied (fakeplugin.faults.fabricfaults); None: the node is in none, and
     # the GPU reports its model's fabric_report (reported_fabric).
     fabric: Fabric | None = None
     # The model's fabric info outside a multi-node domain, and its health rows in one; None: unknown, the
@@ -166,7 +166,7 @@ class GpuDevice:
     """One device of this node's pool, with everything the slice and the CDI spec need.
 
     Values are kept as the hardware (NVML) reports them; rendering into ResourceSlice attribute
-    types (versions, quantities) happens in fakeplugin.publish.slices.
+    types (versions, quantities) happens in fakeplugin.drivers.gpu.publish.slices.
     """
 
     name: str  # canonical name in the pool: gpu-<minor>, or gpu-<minor>-mig-<profile>-<giProfileId>-<start>
@@ -196,8 +196,8 @@ class GpuDevice:
 class DeviceSettings:
     """What a device's effective opaque config (GpuConfig/MigDeviceConfig sharing) applied to it, typed.
 
-    Made by fakeplugin.prepare.opaqueconfig, kept in the checkpoint as is, shown by the fake nvidia-smi
-    (compute mode) and rendered into container env only in the CDI spec (fakeplugin.prepare.cdi).
+    Made by drivers.gpu.prepare.opaqueconfig, kept in the checkpoint as is, shown by the fake nvidia-smi
+    (compute mode) and rendered into container env only in the CDI spec (drivers.gpu.prepare.cdispec).
     """
 
     strategy: str  # TimeSlicing | MPS

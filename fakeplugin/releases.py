@@ -138,7 +138,7 @@ class DriverRelease:
     # The checkpoint's `configState.mpsControlDaemonID` has `omitempty` (cmd/gpu-kubelet-plugin/
     # device_state.go `DeviceConfigState`: added by commit 75a2d69f on main, 2026-07-29; reverted by
     # PR #1326, 2026-08-11). A checkpoint whose JSON differs in it fails the reader's checksum
-    # (fakeplugin.prepare.checkpoint).
+    # (fakeplugin.drivers.gpu.prepare.checkpoint).
     checkpoint_mps_id_omitempty: bool = False
 
     def with_gates(self, gates: Mapping[str, bool]) -> DriverRelease:

@@ -9,6 +9,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+# The GPU driver's kinds of NVIDIA's scheme (resource.nvidia.com/v1beta1; the ComputeDomain kinds are in
+# fakeplugin.apis.computedomain), and the scheme's name in the serializer's texts: both drivers' configs
+# know every kind of the scheme, their own and the other driver's.
+GPU_CONFIG = "GpuConfig"
+MIG_DEVICE_CONFIG = "MigDeviceConfig"
+VFIO_DEVICE_CONFIG = "VfioDeviceConfig"
+SCHEME_NAME = "sigs.k8s.io/dra-driver-nvidia-gpu/api/nvidia.com/resource/v1beta1/api.go"
+
 
 class DecodeError(ValueError):
     """What the serializer reports for one parameters object."""

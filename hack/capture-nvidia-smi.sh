@@ -1,6 +1,6 @@
 #!/bin/sh
 # Capture real nvidia-smi behaviour on a GPU host, as reference data for the fake nvidia-smi
-# (fakeplugin/prepare/nvidia-smi.sh). Not used by tests; run it on a machine with an NVIDIA driver:
+# (fakeplugin/drivers/gpu/prepare/nvidia-smi.sh). Not used by tests; run it on a machine with an NVIDIA driver:
 #
 #   hack/capture-nvidia-smi.sh OUT_DIR
 #

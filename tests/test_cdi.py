@@ -1,4 +1,4 @@
-"""CDI specs of prepared claims (fakeplugin.prepare.cdi): content, cdiVersion rules, validation, files."""
+"""CDI specs of GPU claims (drivers.gpu.prepare.cdispec): content, cdiVersion rules, validation, files."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec
 from fakeplugin.model import DeviceSettings, GpuDevice
-from fakeplugin.prepare import cdi
 from tests.harness import DRIVER
 from tests.harness.factories import H200, numbered
 
@@ -33,7 +34,7 @@ def gpu(minor: int) -> GpuDevice:
 
 
 def test_one_gpu_spec() -> None:
-    spec = cdi.claim_spec(UID_LETTER, [gpu(0)], driver_name=DRIVER)
+    spec = cdispec.claim_spec(UID_LETTER, [gpu(0)], driver_name=DRIVER)
     assert spec == {
         "cdiVersion": "0.3.0",
         "kind": "k8s.gpu.nvidia.com/claim",
@@ -54,7 +55,7 @@ def test_one_gpu_spec() -> None:
 
 
 def test_two_gpu_spec_with_device_nodes() -> None:
-    spec = cdi.claim_spec(UID_DIGIT, [gpu(3), gpu(1)], driver_name=DRIVER, device_nodes=True)
+    spec = cdispec.claim_spec(UID_DIGIT, [gpu(3), gpu(1)], driver_name=DRIVER, device_nodes=True)
     assert spec == {
         "cdiVersion": "0.5.0",
         "kind": "k8s.gpu.nvidia.com/claim",
@@ -110,7 +111,7 @@ def test_spec_path_refuses_uids_that_could_leave_the_directory(uid: str) -> None
 
 def test_claim_spec_needs_a_device() -> None:
     with pytest.raises(ValueError, match="at least one device"):
-        cdi.claim_spec(UID_LETTER, [], driver_name=DRIVER)
+        cdispec.claim_spec(UID_LETTER, [], driver_name=DRIVER)
 
 
 # ---- cdiVersion ------------------------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def test_validate_spec_reports_duplicate_device_names() -> None:
 
 
 def test_write_spec_writes_yaml_0644_atomically(tmp_path: Path) -> None:
-    spec = cdi.claim_spec(UID_DIGIT, [gpu(0), gpu(1)], driver_name=DRIVER)
+    spec = cdispec.claim_spec(UID_DIGIT, [gpu(0), gpu(1)], driver_name=DRIVER)
     path = cdi.spec_path(tmp_path, UID_DIGIT, driver_name=DRIVER)
     cdi.write_spec(path, spec)
     assert yaml.safe_load(path.read_text()) == spec
@@ -251,7 +252,7 @@ def test_write_spec_writes_yaml_0644_atomically(tmp_path: Path) -> None:
 
 
 def test_write_spec_refuses_an_invalid_spec(tmp_path: Path) -> None:
-    spec = cdi.claim_spec(UID_DIGIT, [gpu(0)], driver_name=DRIVER)
+    spec = cdispec.claim_spec(UID_DIGIT, [gpu(0)], driver_name=DRIVER)
     spec["cdiVersion"] = "0.3.0"
     path = tmp_path / "x.yaml"
     with pytest.raises(
@@ -289,7 +290,9 @@ def test_a_claims_spec_text_is_its_specs_yaml_for_any_uid_and_shape() -> None:
         for shape in shapes:
             kw = dict(shape)
             devices = kw.pop("devices")
-            expected = yaml.dump(cdi.claim_spec(uid, devices, **kw), Dumper=yaml.SafeDumper, sort_keys=False)
-            assert cdi.claim_spec_text(uid, devices, **kw) == expected
+            expected = yaml.dump(
+                cdispec.claim_spec(uid, devices, **kw), Dumper=yaml.SafeDumper, sort_keys=False
+            )
+            assert cdispec.claim_spec_text(uid, devices, **kw) == expected
     # Not a UUID (the kubelet never sends one): dumped as it is, quoted where YAML needs it.
-    assert "FAKEPLUGIN_CLAIM_UID=12345\n" in cdi.claim_spec_text("12345", [gpu(0)], driver_name=DRIVER)
+    assert "FAKEPLUGIN_CLAIM_UID=12345\n" in cdispec.claim_spec_text("12345", [gpu(0)], driver_name=DRIVER)

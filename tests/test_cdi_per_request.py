@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec, smi
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare.claimfiles import ClaimFiles
+from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import DeviceSettings, GpuDevice
-from fakeplugin.prepare import cdi, smi
-from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare.claimfiles import ClaimFiles
-from fakeplugin.publish.node import node_devices
 from tests.harness import DRIVER
 from tests.harness.golden import check_golden
 from tests.harness.prepare import BOOT, Node, ref, result
@@ -65,7 +66,7 @@ def devices_of(node: dict[str, Any]) -> list[GpuDevice]:
 def spec_of(case: str) -> dict[str, Any]:
     """The current spec of the case's claim, with device nodes and the fake nvidia-smi mounted."""
     node, settings = (MIG_NODE, {}) if case == "gpu-test4" else (SHARED_NODE, SHARING)
-    return cdi.claim_spec(
+    return cdispec.claim_spec(
         UID,
         devices_of(node),
         driver_name=DRIVER,
@@ -168,8 +169,8 @@ def test_an_earlier_spec_upgrades_to_exactly_the_current_one(case: str) -> None:
     # The data files stay where the earlier version wrote them (a directory per claim): only containers
     # created afterwards see the upgraded spec, and the files are removed with the claim.
     current_with_earlier_data = json.loads(json.dumps(spec_of(case)).replace(f"/smi/{UID}-", f"/smi/{UID}/"))
-    assert cdi.upgrade_spec(earlier, UID) == current_with_earlier_data
-    assert cdi.upgrade_spec(spec_of(case), UID) is None  # the current shape stays as it is
+    assert cdispec.upgrade_spec(earlier, UID) == current_with_earlier_data
+    assert cdispec.upgrade_spec(spec_of(case), UID) is None  # the current shape stays as it is
 
 
 def without_program_mount(spec: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +184,7 @@ def without_program_mount(spec: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", ["gpu-test4", "gpu-test5"])
 def test_a_spec_that_mounts_the_script_alone_gains_its_program_beside_it(case: str) -> None:
     earlier = without_program_mount(spec_of(case))
-    assert cdi.upgrade_spec(earlier, UID) == spec_of(case)
+    assert cdispec.upgrade_spec(earlier, UID) == spec_of(case)
     script, program = spec_of(case)["containerEdits"]["mounts"]
     assert Path(program["hostPath"]).parent == Path(script["hostPath"]).parent
     assert program["options"] == script["options"]
@@ -200,14 +201,14 @@ def test_the_program_mount_keeps_the_script_mounts_options_and_place() -> None:
     ]
     assert smi.with_program_mount([other]) is None  # no script of ours: nothing to add
     assert smi.with_program_mount(None) is None
-    no_smi = cdi.claim_spec(UID, devices_of(SHARED_NODE), driver_name=DRIVER)  # no plugin_dir: no mounts
-    assert cdi.upgrade_spec(no_smi, UID) is None
+    no_smi = cdispec.claim_spec(UID, devices_of(SHARED_NODE), driver_name=DRIVER)  # no plugin_dir: no mounts
+    assert cdispec.upgrade_spec(no_smi, UID) is None
 
 
 def test_upgrading_a_spec_of_unknown_shape_leaves_the_verdict_to_validation() -> None:
     odd = {"cdiVersion": "0.3.0", "kind": "k8s.gpu.nvidia.com/claim", "containerEdits": "x",
            "devices": [{"name": "a", "containerEdits": [1]}, "b"]}  # fmt: skip
-    upgraded = cdi.upgrade_spec(odd, UID)
+    upgraded = cdispec.upgrade_spec(odd, UID)
     assert upgraded is not None and upgraded["containerEdits"] == {"env": ["NVIDIA_VISIBLE_DEVICES=void"]}
     assert "devices[0].containerEdits: a device needs non-empty container edits" in cdi.validate_spec(
         upgraded

@@ -1,4 +1,4 @@
-"""The prepared-claim checkpoint (fakeplugin.prepare.checkpoint): JSON form, checksum, boot ID, corruption."""
+"""The prepared-claim checkpoint (drivers.gpu.prepare.checkpoint): JSON form, checksum, boot ID, damage."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.model import PreparedDevice
-from fakeplugin.prepare import checkpoint as cp
 
 BOOT = "5e5c4a5e-0000-4000-8000-000000000001"
 OTHER_BOOT = "5e5c4a5e-0000-4000-8000-000000000002"
@@ -107,7 +107,7 @@ def test_load_after_a_reboot_starts_empty_and_says_so(
 ) -> None:
     path = tmp_path / cp.FILE_NAME
     cp.save(path, sample())
-    with caplog.at_level(logging.INFO, logger="fakeplugin.prepare.checkpoint"):
+    with caplog.at_level(logging.INFO, logger="fakeplugin.drivers.gpu.prepare.checkpoint"):
         assert cp.load(path, boot_id=OTHER_BOOT) == cp.Checkpoint(node_boot_id=OTHER_BOOT)
     assert (
         f"is from boot {BOOT}, this is boot {OTHER_BOOT}: starting empty (dropping 2 claims: uid-1, uid-2)"
@@ -168,7 +168,7 @@ def test_a_version_1_checkpoint_loads_without_its_env_strings(
     payload["preparedClaims"]["uid-1"]["configEnv"] = {"gpu-0": ["FAKEPLUGIN_GPU_0_SHARING_STRATEGY=MPS"]}
     path = tmp_path / cp.FILE_NAME
     path.write_text(json.dumps({**payload, "checksum": sha256_of(payload)}))
-    with caplog.at_level(logging.WARNING, logger="fakeplugin.prepare.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="fakeplugin.drivers.gpu.prepare.checkpoint"):
         loaded = cp.load(path, boot_id=BOOT)
     assert loaded == sample()
     assert (

@@ -23,8 +23,8 @@ import pytest
 
 from fakeplugin import releases
 from fakeplugin.drivers.computedomain.checkpoint import kubelet_checksum
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.model import DeviceSettings, PreparedDevice
-from fakeplugin.prepare import checkpoint as cp
 
 GOLDEN = Path(__file__).parent / "golden" / "checkpoint" / "nvidia-v0.5.0.json"
 BOOT = "5e5c4a5e-0000-4000-8000-000000000001"

@@ -12,9 +12,9 @@ import yaml
 
 from fakeplugin.cli import build_parser
 from fakeplugin.commands.validate import device_problems
+from fakeplugin.drivers.gpu.publish.devices import gpu_uuid
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.profiles import profile_names
-from fakeplugin.publish.devices import gpu_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed-lab.yaml"

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.drivers.computedomain import cdi, deviceclasses, opaqueconfig, retry, slices
+from fakeplugin.cdi import validate_spec
+from fakeplugin.drivers.computedomain import cdispec, deviceclasses, opaqueconfig, retry, slices
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
+from fakeplugin.drivers.gpu.prepare import smi
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.inventory.schema import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare import smi
-from fakeplugin.prepare.cdi import validate_spec
-from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.releases import get as release
 from fakeplugin.runtime.driver import Claim, NodeDirs
 from fakeplugin.runtime.emulation import emulation
@@ -190,7 +190,7 @@ def test_a_config_of_the_wrong_kind_and_a_missing_domain_id() -> None:
 
 
 def test_channel_spec_single_and_all() -> None:
-    spec = cdi.claim_spec("claim-1", [("channel-0", cdi.channel_edits(1))], driver_name=CD_DRIVER)
+    spec = cdispec.claim_spec("claim-1", [("channel-0", cdispec.channel_edits(1))], driver_name=CD_DRIVER)
     assert validate_spec(spec) == []
     assert spec["kind"] == "k8s.compute-domain.nvidia.com/claim"
     assert spec["devices"][0]["name"] == "claim-1-channel-0"
@@ -206,14 +206,14 @@ def test_channel_spec_single_and_all() -> None:
         ]
     }
     check_golden("cdi-computedomain-channel.yaml", [spec])
-    nodes = cdi.channel_edits(2048)["deviceNodes"]
+    nodes = cdispec.channel_edits(2048)["deviceNodes"]
     assert len(nodes) == 2048 and nodes[-1]["path"] == "/dev/nvidia-caps-imex-channels/channel2047"
     assert nodes[-1]["minor"] == 2047
 
 
 def test_daemon_edits_env_mount_and_caps_device(tmp_path: Path) -> None:
     domain = {"metadata": {"uid": CD_UID, "name": "imex", "namespace": "team-a"}}
-    edits = cdi.daemon_edits(clique_id=CLIQUE_ID, domain=domain, domain_dir=tmp_path / "d")
+    edits = cdispec.daemon_edits(clique_id=CLIQUE_ID, domain=domain, domain_dir=tmp_path / "d")
     assert edits["env"] == [
         f"CLIQUE_ID={CLIQUE_ID}",
         f"COMPUTE_DOMAIN_UUID={CD_UID}",
@@ -228,7 +228,7 @@ def test_daemon_edits_env_mount_and_caps_device(tmp_path: Path) -> None:
         }
     ]
     assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/nvidia-caps/nvidia-cap4323"]
-    assert "deviceNodes" not in cdi.daemon_edits(clique_id="", domain=domain, domain_dir=tmp_path)
+    assert "deviceNodes" not in cdispec.daemon_edits(clique_id="", domain=domain, domain_dir=tmp_path)
 
 
 # -- checkpoint ---------------------------------------------------------------------------------------------

@@ -16,12 +16,12 @@ from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.drivers.computedomain import fabric
 from fakeplugin.drivers.computedomain.cliquelabel import LabelError
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node, gpu_uuid
+from fakeplugin.faults import fabricfaults
+from fakeplugin.faults.fabricfaults import ANNOTATION
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import ZERO_UUID, Fabric
-from fakeplugin.publish import fabricfaults
-from fakeplugin.publish.devices import devices_for_node, gpu_uuid
-from fakeplugin.publish.fabricfaults import ANNOTATION
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation
 from tests.harness.computedomain import (

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fakeplugin import consumableshares, featuregates, releases
-from fakeplugin.publish.slices import device_to_api, resource_slices
+from fakeplugin.drivers.gpu.publish.slices import device_to_api, resource_slices
 from tests.harness.cli import render_cli
 from tests.harness.factories import T10, numbered
 from tests.harness.inventory import devices

@@ -23,14 +23,15 @@ import grpc
 import pytest
 import yaml
 
+from fakeplugin import cdi
 from fakeplugin._proto.dra.v1 import api_pb2 as v1
 from fakeplugin._proto.dra.v1 import api_pb2_grpc as v1_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.atomicfile import temp_target
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.model import ClaimRef
-from fakeplugin.prepare import cdi, smi
-from fakeplugin.prepare import checkpoint as cp
 from tests.harness import plugin as h
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Device health for the kubelet (fakeplugin.publish.devicehealth, fakeplugin.server.device_health): when
+"""Device health for the kubelet (fakeplugin.faults.devicehealth, fakeplugin.server.device_health): when
 it is served, each device's status, and what the kubelet gets when it is not: real gRPC over the plugin's
 unix socket, a client calling as the kubelet does."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from fakeplugin._proto.dra_health.v1alpha1 import api_pb2 as dh
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
+from fakeplugin.drivers.gpu.publish.node import node_devices
+from fakeplugin.faults import devicehealth
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.publish import devicehealth
-from fakeplugin.publish.devicefaults import DeviceFault
-from fakeplugin.publish.node import node_devices
 from fakeplugin.releases import RELEASES
 from tests.harness.server import RPC_TIMEOUT_S
 

@@ -16,8 +16,8 @@ from kubernetes.client.exceptions import ApiException
 
 from fakeplugin import mig
 from fakeplugin.drivers.gpu import GpuDriver
+from fakeplugin.drivers.gpu.prepare import devicestatus
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.prepare import devicestatus
 from fakeplugin.runtime import claims
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
+from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
+from fakeplugin.resourceslices import check_driver_name
 
 
 def summary(driver: str | None = None) -> list[tuple[str, str, str | None]]:

@@ -1,4 +1,4 @@
-"""Devices of a node (fakeplugin.publish.devices): names, deterministic and unique identities, overrides."""
+"""Devices of a node (drivers.gpu.publish.devices): names, deterministic and unique identities, overrides."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.inventory.schema import Inventory, load_inventory, parse_inventory
 from fakeplugin.model import GpuDevice
-from fakeplugin.publish.devices import devices_for_node
 
 SEED = Path(__file__).resolve().parent.parent / "examples" / "seed-lab.yaml"
 T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"

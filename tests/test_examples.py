@@ -15,10 +15,10 @@ import yaml
 
 from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.cluster.state import cluster_nodes
+from fakeplugin.drivers.gpu.prepare import smi
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.inventory.schema import load_inventory
 from fakeplugin.model import ZERO_UUID
-from fakeplugin.prepare import smi
-from fakeplugin.publish.devices import devices_for_node
 from tests.harness.paths import EXAMPLES, REPO
 
 NVL72 = EXAMPLES / "gb200-nvl72.yaml"

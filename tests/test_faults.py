@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from fakeplugin.commands import fault
-from fakeplugin.model import ClaimRef
-from fakeplugin.prepare.claimfaults import (
+from fakeplugin.faults.claimfaults import (
     ClaimFaultError,
     ClaimFaults,
     FailCounts,
@@ -20,15 +19,16 @@ from fakeplugin.prepare.claimfaults import (
     claim_faults,
     parse_duration,
 )
-from fakeplugin.publish.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
-from fakeplugin.publish.devicehealth import HEALTHY, UNHEALTHY, Health
-from fakeplugin.publish.fabricfaults import (
+from fakeplugin.faults.devicefaults import DeviceFault, DeviceFaultError, parse_device_faults
+from fakeplugin.faults.devicehealth import HEALTHY, UNHEALTHY, Health
+from fakeplugin.faults.fabricfaults import (
     EVERY_GPU,
     FabricFault,
     FabricFaultError,
     fault_of,
     parse_fabric_faults,
 )
+from fakeplugin.model import ClaimRef
 from fakeplugin.server.device_health import api_pb2, report
 from fakeplugin.telemetry import load
 from tests.harness import DRIVER
@@ -267,7 +267,7 @@ def test_a_1_34_api_server_gets_no_taint_for_a_skipped_xid() -> None:
 
 
 def test_node_devices_taint_slices_and_keep_the_last_good_faults(tmp_path: Path) -> None:
-    from fakeplugin.publish.node import NodeDevices
+    from fakeplugin.drivers.gpu.publish.node import NodeDevices
 
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(
@@ -388,7 +388,7 @@ def test_bad_fabric_faults_name_annotation_and_entry(value: str, why: str) -> No
 
 
 def test_node_devices_show_the_fabric_fault_and_keep_the_last_good_one(tmp_path: Path) -> None:
-    from fakeplugin.publish.node import NodeDevices
+    from fakeplugin.drivers.gpu.publish.node import NodeDevices
 
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from fakeplugin.drivers.gpu.publish.node import NodeDevices
 from fakeplugin.fleet import kubelet, podclaims, reconcile, stages
 from fakeplugin.fleet.dirs import FleetDirs
 from fakeplugin.fleet.kubelet import FleetKubelet
@@ -18,7 +19,6 @@ from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.records import load_devices, record_name, resolve
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from fakeplugin.publish.node import NodeDevices
 from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER
 

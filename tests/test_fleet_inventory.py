@@ -13,8 +13,8 @@ import yaml
 from fakeplugin.cluster.state import cluster_nodes
 from fakeplugin.commands.render import render_documents
 from fakeplugin.commands.validate import device_problems, summary
+from fakeplugin.drivers.gpu.publish.node import NodeDevices, node_slices
 from fakeplugin.inventory.schema import InventoryError, parse_inventory
-from fakeplugin.publish.node import NodeDevices, node_slices
 
 H100 = {"profile": "h100-80gb-hbm3", "count": 8}
 FIXED_UUID = "GPU-00000000-1111-2222-3333-444444444444"

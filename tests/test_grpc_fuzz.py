@@ -20,15 +20,15 @@ from typing import Any
 import grpc
 import pytest
 
+from fakeplugin import cdi
 from fakeplugin._proto.dra.v1 import api_pb2 as v1
 from fakeplugin._proto.dra.v1 import api_pb2_grpc as v1_grpc
 from fakeplugin._proto.dra.v1beta1 import api_pb2 as v1beta1
 from fakeplugin._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.model import ClaimRef
-from fakeplugin.prepare import cdi
-from fakeplugin.prepare import checkpoint as cp
 from fakeplugin.server import Server
 from tests.harness import plugin as h
 

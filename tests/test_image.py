@@ -177,9 +177,9 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
             "'main.go').read_text().splitlines()[0])\n"
             "for name in ('seed-lab.yaml', 'scenario-i.yaml', 'template-deployment.yaml'):\n"
             "    print(name, (EXAMPLES / name).read_text() == open(f'{sys.argv[1]}/examples/{name}').read())"
-            "\nfrom fakeplugin.prepare import smi\n"
+            "\nfrom fakeplugin.drivers.gpu.prepare import smi\n"
             "print(smi.script_text().splitlines()[0], smi.program_text() == "
-            "open(f'{sys.argv[1]}/fakeplugin/prepare/nvidia-smi.awk').read())\n"
+            "open(f'{sys.argv[1]}/fakeplugin/drivers/gpu/prepare/nvidia-smi.awk').read())\n"
             "from fakeplugin.cluster import prometheus\n"
             "print(*[p.name for p in prometheus.rule_files(prometheus.DEFAULT_RULES)], "
             "(prometheus.DEFAULT_RULES / 'tests' / 'rules.test.yaml').is_file())",

@@ -18,9 +18,9 @@ import yaml
 from fakeplugin import releases
 from fakeplugin.cluster import addons, karpenter
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
+from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
+from fakeplugin.drivers.gpu.publish.node import NodeDevices, node_slices
 from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, InventoryError, load_inventory, parse_inventory
-from fakeplugin.publish.instancetypes import instance_types
-from fakeplugin.publish.node import NodeDevices, node_slices
 from tests.harness import DRIVER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,7 +262,7 @@ def test_a_node_of_an_unknown_instance_type_is_reported_and_publishes_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     known = NodeDevices(EXAMPLE, "kwok-gpu-abcde", driver=DRIVER, log_level=logging.DEBUG)
-    with caplog.at_level(logging.DEBUG, logger="fakeplugin.publish.node"):
+    with caplog.at_level(logging.DEBUG, logger="fakeplugin.drivers.gpu.publish.node"):
         known.set_node({INSTANCE_TYPE_LABEL: "gpu-t4-4x"}, "uid-1")
         unknown = NodeDevices(EXAMPLE, "kwok-gpu-fghij", driver=DRIVER, log_level=logging.DEBUG)
         unknown.set_node({INSTANCE_TYPE_LABEL: "gpu-b200-8x"}, "uid-2")

@@ -50,13 +50,15 @@ LAYERS: Layers = (
             "mig",
             "apis",
             "profiles",
+            "cdi",
+            "resourceslices",
         },
     ),
     ("inventory", {"inventory"}),  # the inventory file, everyone's input
     ("kube", {"kube"}),  # the API client, no driver in it
     ("runtime", {"runtime"}),  # the plugin runtime every driver shares: the contract, host loops, publisher
     # what drivers, hosts and the cluster are made of, and the gRPC edge the runtime is reached through
-    ("parts", {"publish", "prepare", "computedomain", "server", "kueue"}),
+    ("parts", {"faults", "computedomain", "server", "kueue"}),
     ("drivers", {"drivers"}),  # gpu.nvidia.com, compute-domain.nvidia.com
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
     ("telemetry", {"telemetry"}),  # dcgm-exporter's /metrics over both hosts' nodes and the fleet's pods
@@ -106,7 +108,7 @@ def scan(package: Path) -> Scan:
 
 
 def unit(module: str) -> str:
-    """The top-level package or module a module belongs to (fakeplugin.publish.node: publish)."""
+    """The top-level package or module a module belongs to (fakeplugin.drivers.gpu.publish.node: publish)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 

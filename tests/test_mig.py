@@ -13,17 +13,18 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin import releases
+from fakeplugin import cdi, releases
 from fakeplugin.commands.render import render_documents
+from fakeplugin.drivers.gpu.prepare import cdispec
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.publish.devices import gpu_uuid
+from fakeplugin.drivers.gpu.publish.node import NodeDevices
+from fakeplugin.drivers.gpu.publish.slices import partitionable_layout, resource_slices
 from fakeplugin.inventory.schema import InventoryError, load_inventory
 from fakeplugin.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.model import ClaimRef
-from fakeplugin.prepare import cdi
-from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.profiles import load_profile, profile_names
-from fakeplugin.publish.devices import gpu_uuid
-from fakeplugin.publish.node import NodeDevices
-from fakeplugin.publish.slices import MAX_DEVICES_RESTRICTED, partitionable_layout, resource_slices
+from fakeplugin.resourceslices import MAX_DEVICES_RESTRICTED
 from fakeplugin.runtime.driver import Claim
 from tests.harness.golden import check_golden
 from tests.harness.inventory import devices, inventory
@@ -511,7 +512,7 @@ def test_render_golden_80gb(golden: str, gpu: dict[str, Any], dynamic: bool) -> 
 
 def test_cdi_spec_of_a_mig_device() -> None:
     (dev,) = devices({"profile": "h200", "mig": [{"profile": "3g.71gb", "placement": 4}]})
-    spec = cdi.claim_spec("c1a1", [dev], driver_name="gpu.nvidia.com", device_nodes=True)
+    spec = cdispec.claim_spec("c1a1", [dev], driver_name="gpu.nvidia.com", device_nodes=True)
     assert cdi.validate_spec(spec) == []
     assert "NVIDIA_VISIBLE_DEVICES=void" in spec["containerEdits"]["env"]
     (entry,) = spec["devices"]

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec, opaqueconfig, smi
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
+from fakeplugin.faults import fabricfaults
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import ZERO_UUID, ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
-from fakeplugin.prepare import cdi, opaqueconfig, smi
-from fakeplugin.prepare.preparer import Preparer
-from fakeplugin.publish import fabricfaults
-from fakeplugin.publish.devices import devices_for_node
 from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER
 from tests.harness.factories import H200, T10, numbered
@@ -413,7 +414,7 @@ def test_a_missing_shell_or_awk_skips_here_and_fails_in_ci(
 def test_spec_mounts_are_valid_cdi_and_keep_the_minimum_version(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin"
     for uid, version in ((UUID_A, "0.5.0"), ("a" + UUID_A[1:], "0.3.0")):
-        spec = cdi.claim_spec(uid, [t10(0), t10(1)], driver_name=DRIVER, plugin_dir=plugin)
+        spec = cdispec.claim_spec(uid, [t10(0), t10(1)], driver_name=DRIVER, plugin_dir=plugin)
         assert cdi.validate_spec(spec) == []
         assert spec["cdiVersion"] == version
         options = ["ro", "nosuid", "nodev", "rbind", "rprivate"]
@@ -433,7 +434,7 @@ def test_spec_mounts_are_valid_cdi_and_keep_the_minimum_version(tmp_path: Path) 
         assert [(m["hostPath"], m["containerPath"]) for m in device_mounts] == [
             (str(plugin / f"smi/{uid}-gpu-{i}.env"), f"/run/fakeplugin/gpus/gpu-{i}.env") for i in (0, 1)
         ]
-    relative = cdi.claim_spec(UUID_A, [t10(0)], driver_name=DRIVER, plugin_dir=Path("rel/plugin"))
+    relative = cdispec.claim_spec(UUID_A, [t10(0)], driver_name=DRIVER, plugin_dir=Path("rel/plugin"))
     all_mounts = relative["containerEdits"]["mounts"] + relative["devices"][0]["containerEdits"]["mounts"]
     assert all(Path(m["hostPath"]).is_absolute() for m in all_mounts)
 

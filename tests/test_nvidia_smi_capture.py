@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.model import GpuDevice
-from fakeplugin.prepare import smi
 from fakeplugin.profiles import load_profile
 from tests.harness.smi_shells import SmiShell
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import GpuDevice
-from fakeplugin.publish.devices import devices_for_node
 from tests.harness.golden import check_golden_text
 from tests.harness.nvidia_smi import container_view, smi_lines, write_claim
 from tests.harness.smi_shells import SmiShell

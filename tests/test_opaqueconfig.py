@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from fakeplugin import releases
+from fakeplugin.drivers.gpu.prepare import opaqueconfig as oc
+from fakeplugin.drivers.gpu.prepare.cdispec import settings_env
 from fakeplugin.model import DeviceSettings, GpuDevice
-from fakeplugin.prepare import opaqueconfig as oc
-from fakeplugin.prepare.cdi import settings_env
 from tests.harness import DRIVER
 from tests.harness.prepare import gpu
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare import cdi
-from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare.preparer import Preparer
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, NODE, Node, claim_object, gpu, prepared, ref, result, uid
 
@@ -37,7 +38,9 @@ def test_prepare_writes_cdi_spec_and_checkpoint(node: Node) -> None:
     expected = prepared(claim, ("gpu-1", ("gpus",)), ("gpu-2", ("gpus",)))
     assert results == {claim.uid: PrepareResult(devices=expected)}
     spec = yaml.safe_load(node.spec_path(claim).read_text())
-    assert spec == cdi.claim_spec(claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
+    assert spec == cdispec.claim_spec(
+        claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER, plugin_dir=node.plugin_dir
+    )
     assert cdi.validate_spec(spec) == []
     assert [d["name"] for d in spec["devices"]] == [f"{claim.uid}-gpu-1", f"{claim.uid}-gpu-2"]
     assert node.checkpoint().claims == {
@@ -101,7 +104,7 @@ def test_a_claim_left_prepare_started_is_rolled_back_and_prepared_again(node: No
     assert node.checkpoint().claims == {
         claim.uid: cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
     }
-    assert yaml.safe_load(node.spec_path(claim).read_text()) == cdi.claim_spec(
+    assert yaml.safe_load(node.spec_path(claim).read_text()) == cdispec.claim_spec(
         claim.uid, [gpu(1)], driver_name=DRIVER, plugin_dir=node.plugin_dir
     )
     # gpu-0 is free again
@@ -138,7 +141,7 @@ def test_an_admin_access_claim_shares_a_prepared_device_and_gets_its_own_spec(no
 
     assert results == {admin.uid: PrepareResult(devices=prepared(admin, ("gpu-0", ("monitor",))))}
     spec = yaml.safe_load(node.spec_path(admin).read_text())
-    assert spec == cdi.claim_spec(admin.uid, [gpu(0)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
+    assert spec == cdispec.claim_spec(admin.uid, [gpu(0)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
     assert node.checkpoint().claims[admin.uid].admin_devices == {"gpu-0"}
     assert node.checkpoint().claims[user.uid].admin_devices == frozenset()
     raw = json.loads((node.plugin_dir / cp.FILE_NAME).read_text())["preparedClaims"]

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from fakeplugin import releases
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.model import ClaimRef, DeviceSettings
-from fakeplugin.prepare import checkpoint as cp
 from tests.harness.prepare import BOOT, Node, gpu, opaque, ref, result, timeslicing, with_configs
 
 TS_ON = {"TimeSlicingSettings": True}

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from fakeplugin import featuregates, releases
+from fakeplugin.drivers.gpu.prepare import cdispec
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
 from fakeplugin.model import PrepareResult
-from fakeplugin.prepare import cdi
-from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare.preparer import Preparer
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, Node, gpu, opaque, prepared, ref, result, timeslicing, with_configs
 
@@ -48,7 +48,7 @@ def test_two_claims_share_a_device_each_with_its_own_spec(node: Node) -> None:
 
     for claim in (first, second):
         spec = yaml.safe_load(node.spec_path(claim).read_text())
-        assert spec == cdi.claim_spec(claim.uid, [gpu(0)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
+        assert spec == cdispec.claim_spec(claim.uid, [gpu(0)], driver_name=DRIVER, plugin_dir=node.plugin_dir)
     stored = json.loads((node.plugin_dir / cp.FILE_NAME).read_text())["preparedClaims"]
     assert stored[first.uid]["configs"] == {"gpu-0": {"kind": "GpuConfig", "spec": {}}}
     assert node.checkpoint().claims[second.uid].configs == {"gpu-0": {"kind": "GpuConfig", "spec": {}}}

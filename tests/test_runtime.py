@@ -16,9 +16,9 @@ import yaml
 from fakeplugin import consumableshares
 from fakeplugin.drivers.computedomain import ComputeDomainDriver
 from fakeplugin.drivers.gpu import GpuDriver
+from fakeplugin.faults import claimfaults
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, PrepareResult
-from fakeplugin.prepare import claimfaults
 from fakeplugin.runtime import bootid, claims
 from fakeplugin.runtime import nodes as runtime_nodes
 from fakeplugin.runtime.claims import CheckedClaims

@@ -380,7 +380,7 @@ def test_metrics_count_requests_and_failed_claims_under_nvidias_names(serve: Any
 def test_prometheus_client_is_loaded_only_when_metrics_are_served() -> None:
     code = (
         "import sys\n"
-        "import fakeplugin.commands.serve, fakeplugin.server.app, fakeplugin.prepare.preparer\n"
+        "import fakeplugin.commands.serve, fakeplugin.server.app, fakeplugin.drivers.gpu.prepare.preparer\n"
         "print('prometheus_client' in sys.modules)\n"
         "from fakeplugin.server import metrics\n"
         "metrics.serve('127.0.0.1:0')\n"

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 import yaml
 
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
+from fakeplugin.drivers.gpu.publish.slices import device_to_api, resource_slices, semver
 from fakeplugin.inventory.schema import parse_inventory
-from fakeplugin.publish.devices import devices_for_node
-from fakeplugin.publish.slices import device_to_api, resource_slices, semver, split_devices
 from fakeplugin.quantity import format_binary_si
+from fakeplugin.resourceslices import split_devices
 
 MIB = 1024 * 1024
 

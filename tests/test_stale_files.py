@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.atomicfile import remove_stale_temp_files, temp_name, temp_target, write_atomic
-from fakeplugin.prepare import smi
+from fakeplugin.drivers.gpu.prepare import smi
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, Node, ref, result, uid
 

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from fakeplugin.drivers.gpu.prepare.smi import gpu_values
+from fakeplugin.drivers.gpu.publish.node import node_devices
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import GpuDevice
-from fakeplugin.prepare.smi import gpu_values
 from fakeplugin.profiles import profile_names
-from fakeplugin.publish.devicefaults import DeviceFault
-from fakeplugin.publish.node import node_devices
 from fakeplugin.telemetry import counters, exposition, samples, uses
 from fakeplugin.telemetry.counters import CountersError
 from fakeplugin.telemetry.load import IDLE, Load, LoadError, busiest, format_load, parse_load

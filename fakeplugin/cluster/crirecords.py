@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin.cluster.layout import NodeDirs
+from fakeplugin.drivers.gpu import smi
 from fakeplugin.fleet.records import record_name
-from fakeplugin.prepare import smi
 
 
 def container_record(nodes: list[NodeDirs], namespace: str, pod: str, container: str) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from fakeplugin.cluster import components
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
+from fakeplugin.drivers.gpu import device_classes
 from fakeplugin.inventory.schema import Inventory
-from fakeplugin.publish.deviceclasses import device_classes
 from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
 
 log = logging.getLogger("fakeplugin.cluster")

@@ -258,7 +258,7 @@ def emulated(args: argparse.Namespace, inventory_release: str, driver_name: str)
 
 def compute_domain_driver_name(driver_name: str) -> str:
     """The ComputeDomain driver's name beside the GPU driver `driver_name`: compute-domain.<the rest>, the
-    rule of the DeviceClass names (mig.<the rest>: fakeplugin.publish.deviceclasses), so the default
+    rule of the DeviceClass names (mig.<the rest>: drivers.gpu.publish.deviceclasses), so the default
     gpu.nvidia.com gives NVIDIA's compute-domain.nvidia.com."""
     return f"compute-domain.{driver_name.removeprefix('gpu.')}"
 

@@ -11,8 +11,8 @@ from fakeplugin.computedomain.daemon import (
     LEFT_CLIQUE_ANNOTATION,
     NOT_READY_ANNOTATION,
 )
-from fakeplugin.prepare import claimfaults as claim_faults
-from fakeplugin.publish import devicefaults, fabricfaults
+from fakeplugin.faults import claimfaults as claim_faults
+from fakeplugin.faults import devicefaults, fabricfaults
 
 GPU_LOAD = "fakeplugin.dev/gpu-load"  # fakeplugin.telemetry.load.ANNOTATION (tests/test_faults.py)
 

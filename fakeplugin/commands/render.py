@@ -20,11 +20,10 @@ from fakeplugin.commands import (
     plugin_driver_name,
     shared_flags,
 )
+from fakeplugin.drivers.gpu import SPLIT_COUNTERS_SINCE, device_classes, node_slices
 from fakeplugin.inventory.schema import Inventory, load_inventory
-from fakeplugin.publish.deviceclasses import check_driver_name, device_classes
-from fakeplugin.publish.node import node_slices
-from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
+from fakeplugin.resourceslices import check_driver_name
 
 DESCRIPTION = """\
 Print, as multi-document YAML, what the plugin would create in the API server for an inventory:
@@ -115,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         args.parser.error(str(exc))
     if args.karpenter_instance_types:
-        from fakeplugin.publish.instancetypes import instance_types  # not the plugin's: `serve` loads render
+        from fakeplugin.drivers.gpu.publish.instancetypes import (
+            instance_types,  # not the plugin's: `serve` loads render
+        )
 
         types = instance_types(
             inv,

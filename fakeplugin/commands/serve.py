@@ -176,9 +176,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fakeplugin.drivers.gpu import GpuDriver, GpuNode
+    from fakeplugin.faults import devicehealth
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import Kube, new_api_client
-    from fakeplugin.publish import devicehealth
     from fakeplugin.runtime.bootid import read_boot_id
     from fakeplugin.runtime.claims import CheckedClaims
     from fakeplugin.runtime.driver import NodeDirs

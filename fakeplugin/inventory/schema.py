@@ -56,7 +56,7 @@ Fields:
 [2] `{}` matches every node. The plugin takes the entry naming its node (by name, else by prefix and
     index), else the first entry (in file order) whose selector matches the node's labels.
 [3] Required when the profile knows no memory total for the chosen ECC mode.
-[4] Derived values come from the node name and minor (fakeplugin.publish.devices). Overrides name exactly
+[4] Derived values come from the node name and minor (drivers.gpu.publish.devices). Overrides name exactly
     one device, hence count 1; NVML's `00000000:3B:00.0` form is accepted and normalised, and
     UUIDs are lower-cased. memory and productName apply to every GPU of the entry.
 [5] As `nvidia-smi mig -cgi ... -C` left them: each GPU of the entry gets these MIG devices and is then
@@ -86,7 +86,7 @@ Fields:
 [10] A GPU shape of a simulated cloud for Karpenter (docs/karpenter.md): a selector on
     `node.kubernetes.io/instance-type: <name>` whose nodes are always simulated (kwok's, served by
     `fakeplugin fleet`), and one instance type of Karpenter's kwok provider, whose ResourceSlice
-    templates are this entry's devices (fakeplugin.publish.instancetypes). Without GPUs: a CPU-only type.
+    templates are this entry's devices (drivers.gpu.publish.instancetypes). Without GPUs: a CPU-only type.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.

@@ -58,7 +58,7 @@ class ServerSettings:
     pod_uid: str = ""  # set: socket names carry it, so two plugin pods can overlap in a rolling update
     health_address: str = "127.0.0.1"
     health_port: int = -1  # < 0: no liveness service; 0: any free port (see Server.health_port)
-    # Serve v1alpha1.DRAResourceHealth and v1 on the DRA socket (fakeplugin.publish.devicehealth says
+    # Serve v1alpha1.DRAResourceHealth and v1 on the DRA socket (fakeplugin.faults.devicehealth says
     # when); off: the kubelet's call gets Unimplemented as from NVIDIA's releases.
     device_health: bool = False
     device_health_pool: str = ""

@@ -1,5 +1,5 @@
 """v1alpha1.DRAResourceHealth and v1.DRAResourceHealth (kubelet 1.37+): every device of the pool, the
-complete list each time, its health from fakeplugin.publish.devicehealth (PR #1243's design: no NVIDIA
+complete list each time, its health from fakeplugin.faults.devicehealth (PR #1243's design: no NVIDIA
 release serves this service). When it is not served, `unserved_handler` answers the kubelet's call as
 NVIDIA's released drivers do."""
 
@@ -13,8 +13,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 import grpc
 
 from fakeplugin._proto.dra_health.v1alpha1 import api_pb2, api_pb2_grpc
-from fakeplugin.publish import devicehealth
-from fakeplugin.publish.devicefaults import DeviceFault
+from fakeplugin.faults import devicehealth
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.server.registration import DEVICE_HEALTH_SERVICES
 
 log = logging.getLogger(__name__)

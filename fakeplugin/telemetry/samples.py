@@ -37,10 +37,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
+from fakeplugin.drivers.gpu import smi
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.model import GpuDevice
-from fakeplugin.prepare.smi import IDLE_POWER_FRACTION, IDLE_TEMPERATURE_C, nvml_bus_id, serial_number
 from fakeplugin.profiles import UnknownProfileError, load_profile
-from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.telemetry.counters import Counter
 from fakeplugin.telemetry.load import IDLE, Load, busiest
 
@@ -164,7 +164,7 @@ def power_watts(device: GpuDevice, load: Load) -> float | None:
     limit = device.board.power_limit_watts
     if limit is None:
         return None
-    share = IDLE_POWER_FRACTION + (FULL_POWER_FRACTION - IDLE_POWER_FRACTION) * load.utilization / 100
+    share = smi.IDLE_POWER_FRACTION + (FULL_POWER_FRACTION - smi.IDLE_POWER_FRACTION) * load.utilization / 100
     return limit * share
 
 
@@ -235,7 +235,7 @@ def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, ener
         idle_sm, max_sm, memory_clock = clocks
         out[100] = max_sm if gpu.utilization else idle_sm  # DCGM_FI_DEV_SM_CLOCK: boost under any load
         out[101] = memory_clock  # DCGM_FI_DEV_MEM_CLOCK
-    temperature = IDLE_TEMPERATURE_C + FULL_TEMPERATURE_RISE_C * gpu.utilization // 100
+    temperature = smi.IDLE_TEMPERATURE_C + FULL_TEMPERATURE_RISE_C * gpu.utilization // 100
     out[140] = temperature  # DCGM_FI_DEV_MEMORY_TEMP [U]: the capture's HBM reads as the GPU
     out[150] = temperature  # DCGM_FI_DEV_GPU_TEMP
     power = power_watts(device, gpu)
@@ -277,7 +277,7 @@ LABEL_FIELDS = {
     "DCGM_FI_DRIVER_VERSION": lambda d: d.driver_version,
     "DCGM_FI_DEV_NAME": lambda d: d.product_name,
     "DCGM_FI_DEV_UUID": lambda d: _physical_uuid(d),
-    "DCGM_FI_DEV_SERIAL": lambda d: serial_number(_physical_uuid(d)),
+    "DCGM_FI_DEV_SERIAL": lambda d: smi.serial_number(_physical_uuid(d)),
 }
 
 
@@ -366,7 +366,7 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
         base = [
             ("gpu", str(device.index)),
             ("UUID", entity.uuid),
-            ("pci_bus_id", nvml_bus_id(device.pci_bus_id)),
+            ("pci_bus_id", smi.nvml_bus_id(device.pci_bus_id)),
             ("device", f"nvidia{device.index}"),
             ("modelName", device.product_name),
         ]

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.kube import Kube
 from fakeplugin.model import GpuDevice
-from fakeplugin.publish.devicefaults import DeviceFault
 from fakeplugin.runtime.informer import Source, list_and_watch
 from fakeplugin.telemetry import exposition, samples, uses
 from fakeplugin.telemetry.counters import Counter

@@ -1,8 +1,8 @@
 """Fault injection for tests: set and clear the annotations the plugin reads on claims and nodes.
 
 This module only annotates objects (kubectl annotate); what the plugin does with each annotation is in
-docs/faults.md's table (fakeplugin.prepare.claimfaults, fakeplugin.publish.devicefaults,
-fakeplugin.publish.fabricfaults, fakeplugin.computedomain.daemon). Values are passed through as strings.
+docs/faults.md's table (fakeplugin.faults.claimfaults, fakeplugin.faults.devicefaults,
+fakeplugin.faults.fabricfaults, fakeplugin.computedomain.daemon). Values are passed through as strings.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fakeplugin.computedomain.daemon import (
     LEFT_CLIQUE_ANNOTATION,
     NOT_READY_ANNOTATION,
 )
-from fakeplugin.prepare.claimfaults import (
+from fakeplugin.faults.claimfaults import (
     CLAIM_ANNOTATIONS,
     PREFIX,
     PREPARE_DELAY,
@@ -25,8 +25,8 @@ from fakeplugin.prepare.claimfaults import (
     UNPREPARE_ERROR,
     UNPREPARE_FAULTS,
 )
-from fakeplugin.publish.devicefaults import ANNOTATION as DEVICE_FAULTS
-from fakeplugin.publish.fabricfaults import ANNOTATION as FABRIC_STATE
+from fakeplugin.faults.devicefaults import ANNOTATION as DEVICE_FAULTS
+from fakeplugin.faults.fabricfaults import ANNOTATION as FABRIC_STATE
 from fakeplugin.telemetry.load import ANNOTATION as GPU_LOAD
 from fakeplugin.telemetry.load import format_load
 

@@ -14,13 +14,13 @@ from types import TracebackType
 from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME
+from fakeplugin.cdi import cdi_device_id
 from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, NodeDirs, binaries
 from fakeplugin.cluster.karpenter import KarpenterRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import KueueRequest
 from fakeplugin.cluster.layout import StateLayout
 from fakeplugin.cluster.prometheus import PrometheusRequest
-from fakeplugin.prepare.cdi import cdi_device_id
 from fakeplugin.server.calllog import read_calls
 from fakeplugin.testing import containers, objects
 from fakeplugin.testing.containers import ContainerView

@@ -4,7 +4,7 @@ A node's GPUs are the devices of its gpu.nvidia.com slices (the pool's newest ge
 state, the first that applies:
 
 - `unhealthy`: a taint the driver gives a broken GPU (`<driver>/gpu-lost`, or `<driver>/xid` with an
-  XID NVIDIA's driver does not skip: fakeplugin.publish.devicefaults, the same rule and message);
+  XID NVIDIA's driver does not skip: fakeplugin.faults.devicefaults, the same rule and message);
 - `tainted`: any other taint (a skipped XID, effect None; a DeviceTaintRule's);
 - `allocated`: a ResourceClaim's allocation names it (the claim, and the pods its reservedFor names);
 - `free`.
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fakeplugin.apis import computedomain as cd_api
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.kube import Obj
-from fakeplugin.publish.devicefaults import DeviceFault
 
 STATES = ("unhealthy", "tainted", "allocated", "free")  # the first that applies wins
 RANK = {state: i for i, state in enumerate(STATES)}

@@ -20,8 +20,7 @@ import pytest
 from fakeplugin._proto.pluginregistration.v1 import api_pb2 as reg_pb2
 from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.cluster import versions
-from fakeplugin.prepare import claimfaults
-from fakeplugin.publish import devicefaults
+from fakeplugin.faults import claimfaults, devicefaults
 from fakeplugin.testing import claim_pod, device_request, resource_claim, resource_claim_template
 from tests.harness.kube import apply, get, health_watched_claim, items, pod_claim_name, pod_phase, wait_for
 from tests.harness.seedlab import T10

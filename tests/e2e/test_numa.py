@@ -20,7 +20,7 @@ import yaml
 
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import versions
-from fakeplugin.prepare import smi
+from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.testing import FakepluginCluster, container, device_request, pod, resource_claim
 from tests.harness.kube import apply, get, wait_for
 from tests.harness.seedlab import T10, allocation, our_slices, running

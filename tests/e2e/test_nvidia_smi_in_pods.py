@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fakeplugin.prepare import smi
+from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.testing import container, device_request, pod, resource_claim
 from tests.harness.kube import apply, get, pod_phase, wait_for
 

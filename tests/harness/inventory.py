@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.inventory.schema import Inventory, parse_inventory
 from fakeplugin.model import GpuDevice
-from fakeplugin.publish.devices import devices_for_node
 
 
 def inventory(*gpus: dict[str, Any]) -> Inventory:

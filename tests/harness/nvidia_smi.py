@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec, smi
 from fakeplugin.model import DeviceSettings, GpuDevice
-from fakeplugin.prepare import cdi, smi
 from tests.harness import DRIVER
 from tests.harness.smi_shells import SmiShell
 
@@ -44,7 +45,9 @@ def write_claim(
     smi.install_program(plugin_dir)
     smi.install_script(plugin_dir)
     smi.write_claim_data(plugin_dir, claim_uid, devices, settings or {})
-    spec = cdi.claim_spec(claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, settings=settings)
+    spec = cdispec.claim_spec(
+        claim_uid, devices, driver_name=DRIVER, plugin_dir=plugin_dir, settings=settings
+    )
     cdi_root.mkdir(parents=True, exist_ok=True)
     path = cdi.spec_path(cdi_root, claim_uid, driver_name=DRIVER)
     cdi.write_spec(path, spec)

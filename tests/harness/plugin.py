@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
 from fakeplugin.model import ClaimRef, GpuDevice
-from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.runtime.bootid import read_boot_id
 from fakeplugin.runtime.claims import CheckedClaims
 from fakeplugin.server import ServerSettings, run

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice
-from fakeplugin.prepare import cdi
-from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare.preparer import Preparer
 from fakeplugin.runtime.bootid import read_boot_id
 from fakeplugin.runtime.claims import CheckedClaims
 from tests.harness import DRIVER

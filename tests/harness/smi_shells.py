@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from fakeplugin.prepare import smi
+from fakeplugin.drivers.gpu.prepare import smi
 from tests.harness.tooling import unavailable
 
 # What nvidia-smi.sh runs besides shell builtins.

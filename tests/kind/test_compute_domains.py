@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.drivers.computedomain.cdi import IMEX_CHANNELS_MAJOR
+from fakeplugin.drivers.computedomain.cdispec import IMEX_CHANNELS_MAJOR
 from tests.harness.domains import SPECS
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
 from tests.harness.kind import DAEMONSET, NAMESPACE, KindCluster

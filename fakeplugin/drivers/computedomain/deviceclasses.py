@@ -5,7 +5,7 @@ fakeplugin does not emulate).
 
 Names follow the driver name so the fake can run beside the real driver: for `compute-domain.<rest>` the
 classes are `compute-domain-default-channel.<rest>` and `compute-domain-daemon.<rest>` (`nvidia.com` for
-the real name), as fakeplugin.publish.deviceclasses does for gpu.nvidia.com.
+the real name), as fakeplugin.drivers.gpu.publish.deviceclasses does for gpu.nvidia.com.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import Any
 
 from fakeplugin.apis.computedomain import DAEMON_CLASS, DEFAULT_CHANNEL_CLASS, DRIVER_NAME, device_class
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON
-from fakeplugin.publish.deviceclasses import check_driver_name
-from fakeplugin.publish.slices import API_VERSION
+from fakeplugin.resourceslices import API_VERSION, check_driver_name
 
 
 def class_names(driver: str = DRIVER_NAME) -> dict[str, str]:

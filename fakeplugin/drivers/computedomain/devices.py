@@ -17,13 +17,13 @@ from typing import Any
 
 from fakeplugin.apis.computedomain import CHANNEL_CONFIG_KIND
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.drivers.computedomain import cdi
+from fakeplugin.cdi import cdi_device_id
+from fakeplugin.drivers.computedomain import cdispec
 from fakeplugin.drivers.computedomain.checkpoint import Checkpoint, State
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
 from fakeplugin.drivers.computedomain.opaqueconfig import ConfigGroup, check
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, MAX_CHANNELS
 from fakeplugin.model import ClaimRef
-from fakeplugin.prepare.cdi import cdi_device_id
 
 DOMAINS_DIR = "domains"  # ComputeDomainDaemonConfigFilesDirName
 CONFIG_TEMPLATE = "imexd.cfg.tmpl"
@@ -75,7 +75,7 @@ def prepare_groups(
         devices = []
         for result in group.results:
             name = str(result["device"])
-            ids = [cdi.base_device_id(driver_name)] if device_type == DAEMON else []
+            ids = [cdispec.base_device_id(driver_name)] if device_type == DAEMON else []
             if edits is not None:
                 ids.append(cdi_device_id(ref.uid, name, driver_name=driver_name))
                 spec_devices.append((name, edits))
@@ -107,7 +107,7 @@ def _channel(
     domains.assert_ready(uid)
     if not domains.clique_id():
         return None  # no fabric: no channel device nodes, the claim still succeeds
-    return cdi.channel_edits(MAX_CHANNELS if group.config.channels_all else 1)
+    return cdispec.channel_edits(MAX_CHANNELS if group.config.channels_all else 1)
 
 
 def channel_holder(checkpoint: Checkpoint, channel_id: int) -> str:
@@ -145,4 +145,4 @@ def _daemon(ref: ClaimRef, group: ConfigGroup, domains: DomainManager, plugin_di
         if str(e).startswith(where):
             raise
         raise DomainError(f"{where}: compute domain not found: {uid}") from e
-    return cdi.daemon_edits(clique_id=domains.clique_id(), domain=domain, domain_dir=directory)
+    return cdispec.daemon_edits(clique_id=domains.clique_id(), domain=domain, domain_dir=directory)

@@ -3,7 +3,7 @@
 As `cmd/compute-domain-kubelet-plugin/nvlib.go` getCliqueID does it (kubernetes-sigs/dra-driver-nvidia-gpu
 v25.12.0, v0.4.1 and main 95932046), over the node's GPUs in NVML order, from their fabric info (the
 inventory's `nodes[].fabric`, else their model's outside a multi-node domain: Board.reported_fabric; with
-the node's `fakeplugin.dev/fabric-state` fault applied: fakeplugin.publish.fabricfaults):
+the node's `fakeplugin.dev/fabric-state` fault applied: fakeplugin.faults.fabricfaults):
 
 - gate CrashOnNVLinkFabricErrors on (the default of every emulated release; getCliqueIDStrict): a GPU whose
   registration is not Completed stops the plugin (`NVLink fabric not attached (device <i>/<uuid>):
@@ -25,9 +25,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fakeplugin.faults import fabricfaults
+from fakeplugin.faults.fabricfaults import FabricFault
 from fakeplugin.model import ZERO_UUID, Fabric, GpuDevice
-from fakeplugin.publish import fabricfaults
-from fakeplugin.publish.fabricfaults import FabricFault
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from fakeplugin.apis.computedomain import (
     DAEMON_CONFIG_KIND,
 )
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON
-from fakeplugin.prepare.opaqueconfig import GPU_CONFIG, MIG_DEVICE_CONFIG, SCHEME_NAME, VFIO_DEVICE_CONFIG
+from fakeplugin.scheme import GPU_CONFIG, MIG_DEVICE_CONFIG, SCHEME_NAME, VFIO_DEVICE_CONFIG
 
 _MAP = "error generating configResultsMap: "
 _FIELDS = {CHANNEL_CONFIG_KIND: ("domainID", "allocationMode"), DAEMON_CONFIG_KIND: ("domainID",)}

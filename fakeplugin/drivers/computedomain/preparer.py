@@ -30,7 +30,8 @@ from typing import Any
 
 from fakeplugin.apis.computedomain import CHANNEL_CONFIG_KIND, DAEMON_CONFIG_KIND
 from fakeplugin.atomicfile import remove_stale_temp_files
-from fakeplugin.drivers.computedomain import cdi
+from fakeplugin.cdi import SpecFiles, vendor
+from fakeplugin.drivers.computedomain import cdispec
 from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.cleanup import aborted_at, expired, stale_claims
 from fakeplugin.drivers.computedomain.devices import prepare_groups
@@ -39,8 +40,7 @@ from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.opaqueconfig import OpaqueConfigError, config_groups
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
 from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from fakeplugin.prepare.allocation import ClaimError, allocated_devices
-from fakeplugin.prepare.cdi import SpecFiles, vendor
+from fakeplugin.runtime.allocation import ClaimError, allocated_devices
 from fakeplugin.runtime.driver import Claim, GetClaim
 from fakeplugin.runtime.preparer import NodePreparer
 
@@ -109,7 +109,7 @@ class Preparer(NodePreparer[Request]):
         with self._lock:
             remove_stale_temp_files(self._plugin_dir)  # no writer is midway: we hold the lock
             remove_stale_temp_files(self._cdi_root, target_prefix=vendor(self._driver))
-            cdi.write_base_spec(self._cdi_root, self._driver)
+            cdispec.write_base_spec(self._cdi_root, self._driver)
             self._checkpoint.save(self._this_boot())  # CheckpointError: fatal at start, as upstream
         self._cleanup()
 
@@ -229,7 +229,7 @@ class Preparer(NodePreparer[Request]):
             raise PrepareFailure(message, retryable=not e.permanent) from e
         if prepared.spec_devices:
             try:
-                spec = cdi.claim_spec(r.ref.uid, prepared.spec_devices, driver_name=self._driver)
+                spec = cdispec.claim_spec(r.ref.uid, prepared.spec_devices, driver_name=self._driver)
                 self._specs.write_claim(r.ref.uid, spec)
             except (OSError, ValueError) as e:
                 raise PrepareFailure(

@@ -4,11 +4,11 @@ One pool named after the node, one slice, exactly two devices and no capacity (`
 kubelet-plugin/deviceinfo.go` GetDevice; `driver.go` computeDomainPublishedDevices): the plugin knows
 2048 IMEX channels (`nvlib.go` getImexChannelCount) but publishes only channel 0, and one daemon device.
 Every claim for `channel-0` is a claim for "the ComputeDomain's channel on this node"; which channels the
-container gets is the opaque config's allocationMode (fakeplugin.drivers.computedomain.cdi).
+container gets is the opaque config's allocationMode (fakeplugin.drivers.computedomain.cdispec).
 
 Upstream builds the list from a Go map, so the order of the two devices varies between its restarts [U];
 ours is fixed: channel, then daemon. The slice's name and pool fields come from the same resourceslice
-controller as gpu.nvidia.com's (fakeplugin.publish.slices.resource_slices, per release).
+controller as gpu.nvidia.com's (fakeplugin.resourceslices, per release).
 
 With `binding_conditions` (opt-in, beyond every NVIDIA release; docs/compute-domains.md, *Binding
 conditions*) the channel device also carries KEP-5007's `bindingConditions` / `bindingFailureConditions`
@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.publish.slices import resource_slices
 from fakeplugin.releases import DriverRelease
+from fakeplugin.resourceslices import pool_slices, split_devices
 
 CHANNEL = "channel"  # ComputeDomainChannelType (types.go)
 DAEMON = "daemon"  # ComputeDomainDaemonType
@@ -64,8 +64,11 @@ def node_slices(
     GPUs, where NVIDIA's chart schedules the plugin)."""
     if not publishes:
         return []
-    return resource_slices(
-        published_devices(binding_conditions=binding_conditions),
+    return pool_slices(
+        [
+            {"devices": chunk}
+            for chunk in split_devices(published_devices(binding_conditions=binding_conditions))
+        ],
         driver=driver,
         node_name=node_name,
         node_uid=node_uid,

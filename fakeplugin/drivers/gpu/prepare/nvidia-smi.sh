@@ -1,12 +1,12 @@
 #!/bin/sh
 # fakeplugin's stand-in for nvidia-smi, bind-mounted into containers at /usr/bin/nvidia-smi by the claim
-# CDI specs (fakeplugin/prepare/smi.py). POSIX sh + awk only: plain images (ubuntu:22.04: dash, mawk) have no more.
+# CDI specs (fakeplugin/drivers/gpu/prepare/smi.py). POSIX sh + awk only: plain images (ubuntu:22.04: dash, mawk) have no more.
 # This script parses the options and answers what needs no GPU data; the awk program nvidia-smi.awk, installed
 # and mounted next to it (/usr/bin/nvidia-smi.awk), prints the rest. Without that file: exit 12 (the real
 # tool's code for a missing NVML library).
 #
 # The container's GPUs are the data files in /run/fakeplugin/gpus/: each allocated device's CDI edits mount
-# one `<device>.env` there (key=value lines written by fakeplugin/prepare/smi.py), so the set of files is exactly
+# one `<device>.env` there (key=value lines written by fakeplugin/drivers/gpu/prepare/smi.py), so the set of files is exactly
 # the GPUs of the claims and requests this container got. GPUs are numbered from 0 in minor-number order
 # (real nvidia-smi enumerates in PCI bus order, which is minor order on real hosts). No directory: no
 # driver (exit 9); an empty directory: no devices (exit 6). A key a data file lacks (one written by an

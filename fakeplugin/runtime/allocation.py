@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fakeplugin.cdi import cdi_device_id
 from fakeplugin.model import ClaimRef, PreparedDevice
-from fakeplugin.prepare.cdi import cdi_device_id
 
 
 class ClaimError(Exception):

@@ -14,7 +14,7 @@ cmd/gpu-kubelet-plugin/device_health.go (`healthEventToTaint`, `xidsToSkip`), dr
   additionalXidsToIgnore flag, not emulated);
 - GPU lost: taint `gpu.nvidia.com/gpu-lost`, no value, effect `NoSchedule`;
 - one taint per key and device: a later XID replaces the value and effect of the earlier one;
-- health (KEP-4680, fakeplugin.publish.devicehealth): a fatal XID or a lost GPU is Unhealthy ("critical
+- health (KEP-4680, fakeplugin.faults.devicehealth): a fatal XID or a lost GPU is Unhealthy ("critical
   XID 79 reported by NVML", "GPU is lost"); a skipped XID stays Healthy ("non-fatal XID 13 reported by NVML").
 
 The taint key's domain is the driver name (`DriverName + "/xid"` upstream), so with `--driver-name` it

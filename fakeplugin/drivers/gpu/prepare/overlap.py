@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare import opaqueconfig
 from fakeplugin.model import GpuDevice
-from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare import opaqueconfig
 from fakeplugin.releases import DriverRelease
 
 Configs = Mapping[str, Mapping[str, Any]]  # device name → {"kind", "spec"} (checkpoint.ClaimEntry.configs)

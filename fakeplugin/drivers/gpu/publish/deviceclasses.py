@@ -18,21 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME, releases
-from fakeplugin.k8snames import is_dns_subdomain
-from fakeplugin.publish.slices import API_VERSION
 from fakeplugin.releases import DriverRelease
-
-MAX_DRIVER_NAME = 63
-
-
-def check_driver_name(driver: str) -> str:
-    """`driver` if the API server accepts it as a driver name (a DNS subdomain of <= 63 characters)."""
-    if not is_dns_subdomain(driver, MAX_DRIVER_NAME):
-        raise ValueError(
-            f'invalid driver name "{driver}": must be a lower-case DNS subdomain of at most '
-            f"{MAX_DRIVER_NAME} characters, e.g. {DEFAULT_DRIVER_NAME}"
-        )
-    return driver
+from fakeplugin.resourceslices import API_VERSION, check_driver_name
 
 
 def _rest(driver: str) -> str:

@@ -17,12 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
-from fakeplugin.prepare import claimfaults, opaqueconfig
-from fakeplugin.prepare.allocation import ClaimError, allocated_devices, prepared_devices
-from fakeplugin.prepare.claimfiles import prepare_error
-from fakeplugin.prepare.opaqueconfig import DeviceConfig
-from fakeplugin.prepare.overlap import (
+from fakeplugin.drivers.gpu.prepare import opaqueconfig
+from fakeplugin.drivers.gpu.prepare.claimfiles import prepare_error
+from fakeplugin.drivers.gpu.prepare.opaqueconfig import DeviceConfig
+from fakeplugin.drivers.gpu.prepare.overlap import (
     ConfigError,
     ConfigOf,
     Configs,
@@ -30,7 +28,10 @@ from fakeplugin.prepare.overlap import (
     normalized_configs,
     validated,
 )
+from fakeplugin.faults import claimfaults
+from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.releases import DriverRelease
+from fakeplugin.runtime.allocation import ClaimError, allocated_devices, prepared_devices
 from fakeplugin.runtime.driver import Claim
 
 

@@ -35,14 +35,15 @@ from pathlib import Path
 from types import MappingProxyType
 
 from fakeplugin import consumableshares, featuregates, releases
+from fakeplugin.drivers.gpu.prepare import checkpoint as cp
+from fakeplugin.drivers.gpu.prepare import smi, stale
+from fakeplugin.drivers.gpu.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
+from fakeplugin.drivers.gpu.prepare.overlap import conflict
+from fakeplugin.drivers.gpu.prepare.resolve import Request, Resolver, pool_reader
+from fakeplugin.faults import claimfaults
 from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
-from fakeplugin.prepare import checkpoint as cp
-from fakeplugin.prepare import claimfaults, smi, stale
-from fakeplugin.prepare.allocation import ClaimError
-from fakeplugin.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
-from fakeplugin.prepare.overlap import conflict
-from fakeplugin.prepare.resolve import Request, Resolver, pool_reader
 from fakeplugin.releases import DriverRelease
+from fakeplugin.runtime.allocation import ClaimError
 from fakeplugin.runtime.driver import Claim, GetClaim
 from fakeplugin.runtime.preparer import NodePreparer
 
@@ -54,10 +55,10 @@ class Preparer(NodePreparer[Request]):
 
     `devices` (device name → GpuDevice of this node's pool) may be live (prepare.resolve.LiveDevices, such
     as publish.node.NodeDevices): each claim reads one snapshot of it.
-    `get_claim`: Unprepare's read of a claim's unprepare-error (prepare.claimfaults).
-    `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (see fakeplugin.prepare.cdi).
+    `get_claim`: Unprepare's read of a claim's unprepare-error (faults.claimfaults).
+    `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (prepare.cdispec).
     `read_unprepare_faults()`: the node asks for every Unprepare to read its claim's unprepare-error
-    (prepare.claimfaults; else only claims that had one at their Prepare are read).
+    (faults.claimfaults; else only claims that had one at their Prepare are read).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
     the default release) rule what claims' opaque configs may do. `consumable_shares` (the mode, fakeplugin.
     consumableshares.parse): any but `disabled` lets claims share a device when their configs for it agree.

@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from fakeplugin import consumableshares
+from fakeplugin.drivers.gpu.publish.node import node_slices
+from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, Inventory, NodeEntry
-from fakeplugin.publish.node import node_slices
-from fakeplugin.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.releases import DriverRelease
 
 # Karpenter's well-known labels its kwok provider offers on (pkg/apis/v1 CapacityTypeLabelKey; the zone).

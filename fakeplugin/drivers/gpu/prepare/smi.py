@@ -38,8 +38,8 @@ from types import MappingProxyType
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
+from fakeplugin.drivers.gpu.prepare import opaqueconfig
 from fakeplugin.model import FABRIC_HEALTH_ROWS, Board, DeviceSettings, GpuDevice
-from fakeplugin.prepare import opaqueconfig
 
 SCRIPT_CONTAINER_PATH = "/usr/bin/nvidia-smi"
 PROGRAM_NAME = "nvidia-smi.awk"
@@ -85,13 +85,19 @@ _NVIDIA_VENDOR = "10DE"
 @functools.cache  # package data: the same for the life of the process
 def script_text() -> str:
     """The script as shipped in this package."""
-    return resources.files("fakeplugin.prepare").joinpath("nvidia-smi.sh").read_text(encoding="utf-8")
+    return (
+        resources.files("fakeplugin.drivers.gpu.prepare")
+        .joinpath("nvidia-smi.sh")
+        .read_text(encoding="utf-8")
+    )
 
 
 @functools.cache
 def program_text() -> str:
     """The script's awk program as shipped in this package."""
-    return resources.files("fakeplugin.prepare").joinpath(PROGRAM_NAME).read_text(encoding="utf-8")
+    return (
+        resources.files("fakeplugin.drivers.gpu.prepare").joinpath(PROGRAM_NAME).read_text(encoding="utf-8")
+    )
 
 
 def script_path(plugin_dir: Path) -> Path:
@@ -204,7 +210,7 @@ def fabric_values(board: Board) -> dict[str, str]:
     """The `fabric_*` keys: NVML's GPU fabric info as `-q`'s Fabric section prints it (every Health row a
     `fabric_health_<row>` key). The GPU's fabric (`Board.reported_fabric`) is the node's multi-node NVLink
     fabric, else its model's registration outside one (the profile's `smi.fabric`: CliqueId 0, the zero
-    ClusterUUID), with the node's fabric-state fault applied (fakeplugin.publish.fabricfaults). Registered
+    ClusterUUID), with the node's fabric-state fault applied (fakeplugin.faults.fabricfaults). Registered
     (the GB200 capture, NVIDIA/k8s-test-infra qx-gb200.xml; the H200 capture): the clique and the profile's
     Health rows. Before Completed the clique and health are N/A (NVIDIA/gpu-operator#2511's "In Progress"
     report); [U] a completed registration with an error keeps its clique, its health N/A. A model whose

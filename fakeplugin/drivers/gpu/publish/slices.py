@@ -29,12 +29,9 @@ from fakeplugin.mig import camel_to_dns_name, memory_slice_counter
 from fakeplugin.model import GpuDevice, MigResources
 from fakeplugin.quantity import format_binary_si
 from fakeplugin.releases import DriverRelease
+from fakeplugin.resourceslices import pool_slices, split_devices
 
-API_VERSION = "resource.k8s.io/v1"
-MAX_DEVICES = 128
-MAX_DEVICES_RESTRICTED = 64  # when any device in the slice has taints or consumesCounters (1.35+)
 MAX_COUNTER_SETS = 8  # sharedCounters per slice (1.35+)
-SLICE_INDEX_MIN_DIGITS = 5  # resourceslice controller (k8s libs 0.36) resourceSliceIndexMinLength
 SPLIT_COUNTERS_SINCE = (1, 35)  # (major, minor) of the first API server wanting counters in own slices
 
 
@@ -140,28 +137,6 @@ def _api(
     return device
 
 
-def _restricted(device: dict[str, Any]) -> bool:
-    return bool(device.get("taints") or device.get("consumesCounters"))
-
-
-def split_devices(devices: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Cut API devices, in order, into slice-sized chunks (128, or 64 once a chunk holds a device
-    with taints or consumesCounters). No devices → no chunks."""
-    chunks: list[list[dict[str, Any]]] = []
-    current: list[dict[str, Any]] = []
-    restricted = False
-    for device in devices:
-        limit = MAX_DEVICES_RESTRICTED if restricted or _restricted(device) else MAX_DEVICES
-        if len(current) >= limit:
-            chunks.append(current)
-            current, restricted = [], False
-        current.append(device)
-        restricted = restricted or _restricted(device)
-    if current:
-        chunks.append(current)
-    return chunks
-
-
 def partitionable_layout(
     devices: Sequence[GpuDevice],
     taints: Mapping[str, Sequence[dict[str, Any]]] = MappingProxyType({}),
@@ -244,38 +219,11 @@ def resource_slices(
             [_api(d, taints, release, consumable_shares) if isinstance(d, GpuDevice) else d for d in devices]
         )
         contents = [{"devices": chunk} for chunk in chunks]
-    return [
-        {
-            "apiVersion": API_VERSION,
-            "kind": "ResourceSlice",
-            "metadata": {
-                "generateName": _generate_name(
-                    release or releases.get(None), index, len(contents), driver, node_name
-                ),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "name": node_name,
-                        "uid": node_uid,
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "driver": driver,
-                "nodeName": node_name,
-                "pool": {"name": node_name, "generation": generation, "resourceSliceCount": len(contents)},
-                **content,
-            },
-        }
-        for index, content in enumerate(contents)
-    ]
-
-
-def _generate_name(release: DriverRelease, index: int, count: int, driver: str, node_name: str) -> str:
-    """The resourceslice controller's generateName for slice `index` of `count` in a pool."""
-    if not release.slice_index_prefix:
-        return f"{node_name}-{driver}-"
-    digits = max(SLICE_INDEX_MIN_DIGITS, len(f"{count - 1:x}"))
-    return f"{index:0{digits}x}-{driver}-{node_name}-"
+    return pool_slices(
+        contents,
+        driver=driver,
+        node_name=node_name,
+        node_uid=node_uid,
+        generation=generation,
+        release=release,
+    )

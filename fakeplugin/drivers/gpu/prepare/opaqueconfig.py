@@ -50,12 +50,9 @@ from fakeplugin import quantity, releases, scheme
 from fakeplugin.apis.computedomain import API_VERSION
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.releases import DriverRelease
+from fakeplugin.scheme import GPU_CONFIG, MIG_DEVICE_CONFIG, SCHEME_NAME, VFIO_DEVICE_CONFIG
 
 GROUP_VERSION = API_VERSION  # resource.nvidia.com/v1beta1, the ComputeDomain kinds' too
-GPU_CONFIG = "GpuConfig"
-MIG_DEVICE_CONFIG = "MigDeviceConfig"
-VFIO_DEVICE_CONFIG = "VfioDeviceConfig"
-SCHEME_NAME = "sigs.k8s.io/dra-driver-nvidia-gpu/api/nvidia.com/resource/v1beta1/api.go"
 
 TIME_SLICING = "TimeSlicing"
 MPS = "MPS"

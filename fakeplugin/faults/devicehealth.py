@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.model import GpuDevice
-from fakeplugin.publish.devicefaults import DeviceFault
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"

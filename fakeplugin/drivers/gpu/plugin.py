@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from fakeplugin.drivers.gpu.prepare.devicestatus import StatusWriter
+from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.publish.node import NodeDevices
+from fakeplugin.faults import claimfaults, devicehealth
+from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
-from fakeplugin.prepare import claimfaults
-from fakeplugin.prepare.devicestatus import StatusWriter
-from fakeplugin.prepare.preparer import Preparer
-from fakeplugin.publish import devicehealth
-from fakeplugin.publish.devicefaults import DeviceFault
-from fakeplugin.publish.node import NodeDevices
 from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fakeplugin import cdi
 from fakeplugin.atomicfile import remove_stale_temp_files
-from fakeplugin.prepare import cdi, smi
+from fakeplugin.drivers.gpu.prepare import smi
 
 
 def remove_stale_files(cdi_root: Path, plugin_dir: Path, *, driver_name: str) -> list[Path]:

@@ -10,10 +10,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec, smi
 from fakeplugin.mig import created_for_claim
 from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
-from fakeplugin.prepare import cdi, smi
-from fakeplugin.prepare.allocation import ClaimError
+from fakeplugin.runtime.allocation import ClaimError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def unprepare_error(ref: ClaimRef, message: str) -> str:
 
 class ClaimFiles:
     """The files of claims prepared by `driver_name` in `cdi_root` and `plugin_dir` (the layout under the
-    plugin dir: fakeplugin.prepare.smi); `device_nodes` adds fake /dev/nvidia* nodes to the specs."""
+    plugin dir: drivers.gpu.prepare.smi); `device_nodes` adds fake /dev/nvidia* nodes to the specs."""
 
     def __init__(self, *, driver_name: str, cdi_root: Path, plugin_dir: Path, device_nodes: bool) -> None:
         self._driver_name = driver_name
@@ -64,7 +65,7 @@ class ClaimFiles:
             raise ClaimError(prepare_error(ref, message)) from e
         path = self.spec_path(ref.uid)
         try:
-            text = cdi.claim_spec_text(
+            text = cdispec.claim_spec_text(
                 ref.uid,
                 gpus,
                 driver_name=self._driver_name,
@@ -78,13 +79,13 @@ class ClaimFiles:
 
     def upgrade_specs(self, uids: Iterable[str]) -> None:
         """Bring the CDI specs of these prepared claims to the current shape where an earlier version wrote
-        them (cdi.upgrade_spec: each container then sees only its own requests' GPUs in env, and gets the
+        them (cdispec.upgrade_spec: each container then sees only its own requests' GPUs in env, and gets the
         nvidia-smi script's awk program). Only containers created afterwards see the change; a spec that
         cannot be upgraded is logged and kept."""
         for uid in uids:
             path = self.spec_path(uid)
             try:
-                if cdi.upgrade_spec_file(path, uid):
+                if cdispec.upgrade_spec_file(path, uid):
                     log.info("claim %s: CDI spec %s rewritten in the current shape", uid, path)
             except (OSError, ValueError) as e:
                 log.warning("claim %s: CDI spec %s kept as it is, cannot upgrade it: %s", uid, path, e)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.prepare.cdi import VISIBLE_DEVICES_VOID, required_version, vendor, write_spec
+from fakeplugin.cdi import VISIBLE_DEVICES_VOID, required_version, vendor, write_spec
 
 CLAIM_CLASS = "claim"
 DEVICE_CLASS = "device"  # the base spec's class (cdiDeviceClass)

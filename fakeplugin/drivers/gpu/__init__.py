@@ -1,0 +1,28 @@
+"""gpu.nvidia.com, NVIDIA's GPU driver (`cmd/gpu-kubelet-plugin/` of NVIDIA's DRA driver repository), on the
+runtime: its kubelet plugin and everything only it is made of.
+
+plugin.py   GpuDriver and GpuNode: the runtime's Driver and NodePlugin (a node's NodeDevices and Preparer)
+publish/    what a node publishes: inventory entry → GPU devices → ResourceSlices; DeviceClasses; Karpenter's
+            instance types (pure, but NodeDevices, which follows the inventory file)
+prepare/    a claim → checkpoint, CDI spec and fake nvidia-smi data on the host (cdispec, smi, checkpoint,
+            opaqueconfig, preparer)
+
+What other packages use of it is exported here, and nothing else of it is imported outside this folder
+(tests/test_layers.py).
+"""
+
+from fakeplugin.drivers.gpu.plugin import GpuDriver, GpuNode
+from fakeplugin.drivers.gpu.prepare import smi
+from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
+from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
+from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
+
+__all__ = [
+    "SPLIT_COUNTERS_SINCE",
+    "GpuDriver",
+    "GpuNode",
+    "device_classes",
+    "node_devices",
+    "node_slices",
+    "smi",
+]
