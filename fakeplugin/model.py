@@ -6,6 +6,7 @@ Nothing here knows about protobuf, the Kubernetes API or files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,16 @@ class ClaimRef:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}:{self.uid}"
+
+
+class ClaimState(StrEnum):
+    """Where a claim stands in a driver's checkpoint (NVIDIA's ClaimCheckpointState, both kubelet plugins:
+    cmd/gpu-kubelet-plugin and cmd/compute-domain-kubelet-plugin checkpoint.go). The GPU plugin writes the
+    first two; the ComputeDomain plugin also marks a claim whose Prepare it gave up (PrepareAborted)."""
+
+    PREPARE_STARTED = "PrepareStarted"
+    PREPARE_COMPLETED = "PrepareCompleted"
+    PREPARE_ABORTED = "PrepareAborted"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.drivers.gpu.prepare.claimfiles import ClaimFiles
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.inventory.schema import parse_inventory
-from fakeplugin.model import DeviceSettings, GpuDevice
+from fakeplugin.model import ClaimState, DeviceSettings, GpuDevice
 from tests.harness import DRIVER
 from tests.harness.golden import check_golden
 from tests.harness.prepare import BOOT, Node, ref, result
@@ -231,7 +231,7 @@ def test_a_restarted_plugin_upgrades_the_specs_of_prepared_claims_only(node: Nod
     half = {**earlier, "devices": [{**earlier["devices"][0], "name": f"{started.uid}-gpu-1"}]}
     node.spec_path(started).write_text(yaml.safe_dump(half))
     checkpoint = node.checkpoint().with_claim(
-        started.uid, cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, "ns", "claim-2", entry.devices)
+        started.uid, cp.ClaimEntry(ClaimState.PREPARE_STARTED, "ns", "claim-2", entry.devices)
     )
     cp.CheckpointFile(node.plugin_dir / cp.FILE_NAME, boot_id=BOOT).save(checkpoint)
 

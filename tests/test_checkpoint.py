@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
-from fakeplugin.model import PreparedDevice
+from fakeplugin.model import ClaimState, PreparedDevice
 
 BOOT = "5e5c4a5e-0000-4000-8000-000000000001"
 OTHER_BOOT = "5e5c4a5e-0000-4000-8000-000000000002"
@@ -31,11 +31,11 @@ def sample() -> cp.Checkpoint:
     )
     return (
         cp.Checkpoint(node_boot_id=BOOT)
-        .with_claim("uid-1", cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", (device,)))
+        .with_claim("uid-1", cp.ClaimEntry(ClaimState.PREPARE_COMPLETED, "ns", "claim-1", (device,)))
         .with_claim(
             "uid-2",
             cp.ClaimEntry(
-                cp.ClaimState.PREPARE_STARTED, "ns", "claim-2", (shared,), admin_devices=frozenset({"gpu-1"})
+                ClaimState.PREPARE_STARTED, "ns", "claim-2", (shared,), admin_devices=frozenset({"gpu-1"})
             ),
         )
     )

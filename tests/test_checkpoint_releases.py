@@ -24,7 +24,7 @@ import pytest
 from fakeplugin import releases
 from fakeplugin.drivers.computedomain.checkpoint import kubelet_checksum
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
-from fakeplugin.model import DeviceSettings, PreparedDevice
+from fakeplugin.model import ClaimState, DeviceSettings, PreparedDevice
 
 GOLDEN = Path(__file__).parent / "golden" / "checkpoint" / "nvidia-v0.5.0.json"
 BOOT = "5e5c4a5e-0000-4000-8000-000000000001"
@@ -74,9 +74,7 @@ def test_a_reader_with_omitempty_fails_the_v0_5_0_checksum() -> None:
     assert not verifies(remarshaled)
 
 
-def entry(
-    state: cp.ClaimState = cp.ClaimState.PREPARE_COMPLETED, strategy: str | None = None
-) -> cp.ClaimEntry:
+def entry(state: ClaimState = ClaimState.PREPARE_COMPLETED, strategy: str | None = None) -> cp.ClaimEntry:
     device = PreparedDevice("node-a", "gpu-0", ("gpu",), ("k8s.gpu.nvidia.com/claim=uid-1-gpu-0",))
     settings = {"gpu-0": DeviceSettings(strategy=strategy)} if strategy else {}
     return cp.ClaimEntry(state, "default", "claim-a", (device,), settings=settings)
@@ -127,7 +125,7 @@ def test_a_release_that_disagrees_on_the_empty_mps_id_fails_the_checksum(
 
 
 @pytest.mark.parametrize(
-    "claim", [entry(strategy="MPS"), entry(state=cp.ClaimState.PREPARE_STARTED)], ids=["mps", "started"]
+    "claim", [entry(strategy="MPS"), entry(state=ClaimState.PREPARE_STARTED)], ids=["mps", "started"]
 )
 def test_claims_without_an_empty_mps_id_upgrade_to_0_5_0_dev(tmp_path: Path, claim: cp.ClaimEntry) -> None:
     """An MPS group has a daemon ID either way; a claim still PrepareStarted has no device groups."""

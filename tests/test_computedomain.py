@@ -25,7 +25,7 @@ from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.inventory.schema import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
-from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.model import ClaimRef, ClaimState, PrepareResult
 from fakeplugin.releases import get as release
 from fakeplugin.runtime.driver import Claim, NodeDirs
 from fakeplugin.runtime.emulation import emulation
@@ -171,7 +171,7 @@ def test_opaque_config_strict_decoding_texts() -> None:
 def test_a_config_of_the_wrong_kind_and_a_missing_domain_id() -> None:
     daemon_cfg = {**channel_config(), "kind": "ComputeDomainDaemonConfig"}
     alloc = allocation("channel-0", config=daemon_cfg, requests=["channel"])
-    with pytest.raises(opaqueconfig.OpaqueConfigError) as e:
+    with pytest.raises(opaqueconfig.ComputeDomainConfigError) as e:
         opaqueconfig.config_groups(alloc, driver_name=CD_DRIVER, device_types={"channel-0": "channel"})
     assert (
         str(e.value)
@@ -181,7 +181,7 @@ def test_a_config_of_the_wrong_kind_and_a_missing_domain_id() -> None:
         allocation("channel-0"), driver_name=CD_DRIVER, device_types={"channel-0": "channel"}
     )
     with pytest.raises(
-        opaqueconfig.OpaqueConfigError, match=r"^error validating config: domainID cannot be empty$"
+        opaqueconfig.ComputeDomainConfigError, match=r"^error validating config: domainID cannot be empty$"
     ):
         opaqueconfig.check(group.config)
 
@@ -241,10 +241,10 @@ def test_kubelet_checksum_matches_go() -> None:
 
 def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
     entry = cp.Entry(
-        cp.State.PREPARE_COMPLETED, {"allocation": {"devices": {}}}, ({"devices": []},), "c", "ns"
+        ClaimState.PREPARE_COMPLETED, {"allocation": {"devices": {}}}, ({"devices": []},), "c", "ns"
     )
-    started = cp.Entry(cp.State.PREPARE_STARTED, {}, (), "s", "ns")
-    checkpoint = cp.Checkpoint(BOOT, {"b": started, "a": entry})
+    started = cp.Entry(ClaimState.PREPARE_STARTED, {}, (), "s", "ns")
+    checkpoint = cp.ComputeDomainCheckpoint(BOOT, {"b": started, "a": entry})
     data = cp.encode(checkpoint)
     doc = json.loads(data)
     assert list(doc) == ["checksum", "v1", "v2"]
@@ -255,8 +255,8 @@ def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
         "name": "s",
         "namespace": "ns",
     }
-    assert cp.decode(data) == cp.Checkpoint(BOOT, {"a": entry, "b": started})
-    with pytest.raises(cp.CheckpointError, match=r"^checkpoint is corrupted$"):
+    assert cp.decode(data) == cp.ComputeDomainCheckpoint(BOOT, {"a": entry, "b": started})
+    with pytest.raises(cp.ComputeDomainCheckpointError, match=r"^checkpoint is corrupted$"):
         cp.decode(data.replace(b'"name":"s"', b'"name":"t"'))
 
 
@@ -319,14 +319,14 @@ def test_channel_prepare_waits_until_ready_then_injects_and_unprepare_removes_th
     assert [n["path"] for n in spec["devices"][0]["containerEdits"]["deviceNodes"]] == [
         "/dev/nvidia-caps-imex-channels/channel0"
     ]
-    state = cp.CheckpointFile(dirs.plugin_dir / "checkpoint.json").load()
-    assert state.claims["c1"].state is cp.State.PREPARE_COMPLETED
+    state = cp.ComputeDomainCheckpointFile(dirs.plugin_dir / "checkpoint.json").load()
+    assert state.claims["c1"].state is ClaimState.PREPARE_COMPLETED
     assert plugin.prepare([ref])["c1"] == result  # idempotent, from the checkpoint
 
     assert plugin.unprepare([ref]) == {"c1": ""}
     assert api.node["metadata"]["labels"] == {}
     assert not (dirs.cdi_root / "k8s.compute-domain.nvidia.com-claim_c1.yaml").exists()
-    assert "c1" not in cp.CheckpointFile(dirs.plugin_dir / "checkpoint.json").load().claims
+    assert "c1" not in cp.ComputeDomainCheckpointFile(dirs.plugin_dir / "checkpoint.json").load().claims
 
 
 def test_ready_in_status_nodes_and_all_channels(node: Any) -> None:
@@ -393,8 +393,8 @@ def test_unprepare_of_a_started_claim_aborts_it_and_a_stale_retry_is_refused(nod
     ref = add_claim(api, "c7", "channel-0")
     assert plugin.prepare([ref])["c7"].error  # not ready: stays PrepareStarted
     assert plugin.unprepare([ref]) == {"c7": ""}
-    entry = cp.CheckpointFile(dirs.plugin_dir / "checkpoint.json").load().claims["c7"]
-    assert entry.state is cp.State.PREPARE_ABORTED and entry.aborted_at
+    entry = cp.ComputeDomainCheckpointFile(dirs.plugin_dir / "checkpoint.json").load().claims["c7"]
+    assert entry.state is ClaimState.PREPARE_ABORTED and entry.aborted_at
     api.ready()
     assert plugin.prepare([ref])["c7"].error == (
         "error preparing devices for claim 'team-a/claim-c7:c7': stale prepare for claim team-a/claim-c7:c7: "
@@ -406,8 +406,8 @@ def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, cap
     plugin_dir = tmp_path / "plugins" / CD_DRIVER
     plugin_dir.mkdir(parents=True)
     status = {"allocation": allocation("channel-0", config=channel_config())}
-    old = cp.Checkpoint(
-        BOOT, {"gone": cp.Entry(cp.State.PREPARE_STARTED, status, (), "claim-gone", "team-a")}
+    old = cp.ComputeDomainCheckpoint(
+        BOOT, {"gone": cp.Entry(ClaimState.PREPARE_STARTED, status, (), "claim-gone", "team-a")}
     )
     (plugin_dir / "checkpoint.json").write_bytes(cp.encode(old))
     inv = tmp_path / "inv.yaml"
@@ -426,8 +426,8 @@ def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, cap
         plugin.open()
     assert "Checkpointed RC cleanup: unprepared stale claim: team-a/claim-gone:gone" in caplog.text
     assert (
-        cp.CheckpointFile(plugin_dir / "checkpoint.json").load().claims["gone"].state
-        is cp.State.PREPARE_ABORTED
+        cp.ComputeDomainCheckpointFile(plugin_dir / "checkpoint.json").load().claims["gone"].state
+        is ClaimState.PREPARE_ABORTED
     )
     assert api.node["metadata"]["labels"] == {}
 
@@ -435,10 +435,14 @@ def test_stale_prepare_started_claims_are_cleaned_up_at_open(tmp_path: Path, cap
 def test_a_checkpoint_of_another_boot_is_replaced(node: Any) -> None:
     plugin, _, dirs = node
     dirs.plugin_dir.mkdir(parents=True)
-    other = cp.Checkpoint("other-boot", {"x": cp.Entry(cp.State.PREPARE_COMPLETED, {}, (), "x", "ns")})
+    other = cp.ComputeDomainCheckpoint(
+        "other-boot", {"x": cp.Entry(ClaimState.PREPARE_COMPLETED, {}, (), "x", "ns")}
+    )
     (dirs.plugin_dir / "checkpoint.json").write_bytes(cp.encode(other))
     plugin.open()
-    assert cp.CheckpointFile(dirs.plugin_dir / "checkpoint.json").load() == cp.Checkpoint(BOOT, {})
+    assert cp.ComputeDomainCheckpointFile(
+        dirs.plugin_dir / "checkpoint.json"
+    ).load() == cp.ComputeDomainCheckpoint(BOOT, {})
 
 
 def test_over_the_grpc_edge(node: Any, serve: Any) -> None:

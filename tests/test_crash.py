@@ -31,7 +31,7 @@ from fakeplugin._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from fakeplugin.atomicfile import temp_target
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.drivers.gpu.prepare import smi
-from fakeplugin.model import ClaimRef
+from fakeplugin.model import ClaimRef, ClaimState
 from tests.harness import plugin as h
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ def check_after_restart(plugin: PluginProcess, rng: random.Random) -> None:
         assert [list(d.cdi_device_ids) for d in entry.devices] == expected_ids(uid)
         # A spec is complete or absent, never partial. PrepareCompleted without a spec is what a kill in
         # the middle of Unprepare leaves (spec removed, entry not yet); Prepare writes it again (below).
-        if entry.state is cp.ClaimState.PREPARE_COMPLETED and uid in spec_uids(root):
+        if entry.state is ClaimState.PREPARE_COMPLETED and uid in spec_uids(root):
             assert spec_devices(root, uid) == [f"{uid}-{d}" for d in DEVICES[uid]]
     for uid in sorted(checkpoint.claims):
         ref = next(r for r in CLAIMS if r.uid == uid)
@@ -151,7 +151,7 @@ def check_after_restart(plugin: PluginProcess, rng: random.Random) -> None:
             answer = plugin.prepare([ref]).claims[uid]
             assert answer.error == ""
             assert [list(d.cdi_device_ids) for d in answer.devices] == expected_ids(uid)
-            assert load_checkpoint(root).claims[uid].state is cp.ClaimState.PREPARE_COMPLETED
+            assert load_checkpoint(root).claims[uid].state is ClaimState.PREPARE_COMPLETED
             assert spec_devices(root, uid) == [f"{uid}-{d}" for d in DEVICES[uid]]
         else:
             assert plugin.unprepare([ref]).claims[uid].error == ""

@@ -16,7 +16,7 @@ import yaml
 from fakeplugin import cdi, releases
 from fakeplugin.commands.render import render_documents
 from fakeplugin.drivers.gpu.prepare import cdispec
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.drivers.gpu.publish.devices import gpu_uuid
 from fakeplugin.drivers.gpu.publish.node import NodeDevices
 from fakeplugin.drivers.gpu.publish.slices import partitionable_layout, resource_slices
@@ -542,7 +542,7 @@ def prepare(tmp_path: Path, pool: NodeDevices, claims: dict[str, list[str]]) -> 
         ]
         return {"metadata": {"uid": uid}, "status": {"allocation": {"devices": {"results": results}}}}
 
-    preparer = Preparer(
+    preparer = GpuPreparer(
         driver_name="gpu.nvidia.com",
         node_name="n",
         devices=pool,

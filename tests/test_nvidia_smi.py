@@ -20,7 +20,7 @@ import pytest
 
 from fakeplugin import cdi
 from fakeplugin.drivers.gpu.prepare import cdispec, opaqueconfig, smi
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.faults import fabricfaults
 from fakeplugin.inventory.schema import parse_inventory
@@ -444,7 +444,7 @@ def test_preparer_writes_and_removes_the_files(tmp_path: Path) -> None:
     result = {"request": "gpus", "driver": DRIVER, "pool": "node-a", "device": "gpu-1"}
     claim = {"metadata": {"uid": UUID_A}, "status": {"allocation": {"devices": {"results": [result]}}}}
     plugin = tmp_path / "plugin"
-    preparer = Preparer(
+    preparer = GpuPreparer(
         driver_name=DRIVER,
         node_name="node-a",
         devices={d.name: d for d in map(t10, range(2))},

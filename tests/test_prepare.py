@@ -15,8 +15,8 @@ import yaml
 from fakeplugin import cdi
 from fakeplugin.drivers.gpu.prepare import cdispec
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
-from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
+from fakeplugin.model import ClaimRef, ClaimState, PrepareResult
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, NODE, Node, claim_object, gpu, prepared, ref, result, uid
 
@@ -44,7 +44,7 @@ def test_prepare_writes_cdi_spec_and_checkpoint(node: Node) -> None:
     assert cdi.validate_spec(spec) == []
     assert [d["name"] for d in spec["devices"]] == [f"{claim.uid}-gpu-1", f"{claim.uid}-gpu-2"]
     assert node.checkpoint().claims == {
-        claim.uid: cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
+        claim.uid: cp.ClaimEntry(ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
     }
 
 
@@ -72,7 +72,7 @@ def test_re_prepare_is_idempotent_and_leaves_the_spec_alone(node: Node) -> None:
 
     assert node.preparer().prepare([claim]) == first  # a restarted plugin
     assert node.spec_path(claim).stat().st_ino == inode  # not rewritten (as the real driver)
-    assert node.checkpoint().claims[claim.uid].state is cp.ClaimState.PREPARE_COMPLETED
+    assert node.checkpoint().claims[claim.uid].state is ClaimState.PREPARE_COMPLETED
 
 
 def test_re_prepare_rewrites_a_vanished_cdi_spec(node: Node) -> None:
@@ -92,7 +92,7 @@ def test_a_claim_left_prepare_started_is_rolled_back_and_prepared_again(node: No
     # A plugin died between PrepareStarted and PrepareCompleted, with a half-written spec and another device.
     stale = prepared(claim, ("gpu-0", ("gpus",)))
     started = cp.Checkpoint(BOOT).with_claim(
-        claim.uid, cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, "ns", "claim-1", stale)
+        claim.uid, cp.ClaimEntry(ClaimState.PREPARE_STARTED, "ns", "claim-1", stale)
     )
     cp.save(node.plugin_dir / cp.FILE_NAME, started)
     node.spec_path(claim).write_text("half-written")
@@ -102,7 +102,7 @@ def test_a_claim_left_prepare_started_is_rolled_back_and_prepared_again(node: No
     expected = prepared(claim, ("gpu-1", ("gpus",)))
     assert results == {claim.uid: PrepareResult(devices=expected)}
     assert node.checkpoint().claims == {
-        claim.uid: cp.ClaimEntry(cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
+        claim.uid: cp.ClaimEntry(ClaimState.PREPARE_COMPLETED, "ns", "claim-1", expected)
     }
     assert yaml.safe_load(node.spec_path(claim).read_text()) == cdispec.claim_spec(
         claim.uid, [gpu(1)], driver_name=DRIVER, plugin_dir=node.plugin_dir
@@ -191,7 +191,7 @@ def test_only_completed_claims_and_earlier_claims_of_the_batch_hold_their_device
     died = node.add(ref(1), result("gpu-0"))
     started = cp.Checkpoint(BOOT).with_claim(
         died.uid,
-        cp.ClaimEntry(cp.ClaimState.PREPARE_STARTED, "ns", "claim-1", prepared(died, ("gpu-0", ("gpus",)))),
+        cp.ClaimEntry(ClaimState.PREPARE_STARTED, "ns", "claim-1", prepared(died, ("gpu-0", ("gpus",)))),
     )
     cp.save(node.plugin_dir / cp.FILE_NAME, started)
     first, second = node.add(ref(2), result("gpu-0")), node.add(ref(3), result("gpu-0"))
@@ -208,9 +208,7 @@ def test_only_completed_claims_and_earlier_claims_of_the_batch_hold_their_device
 def test_a_checkpoint_without_admin_access_devices_reads_as_ordinary_claims(node: Node) -> None:
     node.preparer()  # creates the directories
     old = node.add(ref(1), result("gpu-0", admin=True))
-    entry = cp.ClaimEntry(
-        cp.ClaimState.PREPARE_COMPLETED, "ns", "claim-1", prepared(old, ("gpu-0", ("gpus",)))
-    )
+    entry = cp.ClaimEntry(ClaimState.PREPARE_COMPLETED, "ns", "claim-1", prepared(old, ("gpu-0", ("gpus",))))
     cp.save(node.plugin_dir / cp.FILE_NAME, cp.Checkpoint(BOOT).with_claim(old.uid, entry))
     assert "adminAccessDevices" not in (node.plugin_dir / cp.FILE_NAME).read_text()
     user = node.add(ref(2), result("gpu-0"))
@@ -355,7 +353,7 @@ def test_unprepare_of_a_prepare_started_claim_cleans_up(node: Node) -> None:
     claim = ref(1)
     node.preparer()
     started = cp.ClaimEntry(
-        cp.ClaimState.PREPARE_STARTED, "ns", "claim-1", prepared(claim, ("gpu-0", ("gpus",)))
+        ClaimState.PREPARE_STARTED, "ns", "claim-1", prepared(claim, ("gpu-0", ("gpus",)))
     )
     cp.save(node.plugin_dir / cp.FILE_NAME, cp.Checkpoint(BOOT).with_claim(claim.uid, started))
     node.spec_path(claim).write_text("half-written")
@@ -422,7 +420,7 @@ def test_two_plugins_preparing_at_once_keep_a_consistent_checkpoint(node: Node) 
     start = threading.Barrier(4)
     results: dict[str, PrepareResult] = {}
 
-    def work(preparer: Preparer, mine: list[ClaimRef]) -> Callable[[], None]:
+    def work(preparer: GpuPreparer, mine: list[ClaimRef]) -> Callable[[], None]:
         def run() -> None:
             start.wait()
             for claim in mine:  # one call per claim: every claim is its own read-modify-write
@@ -439,7 +437,7 @@ def test_two_plugins_preparing_at_once_keep_a_consistent_checkpoint(node: Node) 
     assert all(r.error == "" for r in results.values()), results
     state = node.checkpoint()
     assert set(state.claims) == {c.uid for c in claims}
-    assert all(e.state is cp.ClaimState.PREPARE_COMPLETED for e in state.claims.values())
+    assert all(e.state is ClaimState.PREPARE_COMPLETED for e in state.claims.values())
     assert {p.name for p in node.cdi_root.iterdir()} == {node.spec_path(c).name for c in claims}
 
 

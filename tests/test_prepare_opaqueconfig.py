@@ -12,7 +12,7 @@ import yaml
 
 from fakeplugin import releases
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
-from fakeplugin.model import ClaimRef, DeviceSettings
+from fakeplugin.model import ClaimRef, ClaimState, DeviceSettings
 from tests.harness.prepare import BOOT, Node, gpu, opaque, ref, result, timeslicing, with_configs
 
 TS_ON = {"TimeSlicingSettings": True}
@@ -44,7 +44,7 @@ def test_timeslicing_settings_become_device_env_and_are_checkpointed(node: Node)
         "gpu-2": [f"FAKEPLUGIN_GPU_2_UUID={gpu(2).uuid}", "FAKEPLUGIN_GPU_2_DEVICE=gpu-2"],
     }
     entry = node.checkpoint().claims[claim.uid]
-    assert entry.state is cp.ClaimState.PREPARE_COMPLETED
+    assert entry.state is ClaimState.PREPARE_COMPLETED
     assert entry.settings == {"gpu-1": DeviceSettings("TimeSlicing", timeslice_interval="Long")}
     stored = json.loads((node.plugin_dir / cp.FILE_NAME).read_text())["preparedClaims"][claim.uid]
     assert stored["settings"] == {"gpu-1": {"strategy": "TimeSlicing", "timesliceInterval": "Long"}}
@@ -80,7 +80,7 @@ def test_an_unknown_field_fails_the_claim_with_the_real_error_chain(node: Node) 
     assert results[claim.uid].devices == ()
     assert not node.spec_path(claim).exists()
     # As upstream, the configs are read after PrepareStarted is recorded; unprepare clears such an entry.
-    assert node.checkpoint().claims[claim.uid].state is cp.ClaimState.PREPARE_STARTED
+    assert node.checkpoint().claims[claim.uid].state is ClaimState.PREPARE_STARTED
     assert node.preparer().unprepare([claim]) == {claim.uid: ""}
     assert node.checkpoint().claims == {}
 

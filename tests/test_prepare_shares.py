@@ -15,8 +15,8 @@ import yaml
 from fakeplugin import featuregates, releases
 from fakeplugin.drivers.gpu.prepare import cdispec
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
-from fakeplugin.model import PrepareResult
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
+from fakeplugin.model import ClaimState, PrepareResult
 from tests.harness import DRIVER
 from tests.harness.prepare import BOOT, Node, gpu, opaque, prepared, ref, result, timeslicing, with_configs
 
@@ -31,7 +31,7 @@ def node(tmp_path: Path) -> Node:
     return n
 
 
-def shared(node: Node, mode: str = "memory", **overrides: Any) -> Preparer:
+def shared(node: Node, mode: str = "memory", **overrides: Any) -> GpuPreparer:
     return node.preparer(feature_gates=GATES, release=DEV, consumable_shares=mode, **overrides)
 
 
@@ -100,7 +100,7 @@ def test_mps_is_refused_with_consumable_shares(node: Node) -> None:
         f"error preparing devices for claim ns/claim-1:{claim.uid}: prepare devices failed: "
         "error applying config: MPS sharing is not supported when consumable shares is enabled"
     )
-    assert node.checkpoint().claims[claim.uid].state is cp.ClaimState.PREPARE_STARTED
+    assert node.checkpoint().claims[claim.uid].state is ClaimState.PREPARE_STARTED
 
 
 def test_a_claim_prepared_before_shares_were_on_never_agrees(node: Node) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fakeplugin.cluster.binaries import DEFAULT_STATE_DIR, BinaryNotFound
     from fakeplugin.cluster.components import DEFAULT_FEATURE_GATES, parse_feature_gates
-    from fakeplugin.cluster.layout import NodeDirs
+    from fakeplugin.cluster.layout import KubeletDirs
     from fakeplugin.cluster.local import Cluster
     from fakeplugin.cluster.state import ClusterError, ClusterNode
     from fakeplugin.cluster.supervisor import ProcessStatus
@@ -25,7 +25,7 @@ _EXPORTS = {
     "BinaryNotFound": "binaries",
     "DEFAULT_FEATURE_GATES": "components",
     "parse_feature_gates": "components",
-    "NodeDirs": "layout",
+    "KubeletDirs": "layout",
     "DEFAULT_STATE_DIR": "binaries",
     "Cluster": "local",
     "ClusterError": "state",
@@ -40,7 +40,7 @@ __all__ = [
     "Cluster",
     "ClusterError",
     "ClusterNode",
-    "NodeDirs",
+    "KubeletDirs",
     "ProcessStatus",
     "parse_feature_gates",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin import featuregates
-from fakeplugin.cluster.layout import NodeDirs, StateLayout
+from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.versions import DEFAULT_VERSION, KubernetesRelease, release
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 
@@ -257,7 +257,7 @@ def kubeconfig(server: str, token: str) -> dict[str, Any]:
     }
 
 
-def fakecri_argv(binary: Path, node: NodeDirs) -> list[str]:
+def fakecri_argv(binary: Path, node: KubeletDirs) -> list[str]:
     return [
         str(binary),
         f"--socket={node.cri_socket}",
@@ -266,7 +266,7 @@ def fakecri_argv(binary: Path, node: NodeDirs) -> list[str]:
     ]
 
 
-def kubelet_config(node: NodeDirs, ports: KubeletPorts, gates: dict[str, bool]) -> dict[str, Any]:
+def kubelet_config(node: KubeletDirs, ports: KubeletPorts, gates: dict[str, bool]) -> dict[str, Any]:
     """KubeletConfiguration for a node without containers, cgroup v1 or v2, host left untouched."""
     endpoint = f"unix://{node.cri_socket}"
     return {
@@ -298,7 +298,7 @@ def kubelet_config(node: NodeDirs, ports: KubeletPorts, gates: dict[str, bool]) 
     }
 
 
-def kubelet_argv(binary: Path, layout: StateLayout, node: NodeDirs) -> list[str]:
+def kubelet_argv(binary: Path, layout: StateLayout, node: KubeletDirs) -> list[str]:
     return [
         str(binary),
         f"--config={node.kubelet_config}",
@@ -310,7 +310,7 @@ def kubelet_argv(binary: Path, layout: StateLayout, node: NodeDirs) -> list[str]
     ]
 
 
-def isolated_argvs(unshare: str, sh: str, node: NodeDirs, argv: list[str]) -> list[list[str]]:
+def isolated_argvs(unshare: str, sh: str, node: KubeletDirs, argv: list[str]) -> list[list[str]]:
     """The kubelet in its own mount namespace: the launch argv first, then what the same pid runs
     after each exec (sh, then the kubelet), so every stage can be recognised as ours."""
     inner = [
@@ -341,7 +341,7 @@ def kueue_argvs(
 
 
 def plugin_argv(
-    python: str, inventory: Path, layout: StateLayout, node: NodeDirs, extra: Sequence[str] = ()
+    python: str, inventory: Path, layout: StateLayout, node: KubeletDirs, extra: Sequence[str] = ()
 ) -> list[str]:
     return [
         python,

@@ -10,12 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.cluster.layout import NodeDirs
+from fakeplugin.cluster.layout import KubeletDirs
 from fakeplugin.drivers.gpu import smi
 from fakeplugin.fleet.records import record_name
 
 
-def container_record(nodes: list[NodeDirs], namespace: str, pod: str, container: str) -> dict[str, Any]:
+def container_record(nodes: list[KubeletDirs], namespace: str, pod: str, container: str) -> dict[str, Any]:
     """The fake CRI's record of a container (the newest one if `nodes` hold several)."""
     name = record_name(namespace, pod, container)
     found = [p for p in (n.containers_dir / name for n in nodes) if p.exists()]

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.components import Ports
-from fakeplugin.cluster.layout import NodeDirs, too_long_sockets
+from fakeplugin.cluster.layout import KubeletDirs, too_long_sockets
 from fakeplugin.cluster.state import ClusterError
 
 T = TypeVar("T")
@@ -20,7 +20,7 @@ T = TypeVar("T")
 log = logging.getLogger("fakeplugin.cluster")
 
 
-def check_host(root: Path, kubelet_dirs: list[NodeDirs]) -> None:
+def check_host(root: Path, kubelet_dirs: list[KubeletDirs]) -> None:
     """Refuse, saying what to change, when this machine cannot run the cluster in state dir `root`."""
     if not shutil.which("openssl"):
         raise ClusterError("openssl not found in PATH (it makes the service-account key pair)")

@@ -82,8 +82,8 @@ class StateLayout:
         """Log file of a process named like `kube-apiserver` or `kubelet/<node>`."""
         return self.logs / (process.replace("/", "_") + ".log")
 
-    def node(self, name: str, index: int) -> NodeDirs:
-        return NodeDirs(
+    def node(self, name: str, index: int) -> KubeletDirs:
+        return KubeletDirs(
             name=name, dir=self.root / "nodes" / name, kubelet_root=self.root / "kubelet" / str(index)
         )
 
@@ -128,7 +128,7 @@ class StateLayout:
 
 
 @dataclass(frozen=True)
-class NodeDirs:
+class KubeletDirs:
     """The files of one kubelet node."""
 
     name: str
@@ -201,6 +201,6 @@ class NodeDirs:
         ]
 
 
-def too_long_sockets(dirs: list[NodeDirs]) -> list[str]:
+def too_long_sockets(dirs: list[KubeletDirs]) -> list[str]:
     """Socket paths over the unix limit, for an error that names them."""
     return [str(p) for d in dirs for p in d.sockets() if len(str(p).encode()) > MAX_SOCKET_PATH]

@@ -26,7 +26,7 @@ from fakeplugin.cluster.karpenter import Karpenter, KarpenterRequest
 from fakeplugin.cluster.keda import Keda, KedaRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import Kueue, KueueRequest
-from fakeplugin.cluster.layout import NodeDirs, StateLayout
+from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
 from fakeplugin.cluster.plugins import Plugins
 from fakeplugin.cluster.prometheus import Prometheus, PrometheusRequest, endpoints, prometheus_url
@@ -296,7 +296,7 @@ class Cluster:
         """Run kubectl against this cluster; with `check`, a failure raises ClusterError with its stderr."""
         return self._kubectl(*args, input=input, check=check, timeout=timeout)
 
-    def node_dirs(self, node: str) -> NodeDirs:
+    def node_dirs(self, node: str) -> KubeletDirs:
         """Files of a kubelet node (kubelet root, CDI dir, fake CRI records, ...)."""
         return self._store.dirs(self._store.kubelet_node(node))
 

@@ -19,7 +19,7 @@ from typing import Any
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import versions
 from fakeplugin.cluster.components import KubeletPorts
-from fakeplugin.cluster.layout import NodeDirs, StateLayout
+from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
 from fakeplugin.inventory.schema import Inventory
@@ -193,10 +193,10 @@ class StateStore:
     def kubelet_nodes(self) -> list[ClusterNode]:
         return [n for n in self.require().nodes if n.kubelet]
 
-    def dirs(self, node: ClusterNode) -> NodeDirs:
+    def dirs(self, node: ClusterNode) -> KubeletDirs:
         return self.layout.node(node.name, node.index)
 
-    def every_node_dirs(self) -> list[NodeDirs]:
+    def every_node_dirs(self) -> list[KubeletDirs]:
         """The files of every node: the cluster's, then those of simulated nodes the cluster did not make
         (Karpenter's) that the fleet keeps files for, in <state>/nodes/ too."""
         nodes = self.require().nodes

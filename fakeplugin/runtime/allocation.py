@@ -18,7 +18,7 @@ class ClaimError(Exception):
 
 
 @dataclass(frozen=True)
-class Allocated:
+class AllocatedDevice:
     """One device of ours in a claim's allocation: its base request names, in order, and its access."""
 
     requests: tuple[str, ...]
@@ -30,7 +30,7 @@ class Allocated:
 
 def allocated_devices(
     claim: Mapping[str, Any], ref: ClaimRef, *, driver_name: str, pool_name: str
-) -> dict[str, Allocated]:
+) -> dict[str, AllocatedDevice]:
     """Device name → base request names and access of the allocation results that are ours (driver, pool).
 
     `claim`: allocated, its UID the reference's (the runtime checked: runtime.claims). ClaimError names a
@@ -59,12 +59,13 @@ def allocated_devices(
         if base_request not in requests:
             requests.append(base_request)
     return {
-        device: Allocated(tuple(requests), device not in non_admin) for device, requests in devices.items()
+        device: AllocatedDevice(tuple(requests), device not in non_admin)
+        for device, requests in devices.items()
     }
 
 
 def prepared_devices(
-    ref: ClaimRef, wanted: Mapping[str, Allocated], *, pool_name: str, driver_name: str
+    ref: ClaimRef, wanted: Mapping[str, AllocatedDevice], *, pool_name: str, driver_name: str
 ) -> tuple[PreparedDevice, ...]:
     """What the kubelet gets for the claim's devices (`allocated_devices`): one CDI device ID each."""
     return tuple(

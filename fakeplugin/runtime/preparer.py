@@ -27,7 +27,7 @@ from fakeplugin.runtime.nodelock import FILE_NAME as LOCK_FILE
 from fakeplugin.runtime.nodelock import LockTimeoutError, NodeLock
 
 
-class Request(Protocol):
+class PrepareRequest(Protocol):
     """A claim to prepare, as a driver resolved it for the batch."""
 
     @property
@@ -44,7 +44,7 @@ class Named(Protocol):
     def name(self) -> str: ...
 
 
-R = TypeVar("R", bound=Request)
+R = TypeVar("R", bound=PrepareRequest)
 T = TypeVar("T")  # a batch's item: a request or a reference
 V = TypeVar("V")  # its result: PrepareResult, or an unprepare's error
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.cdi import cdi_device_id
-from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, NodeDirs, binaries
+from fakeplugin.cluster import DEFAULT_STATE_DIR, BinaryNotFound, Cluster, KubeletDirs, binaries
 from fakeplugin.cluster.karpenter import KarpenterRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import KueueRequest
@@ -241,7 +241,7 @@ class FakepluginCluster:
         """The local cluster's files (fakeplugin.cluster.layout)."""
         return self.local.layout
 
-    def node_dirs(self, node: str) -> NodeDirs:
+    def node_dirs(self, node: str) -> KubeletDirs:
         """A kubelet node's files (CDI dir, kubelet root, fake CRI records, ...)."""
         return self.local.node_dirs(node)
 

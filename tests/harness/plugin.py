@@ -1,6 +1,6 @@
 """The real plugin core and gRPC server over real files, with claims from JSON files instead of an API server.
 
-Test-only wiring, nothing else: the runtime's claim checks, the Preparer, the Server, the checkpoint and
+Test-only wiring, nothing else: the runtime's claim checks, the GpuPreparer, the Server, the checkpoint and
 CDI code are the product's.
 `fakeplugin serve` needs an API server for its claims and slices; this harness replaces only that edge.
 
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.model import ClaimRef, GpuDevice
 from fakeplugin.runtime.bootid import read_boot_id
 from fakeplugin.runtime.claims import CheckedClaims
@@ -90,7 +90,7 @@ class JsonClaims:
 
 
 def core(root: Path, **overrides: Any) -> CheckedClaims:
-    """What `serve` hands the gRPC edge: the runtime's claim checks over a Preparer, opened (as at start)."""
+    """What `serve` hands the gRPC edge: the runtime's claim checks over a GpuPreparer, open (as at start)."""
     boot_id = root / "boot_id"
     if not boot_id.exists():
         boot_id.write_text(BOOT_ID + "\n")
@@ -105,7 +105,7 @@ def core(root: Path, **overrides: Any) -> CheckedClaims:
         "boot_id": read_boot_id(boot_id),
         **overrides,
     }
-    preparer = Preparer(**kwargs)
+    preparer = GpuPreparer(**kwargs)
     preparer.open()
     return CheckedClaims(preparer, claims)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fakeplugin import cdi
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.model import ClaimRef, GpuDevice, PreparedDevice
 from fakeplugin.runtime.bootid import read_boot_id
 from fakeplugin.runtime.claims import CheckedClaims
@@ -101,7 +101,7 @@ class Node:
             "boot_id": read_boot_id(self.boot_id_file),
             **overrides,
         }
-        preparer = Preparer(**kwargs)
+        preparer = GpuPreparer(**kwargs)
         preparer.open()
         return CheckedClaims(preparer, self.get_claim)
 

@@ -24,11 +24,11 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from fakeplugin.atomicfile import write_atomic
+from fakeplugin.model import ClaimState
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +36,7 @@ FILE_NAME = "checkpoint.json"
 FILE_MODE = 0o644  # [U] the mode the kubelet checkpoint store gives the file
 
 
-class State(StrEnum):
-    PREPARE_STARTED = "PrepareStarted"
-    PREPARE_COMPLETED = "PrepareCompleted"
-    PREPARE_ABORTED = "PrepareAborted"
-
-
-class CheckpointError(Exception):
+class ComputeDomainCheckpointError(Exception):
     """The checkpoint cannot be read; the message is NVIDIA's."""
 
 
@@ -50,7 +44,7 @@ class CheckpointError(Exception):
 class Entry:
     """One claim (PreparedClaimV2); `status` and `devices` in JSON shape, as they go to the file."""
 
-    state: State
+    state: ClaimState
     status: Mapping[str, Any]
     devices: tuple[Mapping[str, Any], ...] = ()  # prepared-device groups
     name: str = ""
@@ -81,14 +75,14 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class ComputeDomainCheckpoint:
     boot_id: str = ""
     claims: Mapping[str, Entry] = field(default_factory=dict)
 
-    def with_claim(self, uid: str, entry: Entry) -> Checkpoint:
+    def with_claim(self, uid: str, entry: Entry) -> ComputeDomainCheckpoint:
         return replace(self, claims={**self.claims, uid: entry})
 
-    def without_claim(self, uid: str) -> Checkpoint:
+    def without_claim(self, uid: str) -> ComputeDomainCheckpoint:
         return replace(self, claims={k: v for k, v in self.claims.items() if k != uid})
 
 
@@ -108,7 +102,7 @@ def kubelet_checksum(data: bytes) -> int:
     return h
 
 
-def _v2(checkpoint: Checkpoint, checksum: int) -> dict[str, Any]:
+def _v2(checkpoint: ComputeDomainCheckpoint, checksum: int) -> dict[str, Any]:
     v2: dict[str, Any] = {"checksum": checksum}
     if checkpoint.claims:
         v2["preparedClaims"] = {uid: checkpoint.claims[uid].to_json() for uid in sorted(checkpoint.claims)}
@@ -117,9 +111,11 @@ def _v2(checkpoint: Checkpoint, checksum: int) -> dict[str, Any]:
     return v2
 
 
-def encode(checkpoint: Checkpoint) -> bytes:
+def encode(checkpoint: ComputeDomainCheckpoint) -> bytes:
     """MarshalCheckpoint: v1 derived from v2 (completed claims only), both checksums set."""
-    completed = {u: e for u, e in sorted(checkpoint.claims.items()) if e.state is State.PREPARE_COMPLETED}
+    completed = {
+        u: e for u, e in sorted(checkpoint.claims.items()) if e.state is ClaimState.PREPARE_COMPLETED
+    }
     v1: dict[str, Any] = (
         {"preparedClaims": {u: e.to_json(v1=True) for u, e in completed.items()}} if completed else {}
     )
@@ -128,9 +124,10 @@ def encode(checkpoint: Checkpoint) -> bytes:
     return go_json({"checksum": v1_sum, "v1": v1, "v2": _v2(checkpoint, v2_sum)})
 
 
-def decode(data: bytes) -> Checkpoint:
-    """The file's content; CheckpointError for what the kubelet's store rejects (checksum mismatch:
-    `checkpoint is corrupted`). A v1-only file (an older plugin) reads as its claims PrepareCompleted."""
+def decode(data: bytes) -> ComputeDomainCheckpoint:
+    """The file's content; ComputeDomainCheckpointError for what the kubelet's store rejects (checksum
+    mismatch: `checkpoint is corrupted`). A v1-only file (an older plugin) reads as its claims
+    PrepareCompleted."""
     try:
         doc = json.loads(data)
         if not isinstance(doc, dict):
@@ -139,28 +136,28 @@ def decode(data: bytes) -> Checkpoint:
         if kubelet_checksum(
             go_json({"checksum": 0, "v1": v1} if v1 is not None else {"checksum": 0})
         ) != doc.get("checksum"):
-            raise CheckpointError("checkpoint is corrupted")
+            raise ComputeDomainCheckpointError("checkpoint is corrupted")
         if v2 is None:
             claims = (v1 or {}).get("preparedClaims") or {}
-            return Checkpoint(
+            return ComputeDomainCheckpoint(
                 claims={
-                    u: _entry({**c, "checkpointState": State.PREPARE_COMPLETED.value})
+                    u: _entry({**c, "checkpointState": ClaimState.PREPARE_COMPLETED.value})
                     for u, c in claims.items()
                 }
             )
         if kubelet_checksum(go_json({**v2, "checksum": 0})) != v2.get("checksum"):
-            raise CheckpointError("checkpoint is corrupted")
+            raise ComputeDomainCheckpointError("checkpoint is corrupted")
         claims = v2.get("preparedClaims") or {}
-        return Checkpoint(v2.get("nodeBootID") or "", {u: _entry(c) for u, c in claims.items()})
-    except CheckpointError:
+        return ComputeDomainCheckpoint(v2.get("nodeBootID") or "", {u: _entry(c) for u, c in claims.items()})
+    except ComputeDomainCheckpointError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise CheckpointError(f"failed to unmarshal checkpoint: {e}") from None
+        raise ComputeDomainCheckpointError(f"failed to unmarshal checkpoint: {e}") from None
 
 
 def _entry(c: Mapping[str, Any]) -> Entry:
     return Entry(
-        state=State(c["checkpointState"]),
+        state=ClaimState(c["checkpointState"]),
         status=c.get("status") or {},
         devices=tuple(c.get("preparedDevices") or ()),
         name=c.get("name") or "",
@@ -169,7 +166,7 @@ def _entry(c: Mapping[str, Any]) -> Entry:
     )
 
 
-class CheckpointFile:
+class ComputeDomainCheckpointFile:
     """The checkpoint on disk. Only read and written under the node lock: every write is a read-modify-
     write of the previous content (DeviceState.updateCheckpoint)."""
 
@@ -179,15 +176,15 @@ class CheckpointFile:
     def exists(self) -> bool:
         return self.path.exists()
 
-    def load(self) -> Checkpoint:
+    def load(self) -> ComputeDomainCheckpoint:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return Checkpoint()
+            return ComputeDomainCheckpoint()
         except OSError as e:
-            raise CheckpointError(f"failed to read checkpoint {self.path}: {e}") from e
+            raise ComputeDomainCheckpointError(f"failed to read checkpoint {self.path}: {e}") from e
         return decode(data)
 
-    def save(self, checkpoint: Checkpoint) -> None:
+    def save(self, checkpoint: ComputeDomainCheckpoint) -> None:
         """Atomically, fsynced first (the kubelet's store): the file outlives a crash or power loss."""
         write_atomic(self.path, encode(checkpoint), mode=FILE_MODE)

@@ -8,7 +8,7 @@ import logging
 from datetime import UTC, datetime
 
 from fakeplugin.drivers.computedomain import checkpoint as cp
-from fakeplugin.model import ClaimRef
+from fakeplugin.model import ClaimRef, ClaimState
 from fakeplugin.runtime.driver import GetClaim
 
 log = logging.getLogger(__name__)
@@ -17,12 +17,12 @@ ABORTED_TTL_S = 90.0  # PrepareAbortedClaimEntryTTL = 2 * ErrorRetryMaxTimeout (
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # metav1.Time in JSON
 
 
-def stale_claims(checkpoint: cp.Checkpoint, get_claim: GetClaim) -> list[ClaimRef]:
+def stale_claims(checkpoint: cp.ComputeDomainCheckpoint, get_claim: GetClaim) -> list[ClaimRef]:
     """PrepareStarted claims the API server no longer has: not found, or another UID under the name (a GET
     each; other failures are left for a later cleanup)."""
     stale = []
     for uid, entry in checkpoint.claims.items():
-        if entry.state is not cp.State.PREPARE_STARTED:
+        if entry.state is not ClaimState.PREPARE_STARTED:
             continue
         if not entry.name:
             log.debug("Checkpointed RC cleanup: skip checkpointed claim '%s': RC name not in checkpoint", uid)
@@ -41,7 +41,7 @@ def stale_claims(checkpoint: cp.Checkpoint, get_claim: GetClaim) -> list[ClaimRe
 
 def expired(entry: cp.Entry, now: float) -> bool:
     """A PrepareAborted entry older than the TTL (or without its time)."""
-    if entry.state is not cp.State.PREPARE_ABORTED:
+    if entry.state is not ClaimState.PREPARE_ABORTED:
         return False
     if not entry.aborted_at:
         return True

@@ -19,7 +19,7 @@ from fakeplugin.apis.computedomain import CHANNEL_CONFIG_KIND
 from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cdi import cdi_device_id
 from fakeplugin.drivers.computedomain import cdispec
-from fakeplugin.drivers.computedomain.checkpoint import Checkpoint, State
+from fakeplugin.drivers.computedomain.checkpoint import ClaimState, ComputeDomainCheckpoint
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
 from fakeplugin.drivers.computedomain.opaqueconfig import ConfigGroup, check
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, MAX_CHANNELS
@@ -51,13 +51,13 @@ def domain_dir(plugin_dir: Path, domain_id: str) -> Path:
 def prepare_groups(
     ref: ClaimRef,
     groups: Sequence[ConfigGroup],
-    checkpoint: Checkpoint,
+    checkpoint: ComputeDomainCheckpoint,
     *,
     domains: DomainManager,
     plugin_dir: Path,
     driver_name: str,
 ) -> Prepared:
-    """Raises OpaqueConfigError (validation) or DomainError with upstream's text below `prepare devices
+    """Raises ComputeDomainConfigError (validation) or DomainError with upstream's text below `prepare devices
     failed: `."""
     out_groups: list[dict[str, Any]] = []
     spec_devices: list[tuple[str, Mapping[str, Any]]] = []
@@ -92,7 +92,7 @@ def prepare_groups(
 
 
 def _channel(
-    ref: ClaimRef, group: ConfigGroup, checkpoint: Checkpoint, domains: DomainManager
+    ref: ClaimRef, group: ConfigGroup, checkpoint: ComputeDomainCheckpoint, domains: DomainManager
 ) -> dict[str, Any] | None:
     if len(group.results) != 1:  # a violated invariant upstream, not an expected error
         raise DomainError(f"applyComputeDomainChannelConfig: unexpected results {list(group.results)}")
@@ -110,10 +110,10 @@ def _channel(
     return cdispec.channel_edits(MAX_CHANNELS if group.config.channels_all else 1)
 
 
-def channel_holder(checkpoint: Checkpoint, channel_id: int) -> str:
+def channel_holder(checkpoint: ComputeDomainCheckpoint, channel_id: int) -> str:
     """The completed claim holding channel `channel_id`, or ""."""
     for uid, entry in checkpoint.claims.items():
-        if entry.state is not State.PREPARE_COMPLETED:
+        if entry.state is not ClaimState.PREPARE_COMPLETED:
             continue
         for group in entry.devices:
             for device in group.get("devices") or []:

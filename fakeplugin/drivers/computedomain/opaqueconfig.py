@@ -47,7 +47,7 @@ _OTHER_KINDS = frozenset(
 )
 
 
-class OpaqueConfigError(Exception):
+class ComputeDomainConfigError(Exception):
     """The claim's configs cannot be applied; the message is NVIDIA's chain below `prepare devices failed: `.
     `permanent`: NVIDIA would not retry it (a bad config never gets better)."""
 
@@ -94,7 +94,9 @@ def config_groups(
             continue
         device_type = device_types.get(str(result.get("device")))
         if device_type is None:
-            raise OpaqueConfigError(f"{_MAP}requested device is not allocatable: {result.get('device')}")
+            raise ComputeDomainConfigError(
+                f"{_MAP}requested device is not allocatable: {result.get('device')}"
+            )
         request = result.get("request")
         for index in reversed(range(len(candidates))):
             requests, config = candidates[index]
@@ -102,7 +104,7 @@ def config_groups(
             mismatch = _DEVICE_TYPE.get(config.kind, device_type) != device_type
             if request in requests:
                 if mismatch:
-                    raise OpaqueConfigError(f"{_MAP}cannot apply {config.kind} to request: {request}")
+                    raise ComputeDomainConfigError(f"{_MAP}cannot apply {config.kind} to request: {request}")
                 chosen.setdefault(index, []).append(result)
                 break
             if not requests and not mismatch:
@@ -114,9 +116,9 @@ def config_groups(
 def check(config: DomainConfig) -> None:
     """Step 3 for one group's config, just before it is applied (upstream: per group, in turn)."""
     if config.kind not in _DEVICE_TYPE:
-        raise OpaqueConfigError("runtime object is not a recognized configuration")
+        raise ComputeDomainConfigError("runtime object is not a recognized configuration")
     if not config.domain_id:
-        raise OpaqueConfigError("error validating config: domainID cannot be empty")
+        raise ComputeDomainConfigError("error validating config: domainID cannot be empty")
 
 
 def _decoded_configs(
@@ -128,19 +130,21 @@ def _decoded_configs(
     for entry in entries:
         source = entry.get("source") if isinstance(entry, Mapping) else None
         if source not in by_source:
-            raise OpaqueConfigError(f"{where}invalid config source: {source or ''}")
+            raise ComputeDomainConfigError(f"{where}invalid config source: {source or ''}")
         by_source[source].append(entry)
     decoded = []
     for entry in (*by_source["FromClass"], *by_source["FromClaim"]):
         opaque = entry.get("opaque")
         if not isinstance(opaque, Mapping):
-            raise OpaqueConfigError(f"{where}only opaque parameters are supported by this driver")
+            raise ComputeDomainConfigError(f"{where}only opaque parameters are supported by this driver")
         if opaque.get("driver") != driver_name:
             continue  # a request may be satisfiable by several drivers: theirs are not ours to read
         try:
             config = decode(opaque.get("parameters"), strict=strict)
         except scheme.DecodeError as e:
-            raise OpaqueConfigError(f"{where}error decoding config parameters: {e}", permanent=True) from None
+            raise ComputeDomainConfigError(
+                f"{where}error decoding config parameters: {e}", permanent=True
+            ) from None
         decoded.append((tuple(entry.get("requests") or ()), config))
     return decoded
 

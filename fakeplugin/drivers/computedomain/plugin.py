@@ -19,7 +19,7 @@ from fakeplugin.drivers.computedomain import fabric, retry
 from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel, LabelError
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
-from fakeplugin.drivers.computedomain.preparer import Preparer
+from fakeplugin.drivers.computedomain.preparer import ComputeDomainPreparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
 from fakeplugin.drivers.gpu import node_devices
 from fakeplugin.faults import fabricfaults
@@ -123,7 +123,7 @@ class ComputeDomainNode:
             cliques_gate=e.feature_gates.get("ComputeDomainCliques", True),
         )
         # One Preparer per node: it owns the node's checkpoint and files.
-        self._preparer = Preparer(
+        self._preparer = ComputeDomainPreparer(
             driver_name=e.driver_name,
             node_name=node_name,
             get_claim=get_claim,

@@ -37,9 +37,9 @@ from fakeplugin.drivers.computedomain.cleanup import aborted_at, expired, stale_
 from fakeplugin.drivers.computedomain.devices import prepare_groups
 from fakeplugin.drivers.computedomain.domains import DomainError, DomainManager
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
-from fakeplugin.drivers.computedomain.opaqueconfig import OpaqueConfigError, config_groups
+from fakeplugin.drivers.computedomain.opaqueconfig import ComputeDomainConfigError, config_groups
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
-from fakeplugin.model import ClaimRef, PreparedDevice, PrepareResult
+from fakeplugin.model import ClaimRef, ClaimState, PreparedDevice, PrepareResult
 from fakeplugin.runtime.allocation import ClaimError, allocated_devices
 from fakeplugin.runtime.driver import Claim, GetClaim
 from fakeplugin.runtime.preparer import NodePreparer
@@ -50,7 +50,7 @@ DEVICE_TYPES = {device_name(CHANNEL): CHANNEL, device_name(DAEMON): DAEMON}
 
 
 @dataclass(frozen=True)
-class Request:
+class ComputeDomainRequest:
     ref: ClaimRef
     status: dict[str, Any]  # the claim's status, as checkpointed
     devices: frozenset[str]  # ours, not admin-access: what the overlap check compares
@@ -72,7 +72,7 @@ def unprepare_error(ref: ClaimRef, message: str) -> str:
     return f"error unpreparing devices for claim '{ref}': {message}"
 
 
-class Preparer(NodePreparer[Request]):
+class ComputeDomainPreparer(NodePreparer[ComputeDomainRequest]):
     """The node's prepare side (runtime.preparer.NodePreparer). `plugin_start`: the plugin's own start work
     before the prepare side's (fabric.py, cliquelabel.py), run by `open`; `get_claim`: the cleanup's read
     of stale claims."""
@@ -97,7 +97,7 @@ class Preparer(NodePreparer[Request]):
         self._domains, self._plugin_dir, self._cdi_root = domains, plugin_dir, cdi_root
         self._boot_id, self._now, self._plugin_start = boot_id, now, plugin_start
         self._daemons = daemons  # serve --emulate-daemon
-        self._checkpoint = cp.CheckpointFile(plugin_dir / cp.FILE_NAME)
+        self._checkpoint = cp.ComputeDomainCheckpointFile(plugin_dir / cp.FILE_NAME)
         self._specs = SpecFiles(cdi_root, driver_name)
 
     def _startup(self) -> None:
@@ -110,13 +110,15 @@ class Preparer(NodePreparer[Request]):
             remove_stale_temp_files(self._plugin_dir)  # no writer is midway: we hold the lock
             remove_stale_temp_files(self._cdi_root, target_prefix=vendor(self._driver))
             cdispec.write_base_spec(self._cdi_root, self._driver)
-            self._checkpoint.save(self._this_boot())  # CheckpointError: fatal at start, as upstream
+            self._checkpoint.save(
+                self._this_boot()
+            )  # ComputeDomainCheckpointError: fatal at start, as upstream
         self._cleanup()
 
-    def _this_boot(self) -> cp.Checkpoint:
+    def _this_boot(self) -> cp.ComputeDomainCheckpoint:
         if not self._checkpoint.exists():
             log.info("Create empty checkpoint")
-            return cp.Checkpoint(self._boot_id)
+            return cp.ComputeDomainCheckpoint(self._boot_id)
         log.info("Found previous checkpoint: %s", cp.FILE_NAME)
         checkpoint = self._checkpoint.load()
         if checkpoint.boot_id in ("", self._boot_id):
@@ -126,7 +128,7 @@ class Preparer(NodePreparer[Request]):
             checkpoint.boot_id,
             self._boot_id,
         )
-        return cp.Checkpoint(self._boot_id)
+        return cp.ComputeDomainCheckpoint(self._boot_id)
 
     def _cleanup(self) -> None:
         """CheckpointCleanupManager.cleanup: unprepare stale PrepareStarted claims, drop expired
@@ -151,7 +153,7 @@ class Preparer(NodePreparer[Request]):
 
     # -- prepare ---------------------------------------------------------------------------------------------
 
-    def _request(self, claim: Claim) -> Request | PrepareResult:
+    def _request(self, claim: Claim) -> ComputeDomainRequest | PrepareResult:
         ref = claim.ref
         try:
             ours = allocated_devices(claim.obj, ref, driver_name=self._driver, pool_name=self._node)
@@ -160,31 +162,31 @@ class Preparer(NodePreparer[Request]):
         if not ours:
             return PrepareResult()  # nothing of ours on this node
         own = frozenset(d for d, a in ours.items() if not a.admin_access)
-        return Request(ref, claim.obj["status"], own)
+        return ComputeDomainRequest(ref, claim.obj["status"], own)
 
     def _prepare_unlocked(self, ref: ClaimRef, message: str) -> PrepareResult:
         return PrepareResult(error=_logged(ref, message), retryable=True)
 
-    def _prepare_locked(self, requests: list[Request]) -> dict[str, PrepareResult]:
+    def _prepare_locked(self, requests: list[ComputeDomainRequest]) -> dict[str, PrepareResult]:
         results: dict[str, PrepareResult] = {}
         try:
             checkpoint = self._checkpoint.load()
-        except cp.CheckpointError as e:
+        except cp.ComputeDomainCheckpointError as e:
             return {r.ref.uid: _failed(r.ref, f"unable to get checkpoint: {e}") for r in requests}
-        started: list[Request] = []
+        started: list[ComputeDomainRequest] = []
         for r in requests:
             entry = checkpoint.claims.get(r.ref.uid)
-            if entry is not None and entry.state is cp.State.PREPARE_COMPLETED:
+            if entry is not None and entry.state is ClaimState.PREPARE_COMPLETED:
                 results[r.ref.uid] = PrepareResult(devices=_kubelet_devices(entry))
                 continue
-            if entry is not None and entry.state is cp.State.PREPARE_ABORTED and entry.status == r.status:
+            if entry is not None and entry.state is ClaimState.PREPARE_ABORTED and entry.status == r.status:
                 message = f"stale prepare for claim {r.ref}: claim prepare was already aborted"
                 results[r.ref.uid] = _failed(r.ref, message)
                 continue
             if holder := _overlap(r, checkpoint, started, self._driver):
                 results[r.ref.uid] = _failed(r.ref, f"unable to prepare claim {r.ref.uid}: {holder}")
                 continue
-            entry = cp.Entry(cp.State.PREPARE_STARTED, r.status, name=r.ref.name, namespace=r.ref.namespace)
+            entry = cp.Entry(ClaimState.PREPARE_STARTED, r.status, name=r.ref.name, namespace=r.ref.namespace)
             checkpoint = checkpoint.with_claim(r.ref.uid, entry)
             started.append(r)
         if started and (failure := self._save(checkpoint)):
@@ -208,7 +210,7 @@ class Preparer(NodePreparer[Request]):
                 log.info("Prepared devices for claim '%s'", r.ref)
         return results
 
-    def _prepare_devices(self, r: Request, checkpoint: cp.Checkpoint) -> cp.Entry:
+    def _prepare_devices(self, r: ComputeDomainRequest, checkpoint: cp.ComputeDomainCheckpoint) -> cp.Entry:
         """The claim's devices, spec written; its PrepareCompleted entry. PrepareFailure: the claim's."""
         try:
             allocation = r.status["allocation"]
@@ -224,7 +226,7 @@ class Preparer(NodePreparer[Request]):
             for group in groups if self._daemons else ():
                 if group.config.kind == DAEMON_CONFIG_KIND:
                     self._daemons.started(group.config.domain_id, r.status.get("reservedFor") or [])
-        except (OpaqueConfigError, DomainError) as e:
+        except (ComputeDomainConfigError, DomainError) as e:
             message = prepare_error(r.ref, f"prepare devices failed: {e}")
             raise PrepareFailure(message, retryable=not e.permanent) from e
         if prepared.spec_devices:
@@ -235,7 +237,7 @@ class Preparer(NodePreparer[Request]):
                 raise PrepareFailure(
                     prepare_error(r.ref, f"unable to create CDI spec file for claim: {e}")
                 ) from e
-        return cp.Entry(cp.State.PREPARE_COMPLETED, r.status, prepared.groups, r.ref.name, r.ref.namespace)
+        return cp.Entry(ClaimState.PREPARE_COMPLETED, r.status, prepared.groups, r.ref.name, r.ref.namespace)
 
     # -- unprepare -------------------------------------------------------------------------------------------
 
@@ -246,19 +248,19 @@ class Preparer(NodePreparer[Request]):
         results: dict[str, str] = {}
         try:
             checkpoint = self._checkpoint.load()
-        except cp.CheckpointError as e:
+        except cp.ComputeDomainCheckpointError as e:
             return {ref.uid: _logged(ref, f"unable to get checkpoint: {e}", unprepare_error) for ref in refs}
         before = checkpoint
         for ref in refs:
             entry = checkpoint.claims.get(ref.uid)
-            if entry is None or entry.state is cp.State.PREPARE_ABORTED:
+            if entry is None or entry.state is ClaimState.PREPARE_ABORTED:
                 log.debug("Unprepare noop: claim %s is not prepared (%s)", ref, entry and entry.state)
                 results[ref.uid] = ""
                 continue
             try:
                 self._unprepare_devices(entry)
                 self._specs.remove_claim(ref.uid)
-            except (OpaqueConfigError, DomainError) as e:
+            except (ComputeDomainConfigError, DomainError) as e:
                 results[ref.uid] = _logged(ref, f"unprepare devices failed: {e}", unprepare_error)
                 continue
             except OSError as e:
@@ -266,12 +268,12 @@ class Preparer(NodePreparer[Request]):
                     ref, f"unable to delete CDI spec file for claim: {e}", unprepare_error
                 )
                 continue
-            if entry.state is cp.State.PREPARE_COMPLETED:
+            if entry.state is ClaimState.PREPARE_COMPLETED:
                 checkpoint = checkpoint.without_claim(ref.uid)
             else:  # PrepareStarted: kept, so that a stale retry of this claim version cannot prepare it again
                 aborted = aborted_at(self._now())
                 aborted_entry = cp.Entry(
-                    cp.State.PREPARE_ABORTED, entry.status, (), ref.name, ref.namespace, aborted
+                    ClaimState.PREPARE_ABORTED, entry.status, (), ref.name, ref.namespace, aborted
                 )
                 checkpoint = checkpoint.with_claim(ref.uid, aborted_entry)
             results[ref.uid] = ""
@@ -291,7 +293,7 @@ class Preparer(NodePreparer[Request]):
             elif group.config.kind == DAEMON_CONFIG_KIND and self._daemons and group.config.domain_id:
                 self._daemons.stopped(group.config.domain_id)
 
-    def _save(self, checkpoint: cp.Checkpoint) -> str:
+    def _save(self, checkpoint: cp.ComputeDomainCheckpoint) -> str:
         try:
             self._checkpoint.save(checkpoint)
         except OSError as e:
@@ -299,10 +301,15 @@ class Preparer(NodePreparer[Request]):
         return ""
 
 
-def _overlap(r: Request, checkpoint: cp.Checkpoint, started: Sequence[Request], driver_name: str) -> str:
+def _overlap(
+    r: ComputeDomainRequest,
+    checkpoint: cp.ComputeDomainCheckpoint,
+    started: Sequence[ComputeDomainRequest],
+    driver_name: str,
+) -> str:
     """validateNoOverlappingPreparedDevices, with the claims this batch started before `r` counted as the
     completed claims they would be one claim at a time."""
-    holders = [(u, e.status) for u, e in checkpoint.claims.items() if e.state is cp.State.PREPARE_COMPLETED]
+    holders = [(u, e.status) for u, e in checkpoint.claims.items() if e.state is ClaimState.PREPARE_COMPLETED]
     holders += [(s.ref.uid, s.status) for s in started]
     for uid, status in holders:
         if uid == r.ref.uid:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from fakeplugin.drivers.gpu.prepare.devicestatus import StatusWriter
-from fakeplugin.drivers.gpu.prepare.preparer import Preparer
+from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.drivers.gpu.publish.node import NodeDevices
 from fakeplugin.faults import claimfaults, devicehealth
 from fakeplugin.faults.devicefaults import DeviceFault
@@ -96,7 +96,7 @@ class GpuNode:
                 log_level=self._log_level,
             )
         # One Preparer per node: it owns the node's checkpoint and files.
-        self._preparer = Preparer(
+        self._preparer = GpuPreparer(
             driver_name=e.driver_name,
             node_name=node_name,
             devices=self._devices,

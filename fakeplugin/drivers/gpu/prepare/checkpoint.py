@@ -44,13 +44,12 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from fakeplugin import releases
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.model import DeviceSettings, PreparedDevice
+from fakeplugin.model import ClaimState, DeviceSettings, PreparedDevice
 from fakeplugin.releases import DriverRelease
 
 log = logging.getLogger(__name__)
@@ -62,9 +61,8 @@ FILE_MODE = 0o600
 CHECKSUM_PREFIX = "sha256:"
 
 
-class ClaimState(StrEnum):
-    PREPARE_STARTED = "PrepareStarted"
-    PREPARE_COMPLETED = "PrepareCompleted"
+# The states the GPU plugin writes; any other is an unknown state here.
+STATES = frozenset({ClaimState.PREPARE_STARTED, ClaimState.PREPARE_COMPLETED})
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class ClaimEntry:
     # for a prepared claim carries the settings of the original preparation.
     settings: Mapping[str, DeviceSettings] = field(default_factory=dict)
     # Devices every result of ours allocated with `adminAccess: true`: they never block another claim
-    # (prepare.allocation.Allocated). Checkpoints written before fakeplugin knew admin access have none.
+    # (runtime.allocation.AllocatedDevice). Checkpoints written before fakeplugin knew admin access have none.
     admin_devices: frozenset[str] = frozenset()
     # Device name → its normalized opaque config ({"kind", "spec"}: prepare.opaqueconfig.DeviceConfig), kept
     # while consumable shares are on: a device is shared only by claims whose configs for it are equal.
@@ -276,7 +274,7 @@ class _Reader:
 
     def claim(self, obj: Any, where: str) -> ClaimEntry:
         state = self.get(obj, "state", str, where)
-        if state not in set(ClaimState):
+        if state not in STATES:
             raise self.fail(f"{where}.state", f"unknown state {state!r}")
         devices = self.get(obj, "devices", list, where)
         return ClaimEntry(

@@ -3,7 +3,7 @@
 SIGS v25.12.0, v0.4.1 and main 95932046: cmd/gpu-kubelet-plugin/device_state.go
 `validateNoOverlappingPreparedDevices` (with `requestedNonAdminDevices`, prepared.go `GetNonAdminDevices`):
 - only claims in PrepareCompleted count: an attempt that died midway holds nothing;
-- devices allocated with admin access (prepare.allocation.Allocated) are left out on both sides;
+- devices allocated with admin access (runtime.allocation.AllocatedDevice) are left out on both sides;
 - with consumable shares (main only) a device is shared when both claims' normalized configs for it are
   equal (`getNormalizedDeviceConfig`, compared with reflect.DeepEqual); else
   `requested device %s has conflicting configuration with already prepared claim %s`.
@@ -16,7 +16,7 @@ from typing import Any
 
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.drivers.gpu.prepare import opaqueconfig
-from fakeplugin.model import GpuDevice
+from fakeplugin.model import ClaimState, GpuDevice
 from fakeplugin.releases import DriverRelease
 
 Configs = Mapping[str, Mapping[str, Any]]  # device name → {"kind", "spec"} (checkpoint.ClaimEntry.configs)
@@ -46,7 +46,7 @@ def conflict(
     """
     wanted = set(devices) - set(admin_devices)
     for other_uid, other in checkpoint.claims.items():
-        done = other.state is cp.ClaimState.PREPARE_COMPLETED or other_uid in completed
+        done = other.state is ClaimState.PREPARE_COMPLETED or other_uid in completed
         if other_uid == uid or not done:
             continue
         for device in sorted(wanted & ({d.device_name for d in other.devices} - other.admin_devices)):

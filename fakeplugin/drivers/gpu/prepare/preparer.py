@@ -39,9 +39,9 @@ from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.drivers.gpu.prepare import smi, stale
 from fakeplugin.drivers.gpu.prepare.claimfiles import ClaimFiles, prepare_error, unprepare_error
 from fakeplugin.drivers.gpu.prepare.overlap import conflict
-from fakeplugin.drivers.gpu.prepare.resolve import Request, Resolver, pool_reader
+from fakeplugin.drivers.gpu.prepare.resolve import GpuRequest, Resolver, pool_reader
 from fakeplugin.faults import claimfaults
-from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
+from fakeplugin.model import ClaimRef, ClaimState, GpuDevice, PrepareResult
 from fakeplugin.releases import DriverRelease
 from fakeplugin.runtime.allocation import ClaimError
 from fakeplugin.runtime.driver import Claim, GetClaim
@@ -50,7 +50,7 @@ from fakeplugin.runtime.preparer import NodePreparer
 log = logging.getLogger(__name__)
 
 
-class Preparer(NodePreparer[Request]):
+class GpuPreparer(NodePreparer[GpuRequest]):
     """Prepares and unprepares claims for `driver_name` on `node_name` (runtime.preparer.NodePreparer).
 
     `devices` (device name → GpuDevice of this node's pool) may be live (prepare.resolve.LiveDevices, such
@@ -124,11 +124,11 @@ class Preparer(NodePreparer[Request]):
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 checkpoint = self._checkpoint.load()
                 self._checkpoint.save(checkpoint)
-                completed = cp.ClaimState.PREPARE_COMPLETED
+                completed = ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
             smi.install_script(self._plugin_dir)
 
-    def _request(self, claim: Claim) -> Request | PrepareResult:
+    def _request(self, claim: Claim) -> GpuRequest | PrepareResult:
         """The claim resolved in this thread (its faults' delay waited here)."""
         try:
             request = self._claims.resolve(claim)
@@ -162,7 +162,7 @@ class Preparer(NodePreparer[Request]):
 
     # -- under the lock: one batch --------------------------------------------------------------------------
 
-    def _prepare_locked(self, requests: list[Request]) -> dict[str, PrepareResult]:
+    def _prepare_locked(self, requests: list[GpuRequest]) -> dict[str, PrepareResult]:
         log.debug("prepare batch of %d claims", len(requests))
         results: dict[str, PrepareResult] = {}
         try:
@@ -173,7 +173,7 @@ class Preparer(NodePreparer[Request]):
                 results[r.ref.uid] = _prepare_failed(r.ref, failure)
             return results
         before = checkpoint
-        started: list[Request] = []
+        started: list[GpuRequest] = []
         for r in requests:
             try:
                 checkpoint = self._started(r, checkpoint, results, {s.ref.uid for s in started})
@@ -186,7 +186,7 @@ class Preparer(NodePreparer[Request]):
             for r in started:
                 results[r.ref.uid] = _prepare_failed(r.ref, ClaimError(prepare_error(r.ref, failure)))
             return results
-        completed: list[Request] = []
+        completed: list[GpuRequest] = []
         for r in started:
             try:
                 settings = self._claims.device_settings(r)
@@ -195,7 +195,7 @@ class Preparer(NodePreparer[Request]):
                 results[r.ref.uid] = _prepare_failed(r.ref, e)
                 continue
             entry = replace(
-                checkpoint.claims[r.ref.uid], state=cp.ClaimState.PREPARE_COMPLETED, settings=settings
+                checkpoint.claims[r.ref.uid], state=ClaimState.PREPARE_COMPLETED, settings=settings
             )
             checkpoint = checkpoint.with_claim(r.ref.uid, entry)
             completed.append(r)
@@ -209,7 +209,7 @@ class Preparer(NodePreparer[Request]):
         return results
 
     def _started(
-        self, r: Request, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
+        self, r: GpuRequest, checkpoint: cp.Checkpoint, results: dict[str, PrepareResult], batch: set[str]
     ) -> cp.Checkpoint:
         """The checkpoint with `r` in PrepareStarted; or `r` answered in `results` (already prepared).
 
@@ -217,7 +217,7 @@ class Preparer(NodePreparer[Request]):
         completed them already)."""
         uid = r.ref.uid
         entry = checkpoint.claims.get(uid)
-        if entry is not None and entry.state is cp.ClaimState.PREPARE_COMPLETED:
+        if entry is not None and entry.state is ClaimState.PREPARE_COMPLETED:
             if not self._files.present(r.ref, entry.devices):
                 # e.g. a reboot emptied a tmpfs CDI root while the checkpoint survived
                 log.info(
@@ -238,7 +238,7 @@ class Preparer(NodePreparer[Request]):
             self._files.remove(r.ref, entry.devices, prepare_error)
             checkpoint = checkpoint.without_claim(uid)
         started = cp.ClaimEntry(
-            cp.ClaimState.PREPARE_STARTED,
+            ClaimState.PREPARE_STARTED,
             r.ref.namespace,
             r.ref.name,
             r.prepared,

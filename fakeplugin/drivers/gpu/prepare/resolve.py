@@ -52,14 +52,14 @@ def pool_reader(devices: Mapping[str, GpuDevice]) -> Callable[[], Mapping[str, G
 
 
 @dataclass(frozen=True)
-class Request:
+class GpuRequest:
     """One claim to prepare, resolved against the API server and the pool before the lock is taken."""
 
     ref: ClaimRef
     prepared: tuple[PreparedDevice, ...]
     pool: Mapping[str, GpuDevice]  # one consistent view of the node's devices for this claim
     allocation: Mapping[str, Any]
-    admin_devices: frozenset[str]  # allocated with adminAccess only (prepare.allocation.Allocated)
+    admin_devices: frozenset[str]  # allocated with adminAccess only (runtime.allocation.AllocatedDevice)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Resolver:
     release: DriverRelease
     shared: bool
 
-    def resolve(self, c: Claim) -> Request | None:
+    def resolve(self, c: Claim) -> GpuRequest | None:
         """The claim's devices on this node, or None when none of its allocation is ours."""
         ref, claim = c.ref, c.obj
         wanted = allocated_devices(claim, ref, driver_name=self.driver_name, pool_name=self.node_name)
@@ -94,9 +94,9 @@ class Resolver:
             raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
         prepared = prepared_devices(ref, wanted, pool_name=self.node_name, driver_name=self.driver_name)
         admin = frozenset(name for name, allocated in wanted.items() if allocated.admin_access)
-        return Request(ref, prepared, pool, claim["status"]["allocation"], admin)
+        return GpuRequest(ref, prepared, pool, claim["status"]["allocation"], admin)
 
-    def configs(self, r: Request) -> tuple[ConfigOf | None, Callable[[], Configs]]:
+    def configs(self, r: GpuRequest) -> tuple[ConfigOf | None, Callable[[], Configs]]:
         """For the overlap check: a device's config as compared (None without consumable shares), and the
         configs for the claim's checkpoint entry. Both resolve the claim's configs once, when first asked."""
         if not self.shared:
@@ -126,7 +126,7 @@ class Resolver:
 
         return config_of, stored
 
-    def device_settings(self, r: Request) -> dict[str, DeviceSettings]:
+    def device_settings(self, r: GpuRequest) -> dict[str, DeviceSettings]:
         """Device name → what its opaque config applied (only devices with settings)."""
         try:
             return opaqueconfig.device_settings(
