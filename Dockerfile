@@ -3,7 +3,8 @@
 #   docker build -t fakeplugin:dev .
 #
 # The install steps live in hack/image-build-steps.sh; tests/test_image.py runs this file's build-stage
-# RUN lines without Docker, so keep every build step in that script.
+# RUN lines without Docker, so keep every build step in that script. Everything under fakeplugin/ is package
+# data, the targets of its links too (examples/, hack/): copy them, or the smoke step fails naming them.
 ARG PYTHON_IMAGE=python:3.12.12-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -14,11 +15,12 @@ COPY pyproject.toml README.md ./
 COPY protos/ protos/
 COPY hack/gen-protos.sh hack/image-build-steps.sh hack/build-k8s.sh hack/
 COPY hack/fakecri/ hack/fakecri/
+COPY hack/karpenter/ hack/karpenter/
 COPY examples/ examples/
 COPY fakeplugin/ fakeplugin/
 RUN hack/image-build-steps.sh wheels /src /wheels \
  && hack/image-build-steps.sh install /wheels /opt/fakeplugin \
- && hack/image-build-steps.sh smoke /opt/fakeplugin
+ && hack/image-build-steps.sh smoke /opt/fakeplugin /src
 
 FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0

@@ -7,14 +7,16 @@
 #                                                    and its dependencies' wheels into WHEEL_DIR
 #   hack/image-build-steps.sh install WHEEL_DIR VENV create VENV and install fakeplugin from WHEEL_DIR
 #                                                    alone (no index), then drop pip from it
-#   hack/image-build-steps.sh smoke VENV             run the installed command line
+#   hack/image-build-steps.sh smoke VENV [SRC]       run the installed command line, read the package data
+#                                                    a scrape and the fleet view read; with SRC, fail
+#                                                    naming each file of SRC/fakeplugin not installed
 #
 # Environment: PYTHON (default python3) creates the virtual environments.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
 say() { printf '[image-build-steps] %s\n' "$*" >&2; }
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 wheels() {
   local src wheel_dir tools tools_req
@@ -44,9 +46,35 @@ install() {
 }
 
 smoke() {
-  local venv="$1"
+  local venv="$1" src="${2:-}"
   "$venv/bin/fakeplugin" --help >/dev/null
   "$venv/bin/fakeplugin" profiles
+  # -I: the installed package, never a fakeplugin/ in the working directory (the image builds in /src).
+  # What every scrape of the telemetry endpoint reads (the XID messages), and the fleet view's files, by the
+  # code paths that read them.
+  "$venv/bin/python" -I -c 'from importlib import resources
+from fakeplugin.telemetry.samples import xid_messages
+from fakeplugin.view import server
+static = resources.files(server.__package__).joinpath("static")
+sizes = ", ".join(f"{n} {len(static.joinpath(n).read_bytes())} bytes" for n, _ in server.STATIC.values())
+print(f"package data: {len(xid_messages())} XID messages; the view: {sizes}")'
+  if [[ -n "$src" ]]; then
+    # Every file below SRC/fakeplugin (links followed: the examples and build sources) is in the package:
+    # a link whose target the build did not have (a Dockerfile COPY missing) fails here, named.
+    "$venv/bin/python" -I -c 'import os, sys
+import fakeplugin
+src, installed = os.path.join(sys.argv[1], "fakeplugin"), os.path.dirname(fakeplugin.__file__)
+missing = []
+for top, dirs, files in os.walk(src, followlinks=True):
+    dirs[:] = [d for d in dirs if d != "__pycache__"]
+    for name in files:
+        rel = os.path.relpath(os.path.join(top, name), src)
+        if not name.endswith(".pyc") and not os.path.isfile(os.path.join(installed, rel)):
+            missing.append(rel)
+if missing:
+    sys.exit(f"not installed from {src}: " + " ".join(sorted(missing)))
+print(f"every file of {src} installed")' "$src"
+  fi
 }
 
 [[ $# -ge 2 ]] || usage
@@ -55,6 +83,6 @@ shift
 case "$step" in
   wheels) [[ $# -eq 2 ]] || usage; wheels "$@" ;;
   install) [[ $# -eq 2 ]] || usage; install "$@" ;;
-  smoke) [[ $# -eq 1 ]] || usage; smoke "$@" ;;
+  smoke) [[ $# -eq 1 || $# -eq 2 ]] || usage; smoke "$@" ;;
   *) usage ;;
 esac

@@ -25,6 +25,7 @@ from tests.harness.tooling import unavailable
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "Dockerfile"
 VENV_IN_IMAGE = "/opt/fakeplugin"
+VIEW_FILES = ("index.html", "view.js", "view.css")  # fakeplugin/view/static/, in server.STATIC's order
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,21 @@ def test_final_stage_is_the_built_venv_run_as_non_root(dockerfile: list[list[Ins
 
 
 def copy_build_context(stage: list[Instruction], workdir: Path) -> None:
-    """Do the stage's COPY lines from the repository (Docker semantics for files and directories)."""
+    """Do the stage's COPY lines from the repository (Docker semantics for files and directories: links in
+    a copied directory stay links; one into a folder the Dockerfile does not copy dangles, as in Docker)."""
     for copy in (i for i in stage if i.keyword == "COPY"):
         *sources, dest = shlex.split(copy.args)
         target = workdir / dest
         for source in sources:
             src = REPO / source
             if src.is_dir():
-                shutil.copytree(src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(
+                    src,
+                    target,
+                    symlinks=True,
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"),
+                )
             else:
                 assert src.is_file(), f"the Dockerfile copies {source}, which does not exist"
                 into = target / src.name if dest.endswith("/") else target
@@ -117,6 +125,7 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
     env = {**os.environ, "PYTHON": sys.executable, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     runs = [i.args for i in build if i.keyword == "RUN"]
     assert runs and all("hack/image-build-steps.sh" in run for run in runs), "keep build steps in the script"
+    printed = ""
     for run in runs:
         for image_path in sorted(paths, key=len, reverse=True):
             run = re.sub(rf"(?<![\w/]){re.escape(image_path)}(?![\w-])", str(paths[image_path]), run)
@@ -130,6 +139,14 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
             check=False,
         )
         assert result.returncode == 0, f"RUN {run}\n{result.stdout}\n{result.stderr}"
+        printed += result.stdout
+    # The smoke step read the package data a scrape and the view read, and found every file of fakeplugin/.
+    xids = (REPO / "fakeplugin/telemetry/xid-messages.txt").read_text().splitlines()
+    count = len([line for line in xids if line and not line.startswith("#")])
+    static = REPO / "fakeplugin/view/static"
+    sizes = ", ".join(f"{n} {(static / n).stat().st_size} bytes" for n in VIEW_FILES)
+    assert f"package data: {count} XID messages; the view: {sizes}" in printed.splitlines(), printed
+    assert f"every file of {workdir / 'fakeplugin'} installed" in printed, printed
 
     # Protos were generated at build, into the wheel: the installed stubs import.
     assert list((workdir / "fakeplugin" / "_proto").rglob("*_pb2_grpc.py"))

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from fakeplugin.testing import container, device_request, pod, resource_claim
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
@@ -437,6 +438,74 @@ def test_fake_device_nodes_are_made_by_the_runtime(kind_cluster: KindCluster, ki
     assert nodes["/dev/nvidiactl"] == "c3:ff", log
     assert {"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} <= set(nodes), log
     assert len(smi_uuids(log)) == 1, log
+
+
+# Run in a plugin pod (the image's python3): its telemetry endpoint's /metrics, on the port given.
+SCRAPE = (
+    "import sys; from urllib.request import urlopen; "
+    "print(urlopen(f'http://127.0.0.1:{sys.argv[1]}/metrics', timeout=30).read().decode(), end='')"
+)
+
+
+def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindCluster) -> None:
+    """telemetry.enabled: each plugin pod's /metrics has its node's GPUs as dcgm-exporter shows them. Every
+    scrape reads the image's package data (the DCGM field table, the default counters, the XID messages),
+    which an image built from a wheel that lacked them answered with 500."""
+    kind_cluster.helm(
+        "upgrade",
+        "fakeplugin",
+        "charts/fakeplugin",
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        "--set",
+        "telemetry.enabled=true",
+        "--wait",
+        "--timeout=5m",
+    )
+    kind_cluster.kubectl(
+        "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
+    )
+    nodes = kind_cluster.gpu_nodes()
+
+    def telemetry_on(p: dict[str, Any]) -> bool:
+        names = [e["name"] for e in p["spec"]["containers"][0].get("env", [])]
+        return "deletionTimestamp" not in p["metadata"] and "FAKEPLUGIN_TELEMETRY_ENDPOINT" in names
+
+    def serving() -> list[dict[str, Any]] | None:
+        """The plugin pods, once each node's runs with telemetry and no old one is still terminating."""
+        pods = plugin_pods(kind_cluster)
+        return pods if len(pods) == len(nodes) and all(map(telemetry_on, pods)) else None
+
+    pods = wait_for(serving, what="a plugin pod with telemetry on each GPU node", timeout=120)
+    slices = kind_cluster.get("resourceslices")["items"]
+    for p in pods:
+        node, name = p["spec"]["nodeName"], p["metadata"]["name"]
+        uuids = {
+            d["attributes"]["uuid"]["string"]
+            for s in slices
+            if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"].get("nodeName") == node
+            for d in s["spec"].get("devices", [])
+        }
+        assert uuids, f"no gpu.nvidia.com devices published for {node}"
+        (ctr,) = p["spec"]["containers"]
+        (port,) = [pt["containerPort"] for pt in ctr["ports"] if pt["name"] == "metrics"]
+        scraped = kind_cluster.kubectl(
+            "exec", "-n", NAMESPACE, name, "--", "python3", "-c", SCRAPE, str(port), check=False
+        )
+        log = "" if scraped.returncode == 0 else kind_cluster.logs(NAMESPACE, name, ctr["name"])[-3000:]
+        assert scraped.returncode == 0, f"{name}: {scraped.stderr[-3000:]}\n{log}"
+        families = {f.name: f for f in text_string_to_metric_families(scraped.stdout)}
+        # Sets: a GPU in use has a series per container using it.
+        temps = families["DCGM_FI_DEV_GPU_TEMP"].samples
+        assert {s.labels["UUID"] for s in temps} == uuids, scraped.stdout[-3000:]
+        assert {s.labels["Hostname"] for s in temps} == {node}
+        xids = families["DCGM_FI_DEV_XID_ERRORS"].samples
+        assert {s.labels["UUID"] for s in xids} == uuids, scraped.stdout[-3000:]
+        for sample in xids:  # the message is the exporter's, from the XID table (package data)
+            assert sample.labels["err_code"] == str(int(sample.value)) and sample.labels["err_msg"], sample
+            if sample.value == 0:
+                assert sample.labels["err_msg"] == "No Error", sample
 
 
 def test_uninstall_leaves_no_cdi_files_nor_registrations(kind_cluster: KindCluster) -> None:
