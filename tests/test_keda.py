@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.cluster import binaries, components, keda, versions
-from fakeplugin.cluster.bridge import Endpoint, parse_pairs
+from fakeplugin.cluster.bridge import RelayEnd, parse_pairs
 from fakeplugin.cluster.credentials import front_proxy_certificates, serving_certificate
-from fakeplugin.cluster.host import free_ports
 from fakeplugin.cluster.layout import StateLayout
+from fakeplugin.cluster.machine import free_ports
 from tests.harness.tooling import unavailable
 
 
@@ -105,7 +105,7 @@ def test_a_bridge_runs_its_command_and_exits_with_its_status(tmp_path: Path) -> 
 
 
 def test_a_bridge_refuses_bad_endpoints_by_name() -> None:
-    assert parse_pairs(["tcp:80=unix:/x"]) == [(Endpoint(port=80), Endpoint(path=Path("/x")))]
+    assert parse_pairs(["tcp:80=unix:/x"]) == [(RelayEnd(port=80), RelayEnd(path=Path("/x")))]
     for spec, said in (
         ("tcp:80", "'tcp:80': expected LISTEN=CONNECT"),
         ("tcp:0=unix:/x", "'tcp:0': expected tcp:PORT or unix:PATH"),

@@ -257,8 +257,8 @@ def test_uses_of_the_kubelets_answer() -> None:
 def test_start_endpoint_refuses_a_bad_counters_file_or_address(tmp_path: Path) -> None:
     """serve and fleet start through start_endpoint: a bad flag is fatal at start, naming it."""
     from fakeplugin.telemetry.counters import CountersError
-    from fakeplugin.telemetry.host import start_endpoint
     from fakeplugin.telemetry.source import ClaimWatch, FleetAttribution
+    from fakeplugin.telemetry.start import start_endpoint
 
     bad = tmp_path / "mine.csv"
     bad.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, ok\nDCGM_FI_NOPE, gauge, no\n")

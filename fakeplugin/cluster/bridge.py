@@ -35,12 +35,14 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class RelayEnd:
+    """One end of a relay: a loopback TCP port, or a unix socket path."""
+
     port: int | None = None
     path: Path | None = None
 
     @classmethod
-    def parse(cls, text: str) -> Endpoint:
+    def parse(cls, text: str) -> RelayEnd:
         kind, _, value = text.partition(":")
         if kind == "tcp" and value.isdigit() and 0 < int(value) < 65536:
             return cls(port=int(value))
@@ -75,13 +77,13 @@ def isolated_argvs(name: str, pairs: list[str], argv: list[str]) -> list[list[st
     return [[unshare, "--net", "--", *inner], inner, inner[4:]]
 
 
-def parse_pairs(specs: list[str]) -> list[tuple[Endpoint, Endpoint]]:
+def parse_pairs(specs: list[str]) -> list[tuple[RelayEnd, RelayEnd]]:
     pairs = []
     for spec in specs:
         listen, sep, connect = spec.partition("=")
         if not sep:
             raise ValueError(f"{spec!r}: expected LISTEN=CONNECT")
-        pairs.append((Endpoint.parse(listen), Endpoint.parse(connect)))
+        pairs.append((RelayEnd.parse(listen), RelayEnd.parse(connect)))
     return pairs
 
 
@@ -96,7 +98,7 @@ async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _relay(target: Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _relay(target: RelayEnd, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         upstream_reader, upstream_writer = await target.connect()
     except OSError:
@@ -113,12 +115,12 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-async def run(pairs: list[tuple[Endpoint, Endpoint]], command: list[str]) -> int:
+async def run(pairs: list[tuple[RelayEnd, RelayEnd]], command: list[str]) -> int:
     servers = []
     for listen, target in pairs:
 
         async def handler(
-            r: asyncio.StreamReader, w: asyncio.StreamWriter, target: Endpoint = target
+            r: asyncio.StreamReader, w: asyncio.StreamWriter, target: RelayEnd = target
         ) -> None:
             await _relay(target, r, w)
 

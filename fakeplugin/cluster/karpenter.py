@@ -33,8 +33,8 @@ from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
 from fakeplugin.cluster.components import LOOPBACK, PREPARE_ONLY_FLAGS, fleet_flags, python_env
-from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.machine import found_or_built, free_ports
 from fakeplugin.cluster.state import ClusterError, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 

@@ -36,8 +36,8 @@ from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.bridge import bridge_argv, isolated_argvs
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.credentials import serving_certificate
-from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.machine import found_or_built, free_ports
 from fakeplugin.cluster.state import StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 

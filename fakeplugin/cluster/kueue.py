@@ -27,8 +27,8 @@ from fakeplugin.atomicfile import write_atomic
 from fakeplugin.cluster import addons, binaries, components, versions
 from fakeplugin.cluster.components import LOOPBACK
 from fakeplugin.cluster.credentials import serving_certificate
-from fakeplugin.cluster.host import found_or_built, free_ports
 from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.cluster.machine import found_or_built, free_ports
 from fakeplugin.cluster.state import StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.kueue import manifests

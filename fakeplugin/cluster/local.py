@@ -21,12 +21,12 @@ from fakeplugin.cluster.components import LOOPBACK, Ports
 from fakeplugin.cluster.computedomains import ComputeDomains, fabric_nodes
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
-from fakeplugin.cluster.host import allocate_ports, check_host, find_binaries
 from fakeplugin.cluster.karpenter import Karpenter, KarpenterRequest
 from fakeplugin.cluster.keda import Keda, KedaRequest
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import Kueue, KueueRequest
 from fakeplugin.cluster.layout import KubeletDirs, StateLayout
+from fakeplugin.cluster.machine import allocate_ports, check_host, find_binaries
 from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
 from fakeplugin.cluster.plugins import Plugins
 from fakeplugin.cluster.prometheus import Prometheus, PrometheusRequest, endpoints, prometheus_url

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import fakeplugin
 from fakeplugin.cluster import components
-from fakeplugin.cluster.host import free_ports
+from fakeplugin.cluster.machine import free_ports
 from fakeplugin.cluster.state import StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.view.server import parse_endpoint

@@ -279,8 +279,8 @@ def start_telemetry(args: argparse.Namespace, fleet: Fleet, kube: FleetKube, sto
     """--telemetry-endpoint: one /metrics for every node of the fleet, uses derived from its pods and a
     ResourceClaim watch."""
     from fakeplugin.drivers.gpu import GpuNode
-    from fakeplugin.telemetry.host import start_endpoint
     from fakeplugin.telemetry.source import ClaimWatch, FleetAttribution, NodeView
+    from fakeplugin.telemetry.start import start_endpoint
 
     gpus = fleet.nodes[args.driver_name]  # the GPU driver's nodes (fleet_drivers: first, --driver-name)
 

@@ -263,9 +263,9 @@ def run(args: argparse.Namespace) -> int:
 def start_telemetry(args: argparse.Namespace, plugin: NodePlugin, kube: Kube) -> None:
     """--telemetry-endpoint: this node's GPUs, attributed by the kubelet's PodResources List."""
     from fakeplugin.drivers.gpu import GpuNode
-    from fakeplugin.telemetry.host import start_endpoint
     from fakeplugin.telemetry.podresources import PodResources
     from fakeplugin.telemetry.source import KubeletAttribution
+    from fakeplugin.telemetry.start import start_endpoint
 
     if not isinstance(plugin, GpuNode):
         raise ValueError("--telemetry-endpoint: only with --plugin gpus (compute-domains has no GPUs)")

@@ -27,6 +27,7 @@ from fakeplugin.fleet import stages
 from fakeplugin.fleet.api import FleetKube, Obj
 from fakeplugin.fleet.poddra import PodDRA
 from fakeplugin.fleet.reconcile import claims_in_use
+from fakeplugin.runtime import retry
 from fakeplugin.runtime.informer import Source, list_and_watch
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ class FleetKubelet:
             pod.failures = 0
             return
         pod.failures += 1
-        self._enqueue(uid, min(RETRY_FIRST * 2 ** (pod.failures - 1), RETRY_MAX))
+        self._enqueue(uid, retry.delay(pod.failures, RETRY_FIRST, RETRY_MAX))
 
     def _in_use_by_others(self, obj: Obj) -> set[str]:
         """Claims other live pods of the node, in the pod's namespace, use."""

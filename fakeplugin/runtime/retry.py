@@ -19,20 +19,27 @@ FIRST_SECONDS = 1.0
 MAX_SECONDS = 30.0
 
 
+def delay(failures: int, first: float = FIRST_SECONDS, maximum: float = MAX_SECONDS) -> float:
+    """The wait after `failures` failures in a row: `first` after the first, doubled each time, at most
+    `maximum`. The one backoff rule of fakeplugin: the runtime's loops (`Backoff`), the ComputeDomain
+    plugin's retries within a Prepare, the fleet's pods."""
+    return min(first * 2 ** min(failures - 1, 64), maximum)
+
+
 class Backoff:
-    """The wait after each failure in a row: `first`, doubled each time, at most `maximum`."""
+    """The wait after each failure in a row (`delay`), until `reset`."""
 
     def __init__(self, first: float = FIRST_SECONDS, maximum: float = MAX_SECONDS) -> None:
         self._first, self._maximum = first, maximum
-        self._next = first
+        self._failures = 0
 
     def failed(self) -> float:
         """The seconds to wait now; the next failure waits twice as long."""
-        delay, self._next = self._next, min(self._next * 2, self._maximum)
-        return delay
+        self._failures += 1
+        return delay(self._failures, self._first, self._maximum)
 
     def reset(self) -> None:
-        self._next = self._first
+        self._failures = 0
 
 
 def forever(step: Callable[[], None], *, stop: threading.Event, what: str) -> None:

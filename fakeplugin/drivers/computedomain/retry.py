@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from fakeplugin.model import PrepareResult
 from fakeplugin.runtime.driver import Claim
+from fakeplugin.runtime.retry import Backoff
 
 TIMEOUT_SECONDS = 45.0  # ErrorRetryMaxTimeout
 FIRST_DELAY, MAX_DELAY = 0.25, 3.0  # the per-claim exponential failure rate limiter
@@ -34,7 +35,7 @@ def prepare_retrying(
     deadline = clock() + timeout
     results: dict[str, PrepareResult] = {}
     due = {c.ref.uid: clock() for c in claims}  # claim → when it is tried next
-    delay = {c.ref.uid: FIRST_DELAY for c in claims}
+    backoff = {c.ref.uid: Backoff(FIRST_DELAY, MAX_DELAY) for c in claims}
     pending = list(claims)
     while pending:
         now = clock()
@@ -43,9 +44,9 @@ def prepare_retrying(
         for c in batch:
             uid = c.ref.uid
             result = results[uid] = answers[uid]
-            if result.error and result.retryable and now + delay[uid] < deadline:
-                due[uid] = now + delay[uid]
-                delay[uid] = min(2 * delay[uid], MAX_DELAY)
+            wait = backoff[uid].failed() if result.error and result.retryable else None
+            if wait is not None and now + wait < deadline:
+                due[uid] = now + wait
             else:
                 pending.remove(c)
         if pending:
