@@ -17,8 +17,8 @@ from fakeplugin.computedomain.controller.binding import Channel
 from fakeplugin.computedomain.controller.loop import Controller
 from fakeplugin.computedomain.controller.objects import DaemonSettings
 from fakeplugin.computedomain.controller.reconcile import Mode
-from fakeplugin.computedomain.daemon import FAILED_ANNOTATION
 from fakeplugin.drivers.computedomain.slices import node_slices, published_devices
+from fakeplugin.faults.daemonfaults import FAILED_ANNOTATION
 from fakeplugin.runtime.claimstatus import status_devices
 
 UID = "cd-uid-1"

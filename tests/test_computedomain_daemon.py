@@ -20,8 +20,6 @@ from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.computedomain.daemon import (
-    LEFT_CLIQUE_ANNOTATION,
-    NOT_READY_ANNOTATION,
     READY,
     STATE_FILE,
     CliqueMember,
@@ -32,6 +30,7 @@ from fakeplugin.computedomain.daemon import (
     pod_ready,
 )
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
+from fakeplugin.faults.daemonfaults import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation

@@ -6,13 +6,9 @@ import argparse
 from urllib.parse import quote
 
 from fakeplugin.commands import shared_flags
-from fakeplugin.computedomain.daemon import (
-    FAILED_ANNOTATION,
-    LEFT_CLIQUE_ANNOTATION,
-    NOT_READY_ANNOTATION,
-)
 from fakeplugin.faults import claimfaults as claim_faults
 from fakeplugin.faults import devicefaults, fabricfaults
+from fakeplugin.faults.daemonfaults import FAILED_ANNOTATION, LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 
 GPU_LOAD = "fakeplugin.dev/gpu-load"  # fakeplugin.telemetry.load.ANNOTATION (tests/test_faults.py)
 

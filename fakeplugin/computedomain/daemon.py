@@ -17,12 +17,10 @@ As `cmd/compute-domain-daemon/` (main 95932046) does it with the ComputeDomainCl
 Updates are PUTs carrying the resourceVersion read (upstream: Update through a mutation cache); a conflict
 reads again and retries (CONFLICT_ATTEMPTS), as upstream's work queue retries a failed update.
 
-The faults for test authors, node annotations: NOT_READY_ANNOTATION keeps this node's daemon NotReady;
-LEFT_CLIQUE_ANNOTATION makes it remove its entry from the clique (the node leaves it: the controller drops it
-from status.nodes) until the annotation goes, when it enters again as a new daemon does (lowest free index,
-its status from the pod). Neither is NVIDIA's: its daemon leaves only when it stops (docs/compute-domains.md).
-FAILED_ANNOTATION (the node's daemons failed) is not read here but by the controller with
---binding-conditions (fakeplugin.computedomain.controller.binding).
+The faults for test authors are node annotations (fakeplugin.faults.daemonfaults): while one is set, this
+node's daemon stays NotReady, or has no entry in the clique (the node left it: the controller drops it from
+status.nodes) until the annotation goes, when it enters again as a new daemon does (lowest free index, its
+status from the pod).
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from urllib.parse import quote
 from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.apis import computedomain as api
+from fakeplugin.faults.daemonfaults import LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION, node_faults
 from fakeplugin.kube import Kube, describe_api_error
 from fakeplugin.runtime.informer import Source, list_and_watch
 from fakeplugin.runtime.retry import Backoff
@@ -46,11 +45,6 @@ from fakeplugin.runtime.retry import Backoff
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-NOT_READY_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-not-ready"
-LEFT_CLIQUE_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-left-clique"
-# The node's daemons failed (value: a reason): a daemon that cannot start at all, not one slow to become
-# Ready (NOT_READY_ANNOTATION).
-FAILED_ANNOTATION = "fakeplugin.dev/compute-domain-daemon-failed"
 STATE_FILE = "fakeplugin-imex-state"  # in the IMEX directory: what `check` reads instead of nvidia-imex-ctl
 READY = "READY\n"  # as `nvidia-imex-ctl -q` prints it
 DEFAULT_MAX_NODES = 18  # --max-nodes-per-imex-domain (the controller passes it as MAX_NODES_PER_IMEX_DOMAIN)
@@ -78,21 +72,6 @@ class Identity:
     @property
     def clique(self) -> str:
         return api.clique_name(self.cd_uid, self.clique_id)
-
-
-def not_ready_fault(node: Mapping[str, Any]) -> str:
-    """The node's NOT_READY_ANNOTATION ("" when absent): while set, the daemon stays NotReady."""
-    return ((node.get("metadata") or {}).get("annotations") or {}).get(NOT_READY_ANNOTATION, "")
-
-
-def left_clique_fault(node: Mapping[str, Any]) -> str:
-    """The node's LEFT_CLIQUE_ANNOTATION ("" when absent): while set, the daemon has no clique entry."""
-    return ((node.get("metadata") or {}).get("annotations") or {}).get(LEFT_CLIQUE_ANNOTATION, "")
-
-
-def node_faults(node: Mapping[str, Any]) -> tuple[str, str]:
-    """Both daemon faults of the node: (not ready, left the clique)."""
-    return not_ready_fault(node), left_clique_fault(node)
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

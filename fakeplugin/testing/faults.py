@@ -11,11 +11,6 @@ import json
 import subprocess
 from collections.abc import Callable, Mapping
 
-from fakeplugin.computedomain.daemon import (
-    FAILED_ANNOTATION,
-    LEFT_CLIQUE_ANNOTATION,
-    NOT_READY_ANNOTATION,
-)
 from fakeplugin.faults.claimfaults import (
     CLAIM_ANNOTATIONS,
     PREFIX,
@@ -25,6 +20,7 @@ from fakeplugin.faults.claimfaults import (
     UNPREPARE_ERROR,
     UNPREPARE_FAULTS,
 )
+from fakeplugin.faults.daemonfaults import FAILED_ANNOTATION, LEFT_CLIQUE_ANNOTATION, NOT_READY_ANNOTATION
 from fakeplugin.faults.devicefaults import ANNOTATION as DEVICE_FAULTS
 from fakeplugin.faults.fabricfaults import ANNOTATION as FABRIC_STATE
 from fakeplugin.telemetry.load import ANNOTATION as GPU_LOAD

@@ -25,7 +25,7 @@ import pytest
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster, versions
-from fakeplugin.computedomain.daemon import FAILED_ANNOTATION, NOT_READY_ANNOTATION
+from fakeplugin.faults.daemonfaults import FAILED_ANNOTATION, NOT_READY_ANNOTATION
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, get, items, pod_claim_name, pod_phase, wait_for
 

@@ -20,7 +20,7 @@ import pytest
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster
-from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
+from fakeplugin.faults.daemonfaults import NOT_READY_ANNOTATION
 from fakeplugin.testing import container, device_request, opaque_config, pod, resource_claim
 from tests.harness.domains import CHANNEL_INJECTION, SPECS, cd_status, channel_injection_ran
 from tests.harness.host import own_cluster

@@ -28,7 +28,7 @@ import pytest
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster
-from fakeplugin.computedomain.daemon import NOT_READY_ANNOTATION
+from fakeplugin.faults.daemonfaults import NOT_READY_ANNOTATION
 from fakeplugin.testing import Faults, container, device_request, pod, resource_claim
 from fakeplugin.testing.containers import local_view
 from tests.harness import DRIVER

@@ -28,7 +28,7 @@ from typing import Any
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.apis.computedomain import FAILED_CONDITION, READY_CONDITION
-from fakeplugin.computedomain.daemon import FAILED_ANNOTATION
+from fakeplugin.faults.daemonfaults import FAILED_ANNOTATION
 from fakeplugin.runtime.claimstatus import Key
 
 Obj = dict[str, Any]

@@ -18,15 +18,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fakeplugin.computedomain.daemon import (
-    DEFAULT_MAX_NODES,
-    CliqueMember,
-    DaemonError,
-    Identity,
-    left_clique_fault,
-    not_ready_fault,
-)
+from fakeplugin.computedomain.daemon import DEFAULT_MAX_NODES, CliqueMember, DaemonError, Identity
 from fakeplugin.drivers.computedomain.domains import DomainError
+from fakeplugin.faults.daemonfaults import left_clique_fault, not_ready_fault
 from fakeplugin.kube import Kube
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 
-from fakeplugin.computedomain.daemon import node_faults
 from fakeplugin.drivers.computedomain import fabric, retry
 from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel, LabelError
 from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
@@ -23,6 +22,7 @@ from fakeplugin.drivers.computedomain.preparer import ComputeDomainPreparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
 from fakeplugin.drivers.gpu import node_devices
 from fakeplugin.faults import fabricfaults
+from fakeplugin.faults.daemonfaults import node_faults
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.inventory.schema import NodeEntry
 from fakeplugin.model import ClaimRef, PrepareResult
