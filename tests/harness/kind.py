@@ -58,6 +58,24 @@ class KindCluster:
     def helm(self, *args: str) -> str:
         return self.run("helm", f"--kubeconfig={self.kubeconfig}", *args)
 
+    def upgrade_chart(self, *values: str) -> None:
+        """`helm upgrade` of the chart's release: the values it has, `values` (helm's --set… flags) on top,
+        and then every plugin pod rolled out."""
+        self.helm(
+            "upgrade",
+            "fakeplugin",
+            "charts/fakeplugin",
+            "-n",
+            NAMESPACE,
+            "--reuse-values",
+            *values,
+            "--wait",
+            "--timeout=5m",
+        )
+        self.kubectl(
+            "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
+        )
+
     def logs(self, namespace: str, pod: str, container: str) -> str:
         return self.kubectl("logs", "-n", namespace, pod, "-c", container).stdout
 

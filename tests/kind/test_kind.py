@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fakeplugin.testing import container, device_request, pod, resource_claim
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
-from tests.harness.kind import DAEMONSET, IMAGE, NAMESPACE, KindCluster, allocated_uuids, smi_uuids
+from tests.harness.kind import IMAGE, NAMESPACE, KindCluster, allocated_uuids, smi_uuids
 from tests.harness.kind import KIND as KIND_BIN
 from tests.harness.kube import wait_for
 
@@ -350,21 +350,7 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
         "docker", "build", "-q", "-t", "fakeplugin:rollout", "-", input=f"FROM {IMAGE}\nLABEL rollout=1\n"
     )
     kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, "fakeplugin:rollout")
-    kind_cluster.helm(
-        "upgrade",
-        "fakeplugin",
-        "charts/fakeplugin",
-        "-n",
-        NAMESPACE,
-        "--reuse-values",
-        "--set",
-        "image.tag=rollout",
-        "--wait",
-        "--timeout=5m",
-    )
-    kind_cluster.kubectl(
-        "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
-    )
+    kind_cluster.upgrade_chart("--set", "image.tag=rollout")
 
     # rollout status counts the new pods ready; an old one may still be terminating (seen once in CI).
     def replaced() -> list[dict[str, Any]] | None:
@@ -407,20 +393,8 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
 
 
 def test_fake_device_nodes_are_made_by_the_runtime(kind_cluster: KindCluster, kind_namespace: str) -> None:
-    kind_cluster.helm(
-        "upgrade",
-        "fakeplugin",
-        "charts/fakeplugin",
-        "-n",
-        NAMESPACE,
-        "--reuse-values",
-        "--set-json",
-        'kubeletPlugin.containers.gpus.env=[{"name":"FAKE_DEVICE_NODES","value":"true"}]',
-        "--wait",
-        "--timeout=5m",
-    )
-    kind_cluster.kubectl(
-        "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
+    kind_cluster.upgrade_chart(
+        "--set-json", 'kubeletPlugin.containers.gpus.env=[{"name":"FAKE_DEVICE_NODES","value":"true"}]'
     )
     script = "for d in /dev/nvidia*; do stat -c '%n %F %t:%T' \"$d\"; done; nvidia-smi -L"
     send(
@@ -451,21 +425,7 @@ def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindClust
     """telemetry.enabled: each plugin pod's /metrics has its node's GPUs as dcgm-exporter shows them. Every
     scrape reads the image's package data (the DCGM field table, the default counters, the XID messages),
     which an image built from a wheel that lacked them answered with 500."""
-    kind_cluster.helm(
-        "upgrade",
-        "fakeplugin",
-        "charts/fakeplugin",
-        "-n",
-        NAMESPACE,
-        "--reuse-values",
-        "--set",
-        "telemetry.enabled=true",
-        "--wait",
-        "--timeout=5m",
-    )
-    kind_cluster.kubectl(
-        "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
-    )
+    kind_cluster.upgrade_chart("--set", "telemetry.enabled=true")
     nodes = kind_cluster.gpu_nodes()
 
     def telemetry_on(p: dict[str, Any]) -> bool:
