@@ -53,8 +53,8 @@ from common import (
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.harness.browser, when chromium is there
 
-from fakeplugin.commands.render import render_documents  # noqa: E402
-from fakeplugin.inventory.schema import load_inventory  # noqa: E402
+from fakeplugin.inventory import load_inventory  # noqa: E402
+from fakeplugin.render import render_documents  # noqa: E402
 from fakeplugin.view.objects import kinds  # noqa: E402
 from fakeplugin.view.server import ViewServer  # noqa: E402
 from fakeplugin.view.store import FleetStore  # noqa: E402

@@ -1,5 +1,5 @@
 """Kubernetes resource quantities (k8s.io/apimachinery/pkg/api/resource): the one parser and the one
-formatter fakeplugin has. The inventory (inventory.schema) and opaque configs (prepare.opaqueconfig) read
+formatter fakeplugin has. The inventory (inventory.gpus) and opaque configs (prepare.opaqueconfig) read
 quantities with `parse`/`value`, each with its own rules on top and its own messages; slices and `profiles`
 write them with `format_binary_si`.
 

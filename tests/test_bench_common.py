@@ -18,7 +18,7 @@ import pytest
 
 from bench import common
 from fakeplugin.cli import build_parser
-from fakeplugin.inventory.schema import load_inventory
+from fakeplugin.inventory import load_inventory
 
 
 def test_percentile_is_the_nearest_rank() -> None:

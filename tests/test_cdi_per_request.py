@@ -23,7 +23,7 @@ from fakeplugin.drivers.gpu.prepare import cdispec, smi
 from fakeplugin.drivers.gpu.prepare import checkpoint as cp
 from fakeplugin.drivers.gpu.prepare.claimfiles import ClaimFiles
 from fakeplugin.drivers.gpu.publish.node import node_devices
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import ClaimState, DeviceSettings, GpuDevice
 from tests.harness import DRIVER
 from tests.harness.golden import check_golden

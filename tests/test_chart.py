@@ -27,7 +27,7 @@ from fakeplugin.commands import computedomaincontroller, plugin_driver_name
 from fakeplugin.computedomain.controller import objects as cd_objects
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_device_classes
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from tests.harness.rbac import (
     CONTROLLER_BINDING_CONDITIONS_CALLS,
     CONTROLLER_CALLS,

@@ -13,7 +13,7 @@ import yaml
 from fakeplugin.cli import build_parser
 from fakeplugin.commands.validate import device_problems
 from fakeplugin.drivers.gpu.publish.devices import gpu_uuid
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.profiles import profile_names
 
 ROOT = Path(__file__).resolve().parent.parent

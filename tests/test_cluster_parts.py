@@ -16,7 +16,7 @@ from fakeplugin.cluster.layout import StateLayout, too_long_sockets
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of, spawn, stop
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
 from fakeplugin.cluster.supervisor import STOP_ORDER
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 
 REPO = Path(__file__).resolve().parents[1]
 

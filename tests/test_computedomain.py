@@ -23,8 +23,9 @@ from fakeplugin.drivers.computedomain import checkpoint as cp
 from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
 from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
+from fakeplugin.inventory import InventoryError, load_inventory, parse_inventory
+from fakeplugin.inventory.fields import DEFAULT_CLUSTER_UUID
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import DEFAULT_CLUSTER_UUID, InventoryError, load_inventory, parse_inventory
 from fakeplugin.model import ClaimRef, ClaimState, PrepareResult
 from fakeplugin.releases import get as release
 from fakeplugin.runtime.driver import Claim, NodeDirs

@@ -19,8 +19,8 @@ from fakeplugin.drivers.computedomain.plugin import ComputeDomainDriver
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node, gpu_uuid
 from fakeplugin.faults import fabricfaults
 from fakeplugin.faults.fabricfaults import ANNOTATION
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import parse_inventory
 from fakeplugin.model import ZERO_UUID, Fabric
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation

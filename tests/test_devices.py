@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
-from fakeplugin.inventory.schema import Inventory, load_inventory, parse_inventory
+from fakeplugin.inventory import Inventory, load_inventory, parse_inventory
 from fakeplugin.model import GpuDevice
 
 SEED = Path(__file__).resolve().parent.parent / "examples" / "seed-lab.yaml"

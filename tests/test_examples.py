@@ -17,7 +17,7 @@ from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
 from fakeplugin.cluster.state import cluster_nodes
 from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
-from fakeplugin.inventory.schema import load_inventory
+from fakeplugin.inventory import load_inventory
 from fakeplugin.model import ZERO_UUID
 from tests.harness.paths import EXAMPLES, REPO
 

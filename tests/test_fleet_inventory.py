@@ -1,4 +1,4 @@
-"""Compact fleet inventories: one `namePrefix` entry stands for `replicas` nodes (inventory.schema), and
+"""Compact fleet inventories: one `namePrefix` entry stands for `replicas` nodes (inventory.nodes), and
 every consumer (render, validate, the local cluster, NodeDevices) sees them as if each had its own `name`
 entry."""
 
@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from fakeplugin.cluster.state import cluster_nodes
-from fakeplugin.commands.render import render_documents
 from fakeplugin.commands.validate import device_problems, summary
 from fakeplugin.drivers.gpu.publish.node import NodeDevices, node_slices
-from fakeplugin.inventory.schema import InventoryError, parse_inventory
+from fakeplugin.inventory import InventoryError, parse_inventory
+from fakeplugin.render import render_documents
 
 H100 = {"profile": "h100-80gb-hbm3", "count": 8}
 FIXED_UUID = "GPU-00000000-1111-2222-3333-444444444444"

@@ -10,7 +10,7 @@ import yaml
 from fakeplugin.fleet.nodeobjects import LABEL_KEYS, OWNER_LABEL, label_patch, simulated_node, simulated_nodes
 from fakeplugin.fleet.shard import Shard
 from fakeplugin.fleet.stages import KWOK_ANNOTATION
-from fakeplugin.inventory.schema import Inventory, load_inventory
+from fakeplugin.inventory import Inventory, load_inventory
 
 INVENTORY = {
     "driverVersion": "580.126.20",

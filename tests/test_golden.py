@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from fakeplugin import featuregates, releases
-from fakeplugin.commands.render import render_documents, to_yaml
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
-from fakeplugin.inventory.schema import load_inventory, parse_inventory
+from fakeplugin.inventory import load_inventory, parse_inventory
 from fakeplugin.profiles import load_profile, profile_names
+from fakeplugin.render import render_documents, to_yaml
 from tests.harness.golden import GOLDEN, check_golden
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Karpenter's instance types from the inventory's `instanceType` entries (inventory.schema,
+"""Karpenter's instance types from the inventory's `instanceType` entries (inventory.nodes,
 publish.instancetypes, `render --karpenter-instance-types`): the entry, its errors, and templates that
 are exactly what the fleet publishes less what only a running node knows."""
 
@@ -20,7 +20,7 @@ from fakeplugin.cluster import addons, karpenter
 from fakeplugin.cluster.state import ClusterError, cluster_nodes
 from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
 from fakeplugin.drivers.gpu.publish.node import NodeDevices, node_slices
-from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, InventoryError, load_inventory, parse_inventory
+from fakeplugin.inventory import INSTANCE_TYPE_LABEL, InventoryError, load_inventory, parse_inventory
 from tests.harness import DRIVER
 
 ROOT = Path(__file__).resolve().parent.parent

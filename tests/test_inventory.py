@@ -1,4 +1,4 @@
-"""The inventory schema (inventory.schema): defaults, selection, and exact error paths and messages."""
+"""The inventory schema (inventory.parse): defaults, selection, and exact error paths and messages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.inventory.schema import InventoryError, load_inventory, parse_inventory, parse_quantity
+from fakeplugin.inventory import InventoryError, load_inventory, parse_inventory
+from fakeplugin.inventory.gpus import parse_quantity
 from fakeplugin.profiles import profile_names
 
 ROOT = Path(__file__).resolve().parent.parent

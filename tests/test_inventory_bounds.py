@@ -1,4 +1,4 @@
-"""The inventory's upper bounds (inventory.schema MAX_*, yamlschema.Limits): each refused with the file and
+"""The inventory's upper bounds (inventory.fields MAX_*, yamlschema.Limits): each refused with the file and
 field path, before anything large is built; values at the bound still pass."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakeplugin.inventory import schema as inv_mod
-from fakeplugin.inventory.schema import InventoryError, load_inventory
+from fakeplugin.inventory import InventoryError, fields, load_inventory
 
 HEAD = 'driverVersion: "580.95.05"\ncudaDriverVersion: "13.0"\n'
 
@@ -52,7 +51,7 @@ def test_gpus_of_a_node_are_bounded_across_entries(tmp_path: Path) -> None:
 
 
 def test_nodes_and_gpus_per_file_are_bounded(tmp_path: Path) -> None:
-    many = [{"name": f"n{i}"} for i in range(inv_mod.MAX_NODES + 1)]
+    many = [{"name": f"n{i}"} for i in range(fields.MAX_NODES + 1)]
     assert problems(tmp_path, doc(*many)) == [
         "nodes: 5001 entries; at most 5000 (Kubernetes' largest cluster)"
     ]
@@ -95,7 +94,7 @@ def test_labels_strings_memory_and_versions_are_bounded(tmp_path: Path) -> None:
 
 
 def test_a_file_over_one_mib_is_refused_unread(tmp_path: Path) -> None:
-    text = doc({"name": "n"}) + "#" * inv_mod.MAX_FILE_BYTES
+    text = doc({"name": "n"}) + "#" * fields.MAX_FILE_BYTES
     assert problems(tmp_path, text) == ["(top level): the file is larger than 1 MiB, the most allowed"]
 
 

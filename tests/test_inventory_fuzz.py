@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from fakeplugin.commands import validate
-from fakeplugin.inventory.schema import MAX_FILE_BYTES
+from fakeplugin.inventory.fields import MAX_FILE_BYTES
 from fakeplugin.profiles import profile_names
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -59,7 +59,8 @@ LAYERS: Layers = (
     ("runtime", {"runtime"}),  # the plugin runtime every driver shares: the contract, host loops, publisher
     # what drivers, hosts and the cluster are made of, and the gRPC edge the runtime is reached through
     ("parts", {"faults", "computedomain", "server", "kueue"}),
-    ("drivers", {"drivers"}),  # gpu.nvidia.com, compute-domain.nvidia.com
+    # gpu.nvidia.com, compute-domain.nvidia.com; render: what they publish for an inventory, no cluster
+    ("drivers", {"drivers", "render"}),
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
     ("telemetry", {"telemetry"}),  # dcgm-exporter's /metrics over both hosts' nodes and the fleet's pods
     ("view", {"view"}),  # the fleet view: watches and a read-only page, served by commands and the cluster

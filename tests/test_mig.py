@@ -14,16 +14,16 @@ import pytest
 import yaml
 
 from fakeplugin import cdi, releases
-from fakeplugin.commands.render import render_documents
 from fakeplugin.drivers.gpu.prepare import cdispec
 from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.drivers.gpu.publish.devices import gpu_uuid
 from fakeplugin.drivers.gpu.publish.node import NodeDevices
 from fakeplugin.drivers.gpu.publish.slices import partitionable_layout, resource_slices
-from fakeplugin.inventory.schema import InventoryError, load_inventory
+from fakeplugin.inventory import InventoryError, load_inventory
 from fakeplugin.mig import camel_to_dns_name, canonical_name, mig_uuid, place
 from fakeplugin.model import ClaimRef
 from fakeplugin.profiles import load_profile, profile_names
+from fakeplugin.render import render_documents
 from fakeplugin.resourceslices import MAX_DEVICES_RESTRICTED
 from fakeplugin.runtime.driver import Claim
 from tests.harness.golden import check_golden

@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 from fakeplugin import releases
-from fakeplugin.commands.render import render_documents
 from fakeplugin.drivers.gpu.prepare.resolve import Resolver, pool_reader
 from fakeplugin.drivers.gpu.publish.node import NodeDevices, node_devices
 from fakeplugin.faults.claimfaults import Injector
+from fakeplugin.inventory import InventoryError, load_inventory
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import InventoryError, load_inventory
 from fakeplugin.model import ClaimRef
+from fakeplugin.render import render_documents
 from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER
 

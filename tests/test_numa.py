@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from fakeplugin import featuregates, releases
-from fakeplugin.commands.render import render_documents
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.drivers.gpu.publish.slices import device_to_api
-from fakeplugin.inventory.schema import InventoryError, load_inventory, parse_inventory
+from fakeplugin.inventory import InventoryError, load_inventory, parse_inventory
+from fakeplugin.render import render_documents
 
 NUMA_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "numa.yaml"
 ATTRIBUTE = "resource.kubernetes.io/numaNode"

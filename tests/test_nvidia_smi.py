@@ -23,7 +23,7 @@ from fakeplugin.drivers.gpu.prepare import cdispec, opaqueconfig, smi
 from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.faults import fabricfaults
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import ZERO_UUID, ClaimRef, DeviceSettings, GpuDevice, MigPlacement, MigResources
 from fakeplugin.runtime.driver import Claim
 from tests.harness import DRIVER

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from tests.harness.golden import check_golden_text
 from tests.harness.nvidia_smi import container_view, smi_lines, write_claim

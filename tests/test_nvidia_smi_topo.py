@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from fakeplugin import releases
-from fakeplugin.commands.render import render_documents
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
-from fakeplugin.inventory.schema import load_inventory, parse_inventory
+from fakeplugin.inventory import load_inventory, parse_inventory
 from fakeplugin.model import GpuDevice
+from fakeplugin.render import render_documents
 from tests.harness.nvidia_smi import captured, container_view, run_smi, smi_lines, write_claim
 from tests.harness.smi_shells import SmiShell
 

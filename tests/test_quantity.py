@@ -9,7 +9,7 @@ import pytest
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
 from fakeplugin import quantity
-from fakeplugin.inventory.schema import parse_quantity as inventory_quantity
+from fakeplugin.inventory.gpus import parse_quantity as inventory_quantity
 
 FORMAT_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 SUFFIX_ERROR = "unable to parse quantity's suffix"

@@ -16,7 +16,7 @@ import pytest
 from fakeplugin import releases
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import versions
-from fakeplugin.inventory import schema as inventory
+from fakeplugin.inventory import fields
 from fakeplugin.runtime import bootid
 from fakeplugin.server import app
 
@@ -56,7 +56,7 @@ def field_rows(text: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     "table",
     [
-        pytest.param(inventory.__doc__ or "", id="inventory/schema.py"),
+        pytest.param(fields.__doc__ or "", id="inventory/fields.py"),
         pytest.param(read("docs/inventory.md"), id="docs/inventory.md"),
     ],
 )
@@ -69,7 +69,7 @@ def test_the_inventory_field_tables_name_every_release_and_the_default(table: st
 
 
 def test_the_docs_inventory_fields_are_those_of_the_modules_table() -> None:
-    module = field_rows(inventory.__doc__ or "")
+    module = field_rows(fields.__doc__ or "")
     documented = set(field_rows(read("docs/inventory.md")))
     assert "nodes[].gpus[].pciBusID" in documented
     assert documented - set(module) == set()

@@ -14,11 +14,11 @@ import yaml
 
 from fakeplugin import featuregates, releases
 from fakeplugin.cluster import components
-from fakeplugin.commands.render import render_documents
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
 from fakeplugin.drivers.gpu.publish.node import EnumerationError, node_slices
 from fakeplugin.drivers.gpu.publish.slices import resource_slices
-from fakeplugin.inventory.schema import InventoryError, load_inventory, parse_inventory
+from fakeplugin.inventory import InventoryError, load_inventory, parse_inventory
+from fakeplugin.render import render_documents
 from tests.harness.cli import render_cli
 from tests.harness.paths import SEED_LAB
 from tests.harness.prepare import gpu

@@ -9,7 +9,7 @@ import yaml
 
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.drivers.gpu.publish.slices import device_to_api, resource_slices, semver
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.quantity import format_binary_si
 from fakeplugin.resourceslices import split_devices
 

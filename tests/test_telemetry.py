@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fakeplugin.drivers.gpu.prepare.smi import gpu_values
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.faults.devicefaults import DeviceFault
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.profiles import profile_names
 from fakeplugin.telemetry import counters, exposition, samples, uses

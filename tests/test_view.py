@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from fakeplugin.apis import computedomain as cd_api
-from fakeplugin.commands.render import render_compute_domains, render_documents
 from fakeplugin.faults.devicefaults import DeviceFault
-from fakeplugin.inventory.schema import load_inventory
+from fakeplugin.inventory import load_inventory
+from fakeplugin.render import render_compute_domains, render_documents
 from fakeplugin.view.model import MAX_PAGE_SIZE, Query
 from fakeplugin.view.objects import kinds
 from fakeplugin.view.server import ViewServer, parse_endpoint, query_of

@@ -22,7 +22,7 @@ from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.computedomain.controller.objects import DAEMON_SERVICE_ACCOUNT
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes
-from fakeplugin.inventory.schema import Inventory
+from fakeplugin.inventory import Inventory
 from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
 
 log = logging.getLogger("fakeplugin.cluster")

@@ -43,7 +43,7 @@ from fakeplugin.cluster.state import (
 from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor, take_down
 from fakeplugin.cluster.view import View
 from fakeplugin.cluster.watchdog import Watchdog
-from fakeplugin.inventory.schema import load_inventory
+from fakeplugin.inventory import load_inventory
 
 log = logging.getLogger("fakeplugin.cluster")
 

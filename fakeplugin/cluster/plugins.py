@@ -18,7 +18,7 @@ from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.drivers.gpu import device_classes
-from fakeplugin.inventory.schema import Inventory
+from fakeplugin.inventory import Inventory
 from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
 
 log = logging.getLogger("fakeplugin.cluster")

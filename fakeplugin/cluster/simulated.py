@@ -18,7 +18,7 @@ from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.fleet.stages import kwok_config_yaml
-from fakeplugin.inventory.schema import Inventory
+from fakeplugin.inventory import Inventory
 
 log = logging.getLogger("fakeplugin.cluster")
 

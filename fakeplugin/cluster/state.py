@@ -22,7 +22,7 @@ from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
-from fakeplugin.inventory.schema import Inventory
+from fakeplugin.inventory import Inventory
 
 log = logging.getLogger("fakeplugin.cluster")
 

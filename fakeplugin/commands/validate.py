@@ -8,7 +8,7 @@ from typing import Any
 
 from fakeplugin.commands import shared_flags
 from fakeplugin.drivers.gpu import node_devices
-from fakeplugin.inventory.schema import Inventory, InventoryError, load_inventory
+from fakeplugin.inventory import Inventory, InventoryError, load_inventory
 
 DESCRIPTION = """\
 Check an inventory file: YAML syntax, unknown or misspelt fields, types, known GPU profiles,

@@ -22,8 +22,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
+from fakeplugin.inventory import Inventory
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import Inventory
 from fakeplugin.kube import NODES, Kube, Obj
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,9 @@ import hashlib
 import logging
 from pathlib import Path
 
-from fakeplugin.inventory.schema import MAX_FILE_BYTES, Inventory, InventoryError, load_inventory
+from fakeplugin.inventory.fields import MAX_FILE_BYTES
+from fakeplugin.inventory.model import Inventory
+from fakeplugin.inventory.parse import InventoryError, load_inventory
 
 log = logging.getLogger(__name__)
 

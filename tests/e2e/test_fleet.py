@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from fakeplugin.cluster import Cluster
-from fakeplugin.commands.render import render_documents
-from fakeplugin.inventory.schema import load_inventory
+from fakeplugin.inventory import load_inventory
+from fakeplugin.render import render_documents
 from fakeplugin.testing import claim_pod, device_request, resource_claim_template
 from tests.harness import DRIVER
 from tests.harness.host import require_cluster_host

@@ -24,7 +24,7 @@ import yaml
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.fleet.reconcile import RECONCILE_SECONDS
-from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL
+from fakeplugin.inventory import INSTANCE_TYPE_LABEL
 from tests.harness import DRIVER
 from tests.harness.host import own_cluster, require_karpenter
 from tests.harness.kube import apply, items, wait_for

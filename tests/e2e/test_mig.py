@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from fakeplugin.cluster import Cluster, versions
-from fakeplugin.commands.render import render_documents
-from fakeplugin.inventory.schema import parse_inventory
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.mig import mig_uuid
+from fakeplugin.render import render_documents
 from fakeplugin.testing import claim_pod, device_request, resource_claim
 from fakeplugin.testing.objects import container_gpus
 from tests.harness.host import require_cluster_host

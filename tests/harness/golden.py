@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fakeplugin.commands.render import to_yaml
+from fakeplugin.render import to_yaml
 from tests.harness.paths import REPO
 
 GOLDEN = REPO / "tests" / "golden"

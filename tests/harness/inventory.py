@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fakeplugin.drivers.gpu.publish.devices import devices_for_node
-from fakeplugin.inventory.schema import Inventory, parse_inventory
+from fakeplugin.inventory import Inventory, parse_inventory
 from fakeplugin.model import GpuDevice
 
 

@@ -23,8 +23,8 @@ from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name
 from fakeplugin.drivers.gpu import node_devices
 from fakeplugin.faults import fabricfaults
 from fakeplugin.faults.daemonfaults import node_faults
+from fakeplugin.inventory import NodeEntry
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import NodeEntry
 from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, Obj
 from fakeplugin.runtime.emulation import Emulation

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import fields, replace
 
-from fakeplugin.inventory.schema import GpuEntry, Inventory, NodeEntry
+from fakeplugin.inventory import GpuEntry, Inventory, NodeEntry
 from fakeplugin.mig import canonical_name, counter_set_name, mig_uuid
 from fakeplugin.model import CounterSet, GpuDevice, MigPlacement, MigResources
 from fakeplugin.profiles import ARCHITECTURES, MigCapability, MigProfile
@@ -111,10 +111,10 @@ def pcie_root(bus_id: str) -> str:
 
 def _device(inv: Inventory, node: NodeEntry, gpu: GpuEntry, node_name: str, minor: int) -> GpuDevice:
     bus_id = gpu.pci_bus_id or pci_bus_id(node_name, minor)
-    numa = node.numa_node(gpu, minor)
+    numa = numa_node(node, gpu, minor)
     board = replace(
         gpu.profile.board(ecc=gpu.ecc, memory_bytes=gpu.memory_bytes),
-        cpu_affinity=node.cpu_list(numa),
+        cpu_affinity=cpu_list(node, numa),
         # NUMA unknown: the H200 captures (sysfs -1, one NUMA node) show NUMA Affinity 0.
         numa_affinity=str(numa or 0),
         fabric=node.fabric,  # every GPU of the node, and its MIG devices with the board
@@ -139,6 +139,25 @@ def _device(inv: Inventory, node: NodeEntry, gpu: GpuEntry, node_name: str, mino
         board=board,
         numa_node=numa,
     )
+
+
+def numa_node(node: NodeEntry, gpu: GpuEntry, minor: int) -> int | None:
+    """The NUMA node of GPU `minor` of `node` (one of `gpu`'s): its numaNode, else spread evenly in minor
+    order; None when the node's NUMA layout is unknown."""
+    if node.numa_nodes is None:
+        return None
+    if gpu.numa_node is not None:
+        return gpu.numa_node
+    return minor * node.numa_nodes // max(node.gpu_count, 1)
+
+
+def cpu_list(node: NodeEntry, numa: int | None) -> str:
+    """The CPUs of NUMA node `numa` of `node` in Linux's list form (`0-15`); every CPU for None (unknown
+    NUMA)."""
+    per_node = node.cpus // (node.numa_nodes or 1)
+    first = 0 if numa is None else numa * per_node
+    last = node.cpus - 1 if numa is None else first + per_node - 1
+    return _range(first, last)
 
 
 def _published(full: GpuDevice, gpu: GpuEntry, node_name: str, dynamic_mig: bool) -> list[GpuDevice]:

@@ -22,7 +22,7 @@ from typing import Any
 from fakeplugin import consumableshares
 from fakeplugin.drivers.gpu.publish.node import node_slices
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
-from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, Inventory, NodeEntry
+from fakeplugin.inventory import INSTANCE_TYPE_LABEL, Inventory, NodeEntry
 from fakeplugin.releases import DriverRelease
 
 # Karpenter's well-known labels its kwok provider offers on (pkg/apis/v1 CapacityTypeLabelKey; the zone).

@@ -33,8 +33,8 @@ from fakeplugin.drivers.gpu.publish.devices import devices_for_node
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE, resource_slices
 from fakeplugin.faults import devicefaults, fabricfaults
 from fakeplugin.faults.devicefaults import DeviceFault, DeviceFaultError
+from fakeplugin.inventory import INSTANCE_TYPE_LABEL, Inventory
 from fakeplugin.inventory.file import InventoryFile
-from fakeplugin.inventory.schema import INSTANCE_TYPE_LABEL, Inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.profiles import NVML_ARCHITECTURES
 from fakeplugin.releases import DriverRelease
