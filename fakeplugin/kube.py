@@ -32,8 +32,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.util.ssl_ import create_urllib3_context
 
-from fakeplugin.apis import computedomain as cd_api
-
 log = logging.getLogger(__name__)
 
 RESOURCE_GROUP = "resource.k8s.io"
@@ -227,9 +225,10 @@ class _Answer:
 
 
 class Kube:
-    """The handful of API calls the plugin makes (and nothing more: see the chart's RBAC); `annotate` is
-    for `fakeplugin fault`, run by a user, never by the plugin; the generic writes (`create`, `replace`,
-    `patch`, `delete`) are the compute-domain controller's.
+    """The REST client: generic reads (`get`, paged `list`, `watch`) and writes (`create`, `replace`,
+    `patch`, `delete`), and the GPU plugin's own few calls (claims, slices). No driver's API is in it: the
+    ComputeDomain driver's calls are its own client's (drivers/computedomain/client.py), over these.
+    `annotate` is for `fakeplugin fault`, run by a user, never by the plugin.
 
     Failures raise the client's `ApiException` (status, reason, body), as the generated API classes do.
     """
@@ -348,33 +347,6 @@ class Kube:
             "GET",
             f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}/namespaces/{_segment(namespace)}"
             f"/resourceclaims/{_segment(name)}",
-        )
-
-    # -- compute-domain.nvidia.com (fakeplugin.drivers.computedomain.domains.DomainApi) ----------------------
-
-    def compute_domain(self, uid: str) -> dict[str, Any] | None:
-        """The ComputeDomain with this UID in any namespace (a list: the API has no UID lookup)."""
-        items, _ = self.list(cd_api.compute_domains_path())
-        return next((cd for cd in items if cd.get("metadata", {}).get("uid") == uid), None)
-
-    def compute_domain_clique(self, namespace: str, name: str) -> dict[str, Any]:
-        return self._json("GET", cd_api.clique_path(namespace, name))
-
-    def get_node(self, name: str) -> dict[str, Any]:
-        return self._json("GET", f"{NODES}/{_segment(name)}")
-
-    def patch_node_labels(
-        self, name: str, labels: Mapping[str, str | None], *, resource_version: str
-    ) -> dict[str, Any]:
-        """Merge-patch the node's labels (None removes one); the resourceVersion makes it conditional."""
-        meta: dict[str, Any] = {"labels": dict(labels)}
-        if resource_version:
-            meta["resourceVersion"] = resource_version
-        return self._json(
-            "PATCH",
-            f"{NODES}/{_segment(name)}",
-            body={"metadata": meta},
-            content_type="application/merge-patch+json",
         )
 
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from fakeplugin.model import ClaimRef, PrepareResult
 from fakeplugin.runtime import bootid, claims
 from fakeplugin.runtime import nodes as runtime_nodes
 from fakeplugin.runtime.claims import CheckedClaims
-from fakeplugin.runtime.driver import Claim, GetClaim, NodeDirs, NodePlugin
+from fakeplugin.runtime.driver import Claim, DeviceHealth, DeviceStates, GetClaim, NodeDirs, NodePlugin
 from fakeplugin.runtime.emulation import emulation
 from fakeplugin.runtime.nodes import Nodes
 from fakeplugin.runtime.retry import Backoff
@@ -379,6 +379,18 @@ def test_both_drivers_get_each_claim_read_once_before_their_node_lock(tmp_path: 
     }
     assert api.reads == [(name, True) for name in ("claim-2", "claim-3", "claim-4", "claim-5")]
     assert plugin.prepared_claims() == []
+
+
+def test_hosts_ask_a_node_for_its_optional_capabilities_not_its_driver(tmp_path: Path) -> None:
+    """runtime.driver's optional capabilities: the GPU driver's nodes have device health and device states
+    (serve --device-health, telemetry); ComputeDomain nodes have neither, as a driver's echo has not."""
+    for sub in ("gpu", "cd"):
+        (tmp_path / sub).mkdir()
+    gpu = gpu_node(tmp_path / "gpu", lambda ns, name: {})
+    assert isinstance(gpu, DeviceHealth) and isinstance(gpu, DeviceStates)
+    assert gpu.health_state("gpu-0") == ("gpu", None) and gpu.health_state("gone") is None
+    for other in (compute_domain_node(tmp_path / "cd", lambda ns, name: {}), EchoNode("n1")):
+        assert not isinstance(other, DeviceHealth) and not isinstance(other, DeviceStates)
 
 
 def test_a_host_closes_every_plugin_it_made(tmp_path: Path) -> None:

@@ -2,45 +2,41 @@
 kube-controller-manager, one real kubelet (with the fake CRI, and our plugin) per kubelet node of the
 inventory, and API-only Node objects for the rest. Loopback only; layout in fakeplugin.cluster.layout.
 
-Cluster is the front; the rooms behind it: state (cluster.json, the lock), supervisor (processes),
-host (tools, binaries, ports), credentials, kubectl, controlplane, nodes (API-only and kubelet nodes),
-plugins (`fakeplugin serve` per kubelet node), crirecords (what the fake CRI recorded).
+Cluster is the front, on inspection (what it shows); the rooms behind it: state (cluster.json, the
+lock), supervisor (processes), host (tools, binaries, ports), credentials, kubectl, controlplane, nodes
+(API-only and kubelet nodes), plugins (`fakeplugin serve` per kubelet node), crirecords (what the fake CRI
+recorded).
 """
 
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from fakeplugin.cluster import binaries, crirecords, versions
+from fakeplugin.cluster import binaries, versions
 from fakeplugin.cluster.components import LOOPBACK, Ports
 from fakeplugin.cluster.computedomains import ComputeDomains, fabric_nodes
 from fakeplugin.cluster.controlplane import start_control_plane
 from fakeplugin.cluster.credentials import make_credentials
+from fakeplugin.cluster.inspection import Inspection
 from fakeplugin.cluster.karpenter import Karpenter, KarpenterRequest
 from fakeplugin.cluster.keda import Keda, KedaRequest
-from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.kueue import Kueue, KueueRequest
-from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.machine import allocate_ports, check_host, find_binaries
 from fakeplugin.cluster.nodes import KubeletNodes, register_simulated_nodes
-from fakeplugin.cluster.plugins import Plugins
-from fakeplugin.cluster.prometheus import Prometheus, PrometheusRequest, endpoints, prometheus_url
+from fakeplugin.cluster.prometheus import Prometheus, PrometheusRequest, endpoints
 from fakeplugin.cluster.simulated import SimulatedNodes
 from fakeplugin.cluster.simulated import fleet_shards as simulated_fleet_shards
 from fakeplugin.cluster.state import (
     ClusterError,
     ClusterNode,
     State,
-    StateStore,
     cluster_nodes,
     remove_runtime_state,
 )
-from fakeplugin.cluster.supervisor import ProcessStatus, Supervisor, take_down
+from fakeplugin.cluster.supervisor import take_down
 from fakeplugin.cluster.view import View
 from fakeplugin.cluster.watchdog import Watchdog
 from fakeplugin.inventory import load_inventory
@@ -50,20 +46,13 @@ log = logging.getLogger("fakeplugin.cluster")
 DEFAULT_STATE_DIR = binaries.DEFAULT_STATE_DIR
 
 
-class Cluster:
-    """Handle on a local cluster's state dir. Start one with Cluster.up(), attach with Cluster(state_dir)."""
+class Cluster(Inspection):
+    """Handle on a local cluster's state dir. Start one with Cluster.up(), attach with Cluster(state_dir).
+    What it shows (kubeconfig, nodes, URLs, kubectl, container records, call logs) is Inspection's."""
 
     def __init__(self, state_dir: Path = DEFAULT_STATE_DIR) -> None:
-        self.layout = StateLayout(Path(state_dir).absolute())
-        self._store = StateStore(self.layout)
-        self._processes = Supervisor(self._store)
-        self._kubectl = Kubectl(
-            self.layout.kubeconfig,
-            cache_dir=self.layout.kubectl_cache,
-            binary=lambda: binaries.find("kubectl", version=self._store.kubernetes_version()),
-        )
+        super().__init__(state_dir)
         self._kubelets = KubeletNodes(self._store, self._processes, self._kubectl)
-        self._plugins = Plugins(self._store, self._processes, self._kubectl)
         self._simulated = SimulatedNodes(self._store, self._processes, self._kubectl)
         self._compute_domains = ComputeDomains(self._store, self._processes, self._kubectl)
         self._kueue = Kueue(self._store, self._processes, self._kubectl)
@@ -248,70 +237,7 @@ class Cluster:
             self._watchdog.release()
             self._watchdog = None
 
-    # ---- the API for tests and commands -----------------------------------------------------------
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.layout.kubeconfig
-
-    @property
-    def kubernetes_version(self) -> str:
-        """The Kubernetes version the cluster runs, e.g. v1.37.2."""
-        return self._store.require().kubernetes_version
-
-    @property
-    def view_url(self) -> str:
-        """The fleet view's page (`up(view_endpoint=...)`), e.g. http://127.0.0.1:8470/; empty: none."""
-        return self._store.require().view_url
-
-    @property
-    def inventory(self) -> Path:
-        """The inventory file the cluster was started with; its plugins re-read it when it changes."""
-        return Path(self._store.require().inventory)
-
-    @property
-    def prometheus_url(self) -> str | None:
-        """Prometheus' web UI and API (`--with prometheus`), e.g. http://127.0.0.1:9090/; None without."""
-        port = self._store.require().ports.get("prometheus")
-        return None if port is None else prometheus_url(port)
-
-    @property
-    def telemetry_urls(self) -> dict[str, str]:
-        """Each telemetry endpoint's /metrics (`up(telemetry=True)` or Prometheus), by the process serving
-        it (`plugin/<node>`, `fleet`, `fleet/<i>`); empty without."""
-        ports = self._store.require().telemetry_ports
-        return {name: f"http://{LOOPBACK}:{port}/metrics" for name, port in ports.items()}
-
-    def nodes(self) -> list[ClusterNode]:
-        """The cluster's nodes: kubelet nodes and API-only ones, in inventory order, then the plain
-        simulated ones."""
-        return list(self._store.require().nodes)
-
-    def status(self) -> list[ProcessStatus]:
-        return self._processes.statuses()
-
-    def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this cluster; with `check`, a failure raises ClusterError with its stderr."""
-        return self._kubectl(*args, input=input, check=check, timeout=timeout)
-
-    def node_dirs(self, node: str) -> KubeletDirs:
-        """Files of a kubelet node (kubelet root, CDI dir, fake CRI records, ...)."""
-        return self._store.dirs(self._store.kubelet_node(node))
-
-    def container_record(self, namespace: str, pod: str, container: str) -> dict[str, Any]:
-        """What the fake CRI got and resolved for a container (newest record if on several nodes); on a
-        simulated node, what the fleet resolved the same way (fakeplugin.fleet.records)."""
-        return crirecords.container_record(self._store.every_node_dirs(), namespace, pod, container)
-
-    def run_in_container_view(
-        self, namespace: str, pod: str, container: str, script: str, *args: str
-    ) -> subprocess.CompletedProcess[str]:
-        """Run a shell script of the container's (e.g. /usr/bin/nvidia-smi) as a workload there would see
-        it: see fakeplugin.cluster.crirecords.run_in_container_view."""
-        record = self.container_record(namespace, pod, container)
-        return crirecords.run_in_container_view(record, script, *args)
+    # ---- restarts (the read-only API is Inspection's) ----------------------------------------------
 
     def restart_kubelet(self, node: str) -> None:
         """Stop and start a node's kubelet (same config, same root dir); returns once it is healthy."""
@@ -336,15 +262,6 @@ class Cluster:
             compute_domains=bool(fabric_nodes(load_inventory(self.inventory), simulated)),
             shards=self._simulated.fleet_shards(),
         )
-
-    def call_log(self, node: str) -> Path:
-        """The call log of a kubelet node's plugin: every gRPC call it answered (see server.calllog)."""
-        return self._plugins.call_log(self._store.kubelet_node(node))
-
-    def calls(self, node: str, claim: str | None = None, method: str | None = None) -> list[dict[str, Any]]:
-        """The records of a node's call log, oldest first; claim: "namespace/name" or a UID, method: a
-        short name such as "NodePrepareResources"."""
-        return self._plugins.calls(self._store.kubelet_node(node), claim=claim, method=method)
 
 
 def new_state(

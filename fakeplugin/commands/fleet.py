@@ -203,8 +203,8 @@ def run(args: argparse.Namespace) -> int:
     malloc.fix_thresholds()  # before the fleet allocates: RSS flat under churn (fleet.malloc)
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     # Per driver: its node and slice watches and writers; a connection per pod worker; the pod watch;
-    # telemetry's claim watch; the view's watches.
-    connections = 3 * args.threads + 6 + (VIEW_WATCHES if args.view_endpoint else 0)
+    # telemetry's claim watch; the ComputeDomain watch; the view's watches.
+    connections = 3 * args.threads + 7 + (VIEW_WATCHES if args.view_endpoint else 0)
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=connections))
     drivers = fleet_drivers(args, inventory.inventory.driver_release, kube)
     node_owner = None
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
 def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetKube) -> list[Driver]:
     """The drivers every simulated node runs: the GPU driver --driver-name names and, with
     --compute-domains, its ComputeDomain driver (commands.compute_domain_driver_name)."""
-    from fakeplugin.drivers.computedomain import ComputeDomainDriver
+    from fakeplugin.drivers.computedomain import ComputeDomainDriver, DomainClient
     from fakeplugin.drivers.gpu import GpuDriver
 
     # No fsync of the simulated nodes' checkpoints (a third of the fleet's time on 5000 nodes, issue 20):
@@ -265,7 +265,7 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
         drivers.append(
             ComputeDomainDriver(
                 cd,
-                kube,
+                DomainClient(kube),  # one ComputeDomain informer for every node of the fleet
                 namespace=args.namespace,
                 emulate_daemon=True,
                 retry_seconds=0,
@@ -278,14 +278,14 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
 def start_telemetry(args: argparse.Namespace, fleet: Fleet, kube: FleetKube, stop: threading.Event) -> None:
     """--telemetry-endpoint: one /metrics for every node of the fleet, uses derived from its pods and a
     ResourceClaim watch."""
-    from fakeplugin.drivers.gpu import GpuNode
+    from fakeplugin.runtime.driver import DeviceStates
     from fakeplugin.telemetry.source import ClaimWatch, FleetAttribution, NodeView
     from fakeplugin.telemetry.start import start_endpoint
 
     gpus = fleet.nodes[args.driver_name]  # the GPU driver's nodes (fleet_drivers: first, --driver-name)
 
     def nodes() -> list[NodeView]:
-        return [p for name in gpus.names() if isinstance(p := gpus.get(name), GpuNode)]
+        return [p for name in gpus.names() if isinstance(p := gpus.get(name), DeviceStates)]
 
     claims = ClaimWatch()
     start_endpoint(

@@ -175,13 +175,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fakeplugin.drivers.gpu import GpuDriver, GpuNode
+    from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.faults import devicehealth
     from fakeplugin.inventory.file import InventoryFile
     from fakeplugin.kube import Kube, new_api_client
     from fakeplugin.runtime.bootid import read_boot_id
     from fakeplugin.runtime.claims import CheckedClaims
-    from fakeplugin.runtime.driver import NodeDirs
+    from fakeplugin.runtime.driver import DeviceHealth, NodeDirs
     from fakeplugin.runtime.host import Host
     from fakeplugin.runtime.nodes import Nodes
     from fakeplugin.server import ServerSettings
@@ -206,11 +206,11 @@ def run(args: argparse.Namespace) -> int:
         emulation, device_status=kube.replace if args.device_status else None
     )
     if args.plugin == COMPUTE_DOMAINS:  # imported only here: the GPU plugin's start need not pay for it
-        from fakeplugin.drivers.computedomain import ComputeDomainDriver
+        from fakeplugin.drivers.computedomain import ComputeDomainDriver, DomainClient
 
         driver = ComputeDomainDriver(
             emulation,
-            kube,
+            DomainClient(kube),
             namespace=args.namespace,
             emulate_daemon=args.emulate_daemon,
             gpu_clique_label=args.gpu_clique_label_enabled,
@@ -236,7 +236,8 @@ def run(args: argparse.Namespace) -> int:
     unserved = devicehealth.not_served(args.device_health, args.plugin, emulation.feature_gates)
     if args.device_health and unserved:
         log.warning("--device-health: the DRA health service is not served: %s", unserved)
-    device_health = plugin.health_state if not unserved and isinstance(plugin, GpuNode) else None
+    # An optional capability (runtime.driver): the GPU driver's nodes have it, ComputeDomain nodes not.
+    device_health = plugin.health_state if not unserved and isinstance(plugin, DeviceHealth) else None
     settings = ServerSettings(
         threads=threads,
         driver_name=driver_name,
@@ -262,12 +263,12 @@ def run(args: argparse.Namespace) -> int:
 
 def start_telemetry(args: argparse.Namespace, plugin: NodePlugin, kube: Kube) -> None:
     """--telemetry-endpoint: this node's GPUs, attributed by the kubelet's PodResources List."""
-    from fakeplugin.drivers.gpu import GpuNode
+    from fakeplugin.runtime.driver import DeviceStates
     from fakeplugin.telemetry.podresources import PodResources
     from fakeplugin.telemetry.source import KubeletAttribution
     from fakeplugin.telemetry.start import start_endpoint
 
-    if not isinstance(plugin, GpuNode):
+    if not isinstance(plugin, DeviceStates):  # an optional capability (runtime.driver)
         raise ValueError("--telemetry-endpoint: only with --plugin gpus (compute-domains has no GPUs)")
     attribution = KubeletAttribution(PodResources(Path(args.pod_resources_kubelet_socket)), kube.get)
     start_endpoint(args.telemetry_endpoint, args.telemetry_counters, lambda: [plugin], attribution)

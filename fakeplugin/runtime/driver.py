@@ -10,16 +10,19 @@ services, keeps the published ResourceSlices in place, reads the claims to prepa
 holds the drivers).
 
 Invariant: making a NodePlugin does no I/O (no file, no lock, no API call); `Preparing.open` does.
+
+Optional capabilities (`DeviceHealth`, `DeviceStates`): what only some drivers' nodes can do, asked of a
+NodePlugin by the host that needs it (`isinstance(plugin, DeviceHealth)`), never by the driver's type.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from fakeplugin.model import ClaimRef, PrepareResult
+from fakeplugin.model import ClaimRef, GpuDevice, PrepareResult
 
 if TYPE_CHECKING:
     from fakeplugin.inventory.file import InventoryFile
@@ -107,6 +110,50 @@ class Preparing(Protocol):
 
 class NodePlugin(Publishing, Preparing, Protocol):
     """A driver on one node: what it publishes there, how it prepares there."""
+
+
+# -- optional capabilities of a NodePlugin ----------------------------------------------------------------
+#
+# As upstream's helper asks a driver for its optional services (kubeletplugin/draplugin.go `Start`: the
+# DRAResourceHealth service is registered only `if healthServer, ok := plugin.(DRAResourceHealthServer)`),
+# a host asks a NodePlugin for a capability with `isinstance(plugin, <capability>)`: a Go type assertion's
+# Python form (structural: the methods are there). A driver gains one by implementing its methods; one
+# without it says nothing (no method every driver must answer None to), and no host names a driver's node
+# type. The check is by name only, so a capability's method names are kept distinctive.
+# A fault is the driver's injected fault of a device (faults.devicefaults.DeviceFault for the GPU driver;
+# the contract, below the parts, does not name it).
+Fault = Any
+
+
+@runtime_checkable
+class DeviceHealth(Protocol):
+    """Optional: each device's health, for the kubelet's DRA health service (`serve --device-health`,
+    fakeplugin.server.device_health). The GPU driver's nodes have it; ComputeDomain nodes do not (PR #1243:
+    `HealthService(false)`)."""
+
+    @property
+    def node_name(self) -> str: ...
+
+    @property
+    def devices(self) -> Collection[str]: ...
+
+    def health_state(self, device: str) -> tuple[str, Fault | None] | None:
+        """The device's kind (faults.devicehealth.kind) and its injected fault; None once it is gone."""
+        ...
+
+
+@runtime_checkable
+class DeviceStates(Protocol):
+    """Optional: the node's GPUs as hardware at one moment, with their injected faults, for dcgm-exporter's
+    `/metrics` (fakeplugin.telemetry, `serve` and `fleet --telemetry-endpoint`). The GPU driver's nodes
+    have it; ComputeDomain nodes, which have no GPUs of their own, do not."""
+
+    @property
+    def node_name(self) -> str: ...
+
+    def device_state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, Fault]]:
+        """The devices by name and the faults by device name, read together (one consistent state)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.kube import Kube
-from fakeplugin.model import GpuDevice
+from fakeplugin.runtime.driver import DeviceStates
 from fakeplugin.runtime.informer import Source, list_and_watch
 from fakeplugin.telemetry import exposition, samples, uses
 from fakeplugin.telemetry.counters import Counter
@@ -37,13 +36,8 @@ CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 MAX_REPORTED = 256  # distinct bad-annotation messages remembered (each logged once)
 
 
-class NodeView(Protocol):
-    """What telemetry reads of a node's GPU plugin (drivers.gpu.GpuNode)."""
-
-    @property
-    def node_name(self) -> str: ...
-
-    def device_state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, DeviceFault]]: ...
+# What telemetry reads of a node: the contract's optional capability, which the GPU driver's nodes have.
+NodeView = DeviceStates
 
 
 class Attribution(Protocol):

@@ -52,19 +52,22 @@ CONTROLLER_BINDING_CONDITIONS_CALLS = {
     ("cluster", "", "nodes", "watch"),
 }
 # `fakeplugin serve`, both containers (one ServiceAccount): the GPU plugin's calls (rbac.yaml) plus those of
-# --plugin compute-domains (kube.py Kube.compute_domain, compute_domain_clique, patch_node_labels).
+# --plugin compute-domains (drivers/computedomain/client.py DomainClient: its ComputeDomain informer,
+# compute_domain_clique, patch_node_labels).
 KUBELET_PLUGIN_CALLS = {
     # The Node informer's GET by name; compute-domains: plugin.py _fetch_node at start (the fabric fault).
     ("cluster", "", "nodes", "get"),
     ("cluster", "", "nodes", "watch"),
     *{("cluster", "resource.k8s.io", "resourceslices", v) for v in RESOURCE_SLICE_VERBS},
     ("cluster", "resource.k8s.io", "resourceclaims", "get"),
-    # domains.py DomainManager.domain → Kube.compute_domain: a list of every namespace (no UID lookup).
+    # domains.py DomainManager.domain → client.py DomainCache: list + watch of every namespace (found by
+    # UID); a lookup before the first list, or of a UID not seen yet, lists once more.
     ("cluster", "resource.nvidia.com", "computedomains", "list"),
+    ("cluster", "resource.nvidia.com", "computedomains", "watch"),
     # domains.py add_node_label / remove_node_label, cliquelabel.py CliqueLabel (--gpu-clique-label-enabled)
-    # → Kube.patch_node_labels (its own node).
+    # → DomainClient.patch_node_labels (its own node).
     ("cluster", "", "nodes", "patch"),
-    # domains.py DomainManager._clique → Kube.compute_domain_clique (driver namespace).
+    # domains.py DomainManager._clique → DomainClient.compute_domain_clique (driver namespace).
     ("namespace", "resource.nvidia.com", "computedomaincliques", "get"),
 }
 # With `serve --telemetry-endpoint` (the chart's telemetry.enabled), besides: telemetry/source.py

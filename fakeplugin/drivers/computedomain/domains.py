@@ -1,8 +1,8 @@
 """The ComputeDomain side of Prepare: the few API calls NVIDIA's ComputeDomainManager makes, and its rules
 (`cmd/compute-domain-kubelet-plugin/computedomain.go`).
 
-- the ComputeDomain by UID (upstream: an informer over every namespace, indexed by UID; here one list
-  per lookup [U: no cache, so a just-created domain is seen at once]);
+- the ComputeDomain by UID (upstream: an informer over every namespace, indexed by UID; here
+  client.DomainCache, the same informer, whose miss lists once, so a just-created domain is seen at once);
 - the node label `resource.nvidia.com/computeDomain=<cdUID>`: added by a channel Prepare (another
   domain's label is an error), removed by its Unprepare only when it names that domain;
 - readiness: with the ComputeDomainCliques gate, this node's entry in the ComputeDomainClique
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from fakeplugin.apis.computedomain import COMPUTE_DOMAIN_LABEL, STATUS_READY, clique_name
 
@@ -34,7 +34,7 @@ class DomainError(Exception):
 
 
 class DomainApi(Protocol):
-    """What the driver asks the API server (fakeplugin.kube.Kube implements it)."""
+    """What the driver asks the API server (client.DomainClient implements it over fakeplugin.kube.Kube)."""
 
     def compute_domain(self, uid: str) -> Obj | None:
         """The ComputeDomain with this UID, in any namespace; None when there is none."""
@@ -49,6 +49,16 @@ class DomainApi(Protocol):
     def patch_node_labels(self, name: str, labels: Mapping[str, str | None], *, resource_version: str) -> Obj:
         """Merge-patch the node's labels (None removes one), only if it is still at `resource_version`."""
         ...
+
+
+@runtime_checkable
+class Running(Protocol):
+    """Optional for a DomainApi: what runs while the plugin does (client.DomainClient: its informer, one per
+    driver). A stand-in without it (the unit tests' dicts) has nothing to start."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def node_ready(node_name: str, domain: Mapping[str, Any], clique: Mapping[str, Any] | None) -> bool:

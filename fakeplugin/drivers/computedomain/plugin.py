@@ -6,7 +6,9 @@ afresh when the inventory or the node's labels change. Making a node does no I/O
 first use (`open`): the plugin's start, where it reads the node's NVLink fabric as upstream does
 (fabric.py: the fabric-state fault refuses the start, or without CrashOnNVLinkFabricErrors leaves the node
 without a clique until a restart) and, with `gpu_clique_label`, labels its node
-`nvidia.com/gpu.clique=<cliqueID>`; `close` removes that label again.
+`nvidia.com/gpu.clique=<cliqueID>`; `close` removes that label again. The driver's client runs its
+ComputeDomain informer (client.DomainCache) from the first node's start to the first `close` (the host
+stops): one per driver, so one for a fleet's every node.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Collection, Sequence
 
 from fakeplugin.drivers.computedomain import fabric, retry
 from fakeplugin.drivers.computedomain.cliquelabel import CliqueLabel, LabelError
-from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager
+from fakeplugin.drivers.computedomain.domains import DomainApi, DomainManager, Running
 from fakeplugin.drivers.computedomain.emulateddaemon import EmulatedDaemons
 from fakeplugin.drivers.computedomain.preparer import ComputeDomainPreparer
 from fakeplugin.drivers.computedomain.slices import CHANNEL, DAEMON, device_name, node_slices
@@ -36,7 +38,7 @@ START_ERRORS = (fabric.FabricError, LabelError)  # the plugin refuses to start (
 
 
 class ComputeDomainDriver:
-    """`api`: the driver's own API client (ComputeDomains, cliques, node labels: fakeplugin.kube.Kube);
+    """`api`: the driver's own API client (ComputeDomains, cliques, node labels: client.DomainClient);
     `namespace`: the driver's, where the controller keeps the ComputeDomainCliques; `emulate_daemon`: the
     plugin does the daemon's part (fakeplugin.drivers.computedomain.emulateddaemon); `retry_seconds`: how
     long a Prepare call retries a retryable failure (fakeplugin.drivers.computedomain.retry; 0: once, for
@@ -58,7 +60,7 @@ class ComputeDomainDriver:
         self.emulation = emulation
         self.api = api
         self.namespace = namespace
-        self.emulate_daemon = emulate_daemon  # serve --emulate-daemon; `api` is then a fakeplugin.kube.Kube
+        self.emulate_daemon = emulate_daemon  # `api` then also makes the daemon's calls (DomainClient's)
         self.retry_seconds = retry_seconds
         self.gpu_clique_label = gpu_clique_label
         self.binding_conditions = binding_conditions
@@ -66,6 +68,16 @@ class ComputeDomainDriver:
     @property
     def name(self) -> str:
         return self.emulation.driver_name
+
+    def start(self) -> None:
+        """A node's plugin starts: the client's informer runs, if it has one (idempotent)."""
+        if isinstance(self.api, Running):
+            self.api.start()
+
+    def stop(self) -> None:
+        """The host stops (a node's `close`): the informer stops (idempotent)."""
+        if isinstance(self.api, Running):
+            self.api.stop()
 
     def node(
         self,
@@ -101,7 +113,7 @@ class ComputeDomainNode:
         self._node_obj: Obj = {}
         self._daemons = (
             EmulatedDaemons(
-                driver.api,  # type: ignore[arg-type]  # a Kube when emulating (serve)
+                driver.api,  # type: ignore[arg-type]  # its generic calls (client.DomainClient's)
                 node_name=node_name,
                 namespace=driver.namespace,
                 node=lambda: self._node_obj,
@@ -205,9 +217,11 @@ class ComputeDomainNode:
             return []  # never started: nothing prepared
 
     def close(self) -> None:
-        """The plugin stops: its nvidia.com/gpu.clique label goes (gpu_clique_label)."""
+        """The plugin stops: its nvidia.com/gpu.clique label goes (gpu_clique_label); the driver's informer
+        stops."""
         if self._label and self._preparer.opened:
             self._label.remove()
+        self._driver.stop()
 
     def _lookup(self) -> NodeEntry | None:
         return self._inventory.inventory.node_entry(self._node, self._labels)
@@ -253,6 +267,7 @@ class ComputeDomainNode:
 
     def _start(self) -> None:
         """The plugin's start, before its prepare side's (Preparer `plugin_start`)."""
+        self._driver.start()
         self._read_fabric()
         if self._label:
             self._label.set(self.clique_id())  # at start, fatal there as upstream's
