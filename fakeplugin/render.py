@@ -74,17 +74,17 @@ def render_compute_domains(
     release: DriverRelease | None = None,
 ) -> list[dict[str, Any]]:
     """compute-domain.nvidia.com's DeviceClasses, then the slice of `node` (or of every named node)."""
-    from fakeplugin.drivers.computedomain import deviceclasses, slices
+    from fakeplugin.drivers import computedomain
 
     release = release or releases.get(inv.driver_release)
     names = [node] if node else [name for entry in inv.nodes for name in entry.node_names()]
-    docs = deviceclasses.device_classes(driver)
+    docs = computedomain.device_classes(driver)
     for name in names:
         entry = inv.node_entry(name, labels)
         if entry is None:
             raise ValueError(f'{inv.source}: no entry for node "{name}": not named, and no selector matches')
         uid = node_uid if node_uid and name == node else stand_in_node_uid(name)
-        docs += slices.node_slices(
+        docs += computedomain.node_slices(
             name, node_uid=uid, driver=driver, release=release, publishes=entry.gpu_count > 0
         )
     return docs

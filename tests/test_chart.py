@@ -24,7 +24,7 @@ from fakeplugin.apis import computedomain as cd_api
 from fakeplugin.cli import build_parser
 from fakeplugin.cluster import binaries, versions
 from fakeplugin.commands import computedomaincontroller, plugin_driver_name
-from fakeplugin.computedomain.controller import objects as cd_objects
+from fakeplugin.drivers.computedomain.controller import objects as cd_objects
 from fakeplugin.drivers.computedomain.deviceclasses import device_classes as cd_device_classes
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
 from fakeplugin.inventory import parse_inventory

@@ -12,11 +12,11 @@ import pytest
 
 from fakeplugin import releases
 from fakeplugin.apis import computedomain as api
-from fakeplugin.computedomain.controller import binding
-from fakeplugin.computedomain.controller.binding import Channel
-from fakeplugin.computedomain.controller.loop import Controller
-from fakeplugin.computedomain.controller.objects import DaemonSettings
-from fakeplugin.computedomain.controller.reconcile import Mode
+from fakeplugin.drivers.computedomain.controller import binding
+from fakeplugin.drivers.computedomain.controller.binding import Channel
+from fakeplugin.drivers.computedomain.controller.loop import Controller
+from fakeplugin.drivers.computedomain.controller.objects import DaemonSettings
+from fakeplugin.drivers.computedomain.controller.reconcile import Mode
 from fakeplugin.drivers.computedomain.slices import node_slices, published_devices
 from fakeplugin.faults.daemonfaults import FAILED_ANNOTATION
 from fakeplugin.runtime.claimstatus import status_devices

@@ -1,4 +1,4 @@
-"""The compute-domain controller's pure steps (fakeplugin.computedomain.controller): the objects it makes
+"""The compute-domain controller's pure steps (drivers.computedomain.controller): the objects it makes
 for a ComputeDomain, its global status, its teardown order, and leader election's decisions."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from fakeplugin import featuregates, releases
 from fakeplugin.apis import computedomain as api
 from fakeplugin.commands.computedomaincontroller import check_imex_mode, seconds
-from fakeplugin.computedomain.controller import lease, objects, reconcile, status
-from fakeplugin.computedomain.controller.objects import DaemonSettings
-from fakeplugin.computedomain.controller.reconcile import (
+from fakeplugin.drivers.computedomain.controller import lease, objects, reconcile, status
+from fakeplugin.drivers.computedomain.controller.objects import DaemonSettings
+from fakeplugin.drivers.computedomain.controller.reconcile import (
     AddFinalizer,
     Create,
     Delete,

@@ -1,4 +1,4 @@
-"""The daemon's Kubernetes part (fakeplugin.computedomain.daemon), the `compute-domain-daemon` command's
+"""The daemon's Kubernetes part (drivers.computedomain.daemon), the `compute-domain-daemon` command's
 `check`, and `serve --emulate-daemon` (the plugin doing the daemon's part at a daemon claim's Prepare and
 Unprepare), against an in-memory API that keeps objects by path and checks resourceVersions."""
 
@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.computedomain.daemon import (
+from fakeplugin.drivers.computedomain.daemon import (
     READY,
     STATE_FILE,
     CliqueMember,

@@ -7,9 +7,9 @@ import copy
 from typing import Any
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.computedomain.controller.loop import Controller
-from fakeplugin.computedomain.controller.objects import DaemonSettings
-from fakeplugin.computedomain.controller.reconcile import Mode
+from fakeplugin.drivers.computedomain.controller.loop import Controller
+from fakeplugin.drivers.computedomain.controller.objects import DaemonSettings
+from fakeplugin.drivers.computedomain.controller.reconcile import Mode
 
 UID = "u-1"
 

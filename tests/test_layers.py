@@ -58,7 +58,7 @@ LAYERS: Layers = (
     ("kube", {"kube"}),  # the API client, no driver in it
     ("runtime", {"runtime"}),  # the plugin runtime every driver shares: the contract, host loops, publisher
     # what drivers, hosts and the cluster are made of, and the gRPC edge the runtime is reached through
-    ("parts", {"faults", "computedomain", "server", "kueue"}),
+    ("parts", {"faults", "server", "kueue"}),
     # gpu.nvidia.com, compute-domain.nvidia.com; render: what they publish for an inventory, no cluster
     ("drivers", {"drivers", "render"}),
     ("fleet", {"fleet"}),  # the kwok host: every simulated node's DRA side in one process
@@ -69,6 +69,17 @@ LAYERS: Layers = (
     ("commands", {"commands"}),
     ("cli", {"cli", "__main__"}),
 )
+
+
+# A driver's home (fakeplugin/drivers/<driver>/) is entered from outside through its face (its __init__'s
+# exports) and the programs it names here, never at its other modules.
+DRIVER_ENTRIES: Mapping[str, Set[str]] = {
+    "fakeplugin.drivers.gpu": set(),
+    "fakeplugin.drivers.computedomain": {
+        "fakeplugin.drivers.computedomain.controller",  # `fakeplugin compute-domain-controller`
+        "fakeplugin.drivers.computedomain.daemon",  # `fakeplugin compute-domain-daemon`
+    },
+}
 
 
 class Edge(NamedTuple):
@@ -259,4 +270,40 @@ def test_the_checker_flags_every_broken_rule(tmp_path: Path) -> None:
         "import cycle between packages high, low:\n"
         "  fakeplugin/high/__init__.py:1: imports fakeplugin.low\n"
         "  fakeplugin/low.py:5: imports fakeplugin.high"
+    ]
+
+
+def behind_faces(edges: Sequence[Edge], entries: Mapping[str, Set[str]]) -> list[str]:
+    """Every import of a driver's module from outside its home that is neither its face nor an entry."""
+    found = []
+    for e in edges:
+        for home, allowed in entries.items():
+            inside = e.importer == home or e.importer.startswith(home + ".")
+            if inside or not e.imported.startswith(home + "."):
+                continue
+            if not any(e.imported == a or e.imported.startswith(a + ".") for a in allowed):
+                found.append(f"{e.file}:{e.line}: imports {e.imported}, behind {home}'s face")
+    return found
+
+
+def test_a_driver_is_entered_through_its_face() -> None:
+    found = behind_faces(scan(REPO / "fakeplugin").edges, DRIVER_ENTRIES)
+    assert not found, "\n".join(found)
+
+
+def test_an_import_behind_a_face_is_found() -> None:
+    """The check can fail: a module outside the GPU driver's home naming one of its modules is reported."""
+    edges = [
+        Edge("fakeplugin/view/x.py", 3, "fakeplugin.view.x", "fakeplugin.drivers.gpu.publish.node"),
+        Edge("fakeplugin/view/x.py", 4, "fakeplugin.view.x", "fakeplugin.drivers.gpu"),
+        Edge(
+            "fakeplugin/drivers/gpu/plugin.py",
+            5,
+            "fakeplugin.drivers.gpu.plugin",
+            "fakeplugin.drivers.gpu.prepare.smi",
+        ),
+    ]
+    assert behind_faces(edges, DRIVER_ENTRIES) == [
+        "fakeplugin/view/x.py:3: imports fakeplugin.drivers.gpu.publish.node, "
+        "behind fakeplugin.drivers.gpu's face"
     ]

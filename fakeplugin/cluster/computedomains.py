@@ -1,5 +1,5 @@
 """The ComputeDomain side of a local cluster whose inventory has nodes with a `fabric`, deployed as NVIDIA's
-chart deploys it with `resources.computeDomains.enabled` (fakeplugin.computedomain, docs/compute-domains.md):
+chart deploys it with `resources.computeDomains.enabled` (drivers.computedomain, docs/compute-domains.md):
 the two CRDs, the two DeviceClasses, the driver namespace with the daemon pods' ServiceAccount, the
 controller (`compute-domain-controller`, process `cd-controller`), and on each kubelet node with a fabric
 the compute-domain.nvidia.com kubelet plugin beside the GPU plugin (process `cd-plugin/<node>`), with
@@ -20,8 +20,8 @@ from fakeplugin.cluster import components
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
-from fakeplugin.computedomain.controller.objects import DAEMON_SERVICE_ACCOUNT
-from fakeplugin.drivers.computedomain.deviceclasses import device_classes
+from fakeplugin.drivers.computedomain import device_classes
+from fakeplugin.drivers.computedomain.controller.objects import DAEMON_SERVICE_ACCOUNT
 from fakeplugin.inventory import Inventory
 from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
 

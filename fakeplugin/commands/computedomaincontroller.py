@@ -160,10 +160,10 @@ def run(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump_all(api.crds(), sort_keys=False), end="")
         return 0
-    from fakeplugin.computedomain.controller.lease import LeaderElector, LeaseConfig
-    from fakeplugin.computedomain.controller.loop import Controller
-    from fakeplugin.computedomain.controller.objects import DaemonSettings
-    from fakeplugin.computedomain.controller.reconcile import Mode
+    from fakeplugin.drivers.computedomain.controller.lease import LeaderElector, LeaseConfig
+    from fakeplugin.drivers.computedomain.controller.loop import Controller
+    from fakeplugin.drivers.computedomain.controller.objects import DaemonSettings
+    from fakeplugin.drivers.computedomain.controller.reconcile import Mode
     from fakeplugin.kube import Kube, new_api_client
 
     release = releases.get(args.driver_release or None)

@@ -1,7 +1,7 @@
 """`fakeplugin compute-domain-daemon run|check`: NVIDIA's compute-domain-daemon, the command the
-ComputeDomain controller's DaemonSet runs (fakeplugin.computedomain.controller.objects.daemon_set).
+ComputeDomain controller's DaemonSet runs (fakeplugin.drivers.computedomain.controller.objects.daemon_set).
 
-The Kubernetes part is NVIDIA's (fakeplugin.computedomain.daemon); instead of `nvidia-imex`, `run` keeps a
+The Kubernetes part is NVIDIA's (drivers.computedomain.daemon); instead of `nvidia-imex`, `run` keeps a
 state file in the IMEX directory (`/imexd`, the daemon claim's mount): `READY` once this node's entry is in
 the clique, unless the node carries the not-ready fault. `check` (the pod's probes) answers from it as
 upstream answers from `nvidia-imex-ctl -q`.
@@ -65,7 +65,13 @@ def main(args: argparse.Namespace) -> int:
     if not args.compute_domain_uuid:
         log.error("CDI container edits did not apply -- is CDI enabled in your container runtime?")
         return 1
-    from fakeplugin.computedomain.daemon import STATE_FILE, CliqueMember, DaemonError, DaemonRun, Identity
+    from fakeplugin.drivers.computedomain.daemon import (
+        STATE_FILE,
+        CliqueMember,
+        DaemonError,
+        DaemonRun,
+        Identity,
+    )
     from fakeplugin.kube import Kube, new_api_client
 
     kube = Kube(new_api_client(args.kubeconfig or None))
@@ -101,7 +107,7 @@ def check(args: argparse.Namespace) -> int:
     if not args.cliqueid:
         print("check succeeded (noop, clique ID is empty)")
         return 0
-    from fakeplugin.computedomain.daemon import READY, STATE_FILE
+    from fakeplugin.drivers.computedomain.daemon import READY, STATE_FILE
 
     try:
         text = (args.imex_dir / STATE_FILE).read_text()

@@ -110,9 +110,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         args.parser.error(str(exc))
     if args.karpenter_instance_types:
-        from fakeplugin.drivers.gpu.publish.instancetypes import (
-            instance_types,  # not the plugin's: `serve` loads render
-        )
+        from fakeplugin.drivers.gpu import instance_types
 
         types = instance_types(
             inv,

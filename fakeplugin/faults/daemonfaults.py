@@ -3,7 +3,7 @@ NOT_READY_ANNOTATION is set, the node's IMEX daemon stays NotReady; while LEFT_C
 removes its entry from the clique (the node leaves it) until the annotation goes, when it enters again as a
 new daemon does. Neither is NVIDIA's: its daemon leaves only when it stops (docs/compute-domains.md).
 FAILED_ANNOTATION (the node's daemons failed, a daemon that cannot start at all) is read by the controller
-with --binding-conditions (fakeplugin.computedomain.controller.binding). Pure."""
+with --binding-conditions (fakeplugin.drivers.computedomain.controller.binding). Pure."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 This module only annotates objects (kubectl annotate); what the plugin does with each annotation is in
 docs/faults.md's table (fakeplugin.faults.claimfaults, fakeplugin.faults.devicefaults,
-fakeplugin.faults.fabricfaults, fakeplugin.computedomain.daemon). Values are passed through as strings.
+fakeplugin.faults.fabricfaults, fakeplugin.faults.daemonfaults). Values are passed through as strings.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ for clusters whose container runtime runs no container (the local cluster's fake
 
 NVIDIA's daemon pod, once its daemon claim is prepared, labels itself with its clique ID, enters its node
 into the clique `<cdUID>.<cliqueID>` and mirrors its readiness there; when it stops, it removes its entry
-(fakeplugin.computedomain.daemon). Here a daemon claim's Prepare does the same for the pod the claim is
+(drivers.computedomain.daemon). Here a daemon claim's Prepare does the same for the pod the claim is
 reserved for: label, entry, Ready (NotReady while the node has the not-ready fault; no entry while it has
 the left-clique fault, until that goes); its Unprepare removes the node's entry. The entry's IP is the
 node's InternalIP [U: a daemon pod's IP is its own; the emulated daemon has no pod IP at Prepare time,
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fakeplugin.computedomain.daemon import DEFAULT_MAX_NODES, CliqueMember, DaemonError, Identity
+from fakeplugin.drivers.computedomain.daemon import DEFAULT_MAX_NODES, CliqueMember, DaemonError, Identity
 from fakeplugin.drivers.computedomain.domains import DomainError
 from fakeplugin.faults.daemonfaults import left_clique_fault, not_ready_fault
 from fakeplugin.kube import Kube

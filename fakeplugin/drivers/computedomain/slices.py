@@ -14,7 +14,7 @@ With `binding_conditions` (opt-in, beyond every NVIDIA release; docs/compute-dom
 conditions*) the channel device also carries KEP-5007's `bindingConditions` / `bindingFailureConditions`
 (kubernetes/kubernetes v1.37.2 `staging/src/k8s.io/api/resource/v1/types.go` Device; both lists or
 neither, `pkg/apis/resource/validation/validation.go` validateDeviceBindingParameters), which our
-ComputeDomain controller answers (fakeplugin.computedomain.controller.binding). No `bindsToNode`: the slice
+ComputeDomain controller answers (drivers.computedomain.controller.binding). No `bindsToNode`: the slice
 is the node's own, so the allocation's node selector already names the node.
 """
 

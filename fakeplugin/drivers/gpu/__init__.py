@@ -14,6 +14,7 @@ What other packages use of it is exported here, and nothing else of it is import
 from fakeplugin.drivers.gpu.plugin import GpuDriver, GpuNode
 from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
+from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
 from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 
@@ -22,6 +23,7 @@ __all__ = [
     "GpuDriver",
     "GpuNode",
     "device_classes",
+    "instance_types",
     "node_devices",
     "node_slices",
     "smi",

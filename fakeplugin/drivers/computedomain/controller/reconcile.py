@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.computedomain.controller import objects, status
-from fakeplugin.computedomain.controller.objects import DaemonSettings
+from fakeplugin.drivers.computedomain.controller import objects, status
+from fakeplugin.drivers.computedomain.controller.objects import DaemonSettings
 
 Obj = dict[str, Any]
 

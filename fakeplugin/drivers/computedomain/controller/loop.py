@@ -19,8 +19,8 @@ from urllib.parse import quote
 from kubernetes.client.exceptions import ApiException
 
 from fakeplugin.apis import computedomain as api
-from fakeplugin.computedomain.controller import binding, reconcile, status
-from fakeplugin.computedomain.controller.reconcile import Mode, Owned
+from fakeplugin.drivers.computedomain.controller import binding, reconcile, status
+from fakeplugin.drivers.computedomain.controller.reconcile import Mode, Owned
 from fakeplugin.kube import NODES, Kube, describe_api_error
 from fakeplugin.runtime import claimstatus
 from fakeplugin.runtime.informer import Source, list_and_watch
