@@ -45,7 +45,10 @@ SEED_K8S_TESTS=(
   tests/e2e/test_dra.py tests/e2e/test_mig.py tests/e2e/test_extended_resource.py
   tests/e2e/test_admin_access.py tests/e2e/test_consumable_shares.py tests/e2e/test_numa.py
 )
-SEED_K8S_LONG=(tests/e2e/test_demo.py tests/e2e/test_chart_install.py tests/e2e/test_faults.py)
+SEED_K8S_LONG=(
+  tests/e2e/test_demo.py tests/e2e/test_chart_install.py tests/e2e/test_chart_install_rbac.py
+  tests/e2e/test_faults.py
+)
 KIND_TESTS=(tests/kind/test_kind.py)
 # Left out of the local tier but with --long: GPU-utilisation autoscaling through KEDA, whose build costs
 # about 6 minutes on 2 cores (docs/hpa.md); --long builds it after Kueue.

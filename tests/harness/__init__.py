@@ -15,17 +15,24 @@ Unit and contract tests (tests/*.py):
 - computedomain: compute-domain.nvidia.com's test names, a fabric inventory, claims and configs, and `Api`
   (the plugin's API calls answered from dicts).
 - golden: `check_golden` against tests/golden/.
+- opaqueconfig: opaque device configs in one allocation (`result`, `entry`, `gpu_config`, `allocation`)
+  and what prepare.opaqueconfig makes of them (`configs`, `settings`, `error_of`), for
+  tests/test_opaqueconfig*.py.
+- chart: the Helm chart rendered with helm (`render`, `refusal`, the golden `CASES`) and read (`objects`,
+  `only`, `env_of`, `granted`, `parse_with_env`), for tests/test_chart*.py.
 - cli: fakeplugin's commands as a subprocess (`render_cli`).
 - rbac: every API call of each ComputeDomain component (controller, kubelet plugin, daemon), as a table.
 - paths: the repository's files (`REPO`, `EXAMPLES`, `SEED_LAB`).
 - imports: every import statement of a source, read with ast (`imports`), for the layout tests.
-- tooling: `unavailable`, a missing tool skips here and fails in CI.
+- tooling: `unavailable`, a missing tool skips here and fails in CI; `tool`, a binary of hack/build-k8s.sh.
 - docblocks: the docs' code blocks (`blocks`, `Ref`), their commands run and output compared, and `E2E`,
   the blocks tests/e2e/test_docs.py runs (tests/test_docs.py checks every block is run or listed).
 - tiers: the test tiers (markers `build`, `cluster`, `kind`; none: fast) and the fast tier's guard, a pytest
   plugin (pyproject's addopts).
 
 End-to-end tests (tests/e2e, tests/kind):
+- chart_install: a test release of the chart rendered (`render`, `release_args`) and a private API server
+  that authorizes with RBAC (`running_rbac_apiserver`, `ApiServer`), for tests/e2e/test_chart_install*.py.
 - kube: kubectl on any cluster (`apply`, `get`, `items`, `wait_for`, ...), claims the kubelet health-watches.
 - seedlab: the e2e session's cluster, the seed lab: its nodes (`T10`, `A5000`), inventory, slices, claims.
 - host: what a local cluster needs of this host (`require_cluster_host`) and must leave alone (`HostBefore`);

@@ -1,6 +1,6 @@
 """Every API call each ComputeDomain component makes, from its code: the table the chart's RBAC must
-grant exactly (tests/test_chart.py) and a real API server's authorizer must allow exactly
-(tests/e2e/test_chart_install.py)."""
+grant exactly (tests/test_chart_computedomains.py, tests/test_chart_fleet_telemetry.py) and a real API
+server's authorizer must allow exactly (tests/e2e/test_chart_install_rbac.py)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
-"""Shared by tests that need an external tool (helm, hadolint)."""
+"""Shared by tests that need an external tool (helm, hadolint): `unavailable`, and `tool`, one of the binaries
+hack/build-k8s.sh builds (found like the cluster's: TEST_ASSET_<NAME> wins)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+from fakeplugin.cluster import binaries
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -13,3 +17,10 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+def tool(name: str) -> Path:
+    try:
+        return binaries.find(name)
+    except binaries.BinaryNotFound as exc:
+        unavailable(str(exc))
