@@ -3,7 +3,7 @@ kube-controller-manager, one real kubelet (with the fake CRI, and our plugin) pe
 inventory, and API-only Node objects for the rest. Loopback only; layout in fakeplugin.cluster.layout.
 
 Cluster is the front, on inspection (what it shows); the rooms behind it: state (cluster.json, the
-lock), supervisor (processes), host (tools, binaries, ports), credentials, kubectl, controlplane, nodes
+lock), supervisor (processes), machine (tools, binaries, ports), credentials, kubectl, controlplane, nodes
 (API-only and kubelet nodes), plugins (`fakeplugin serve` per kubelet node), crirecords (what the fake CRI
 recorded).
 """

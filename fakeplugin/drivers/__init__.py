@@ -1,8 +1,12 @@
-"""The DRA drivers the runtime (fakeplugin.runtime) hosts, one module or package each, implementing
-runtime.driver.Driver:
+"""The DRA drivers, one home each, as NVIDIA's repository has them (docs/architecture.md): everything of a
+driver is in its folder, and other packages enter it only through its face (its __init__'s exports;
+tests/test_layers.py).
 
-- `gpu`: gpu.nvidia.com, NVIDIA's GPU driver, over the publish (inventory → devices → slices) and
-  prepare (claim → checkpoint, CDI spec, nvidia-smi data) cores.
-- `computedomain`: compute-domain.nvidia.com, the kubelet plugin of NVIDIA's ComputeDomains (IMEX channels
-  and daemons), with its own API client for ComputeDomains, cliques and node labels (docs/compute-domains.md).
+- `gpu/`: gpu.nvidia.com, NVIDIA's GPU driver: its kubelet plugin (`plugin.py`), what a node publishes
+  (`publish/`: inventory → devices → slices) and how a claim is prepared (`prepare/`: checkpoint, CDI spec,
+  nvidia-smi data).
+- `computedomain/`: compute-domain.nvidia.com, NVIDIA's ComputeDomains: its kubelet plugin, its
+  controller (`controller/`) and its IMEX daemon's Kubernetes part (`daemon.py`) (docs/compute-domains.md).
+
+Both kubelet plugins implement runtime.driver.Driver and run on the runtime (fakeplugin.runtime).
 """

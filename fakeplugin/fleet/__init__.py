@@ -1,19 +1,23 @@
 """The fleet: one process that is the DRA side of every kubelet of a kwok-simulated fleet.
 
 kwok (sigs.k8s.io/kwok) plays the nodes and their pods through its stages; the fleet plays what a GPU
-node's kubelet and its fakeplugin would do for DRA, for every simulated node at once:
+node's kubelet and its fakeplugin would do for DRA, for every simulated node at once, on the same runtime
+as `fakeplugin serve` (one runtime.host.Host per driver):
 
-    publish:  inventory ─▶ publish.node.NodeDevices per node ─▶ fleet.publisher (one list + watch for all
+    publish:  inventory ─▶ each driver's NodePlugin per node ─▶ runtime.publisher (one list + watch for all
               pools) ─▶ API server (the same ResourceSlices `fakeplugin serve` publishes for that node)
-    prepare:  pod bound to a simulated node (one pod watch) ─▶ fleet.podclaims: its claims ─▶ the node's
-              prepare.Preparer (CDI spec, checkpoint, nvidia-smi data in the node's dir) ─▶ annotation
-              fakeplugin.dev/prepared ─▶ kwok's pod-ready stage (fleet.stages) makes the pod Running
+    prepare:  pod bound to a simulated node (one pod watch, kubelet.py) ─▶ podclaims.py: its claims ─▶
+              poddra.py: the node's plugin of each claim's driver (CDI spec, checkpoint, nvidia-smi data in
+              the node's dir) ─▶ annotation fakeplugin.dev/prepared ─▶ kwok's pod-ready stage (stages.py)
+              makes the pod Running
     delete:   pod deleting ─▶ Unprepare (claims no other pod on the node uses) ─▶ fakeplugin.dev/unprepared
               ─▶ kwok's pod-delete stage removes the pod
-    reconcile: on start, every re-list of the pods and every minute (fleet.reconcile, the kubelet's loop)
+    reconcile: on start, every re-list of the pods and every minute (reconcile.py, the kubelet's loop)
               ─▶ Unprepare the checkpointed claims no active pod uses or whose claim is gone; records of
               gone pods and the files of gone nodes removed
 
 A failed prepare leaves the pod Pending with the kubelet's FailedPrepareDynamicResources event and is
-retried, as the kubelet retries on pod sync.
+retried, as the kubelet retries on pod sync. Also: fleet.py (Fleet), shard.py (--shard), records.py
+(container records), nodeobjects.py (simulated Node objects), api.py, dirs.py, heap.py and malloc.py
+(memory flat under churn).
 """

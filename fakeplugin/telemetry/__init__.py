@@ -7,7 +7,7 @@ attribution, values following each GPU's simulated load (docs/telemetry.md).
     exposition.py  series → the exporter's text (pure)
     uses.py        who uses which device: the fleet's derivation from claims and pods (pure)
     podresources.py  the kubelet's PodResources List over its socket (serve)
-    source.py      a host's nodes read at one moment, with load annotations and energy kept
+    source.py      a host's nodes read at one moment (runtime.driver.DeviceStates), load and energy kept
     endpoint.py    the HTTP server: bounded handlers, one render shared per interval
-    host.py        starting it from serve's and fleet's flags
+    start.py       starting it from serve's and fleet's flags
 """

@@ -1,15 +1,15 @@
 """gpu.nvidia.com's prepare path: claim → our allocated devices → checkpoint → CDI spec (+ fake nvidia-smi
-data). The node lock and group commit it uses are the runtime's (runtime.nodelock, runtime.groupcommit).
+data). The claim checks, allocation results, node lock and group commit it uses are the runtime's; claim
+faults are fakeplugin.faults.claimfaults; the CDI library is fakeplugin.cdi.
 
-preparer.py     Preparer: Prepare/Unprepare over claims, the node-wide lock, the state machine
-resolve.py      a claim reference → what it asks of this node (GET, faults, pool), outside the lock
-allocation.py   claim references and allocation results → what is ours to prepare (pure)
-claimfaults.py  fakeplugin.dev/* claim annotations → injected errors, fail counts and delays
+preparer.py     GpuPreparer: Prepare/Unprepare over claims, the node-wide lock, the state machine
+resolve.py      a checked claim → a GpuRequest (faults, our devices in the pool), outside the lock
 overlap.py      may a claim have a device another prepared claim holds (pure: the real driver's rule)
 opaqueconfig.py the claims' opaque configs (resource.nvidia.com/v1beta1) → typed DeviceSettings (pure)
 checkpoint.py   prepared-claim state: data, JSON form (pure), its file
 claimfiles.py   what a prepared claim leaves on the host: its CDI spec and nvidia-smi data, written/removed
-cdi.py          claim + devices + settings → CDI spec (pure); spec files (atomic)
+cdispec.py      claim + devices + settings → the claim's CDI spec (pure); earlier versions' specs upgraded
+devicestatus.py --device-status: a prepared claim's devices in its status.devices
 smi.py          the fake nvidia-smi: its script and awk program, per-GPU data files, their CDI mounts
 stale.py        temp files a killed plugin left midway, removed at start
 """
