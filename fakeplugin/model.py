@@ -189,7 +189,7 @@ class GpuDevice:
     brand: str
     architecture: str
     cuda_compute_capability: str  # "7.5"
-    driver_version: str  # as NVML reports it, e.g. "580.95.05"
+    driver_version: str  # the kernel driver as NVML reports it, e.g. "580.95.05"; not a DRA driver release
     cuda_driver_version: str  # "13.0"
     memory_bytes: int  # NVML memory.total (a MIG device: its profile's memory)
     pci_bus_id: str  # "0000:3b:00.0"

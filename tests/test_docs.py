@@ -41,7 +41,7 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "session's seed lab has not; tests/test_faults.py checks the annotations these commands write",
     Ref("docs/architecture.md", "fakeplugin serve (one node)"): "a diagram",
     Ref("docs/architecture.md", "publish/"): "a diagram",
-    Ref("docs/architecture.md", "kubelet ─unix socket─▶"): "a diagram",
+    Ref("docs/plugin.md", "kubelet ─unix socket─▶"): "a diagram",
     Ref("docs/benchmarks.md", ""): "measurements: each block is how a number of the page was taken (minutes "
     "to hours of a cluster at scale, some on fresh clones of past commits); bench/ is their code",
     Ref("docs/chart-fleet.md", "helm install fakeplugin"): "needs a cluster that runs our images and kwok's "

@@ -111,6 +111,9 @@ class NodeEntry:
 
 @dataclass(frozen=True)
 class Inventory:
+    # Two different drivers (docs/architecture.md, "Words"): `driver_version` is the NVIDIA kernel driver
+    # the nodes' GPUs report (NVML, nvidia-smi, the driverVersion attribute); `driver_release` is the
+    # release of NVIDIA's DRA driver we emulate (its attributes, classes, gates, slice names).
     driver_version: str  # as NVML prints it: "580.95.05"
     cuda_driver_version: str  # "13.0"
     nodes: tuple[NodeEntry, ...]
