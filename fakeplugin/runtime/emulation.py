@@ -24,7 +24,7 @@ class Emulation:
     release: DriverRelease  # with its gates applied
     feature_gates: Mapping[str, bool]  # every gate of the release, with its value
     consumable_shares: str = consumableshares.DISABLED
-    device_nodes: bool = False  # CDI specs inject /dev/nvidia* character devices (prepare.cdi)
+    device_nodes: bool = False  # CDI specs inject /dev/nvidia* character devices (prepare.cdispec)
 
     @property
     def dynamic_mig(self) -> bool:

@@ -75,7 +75,7 @@ def natural(name: str) -> list[Any]:
 
 
 def health(taints: list[Obj], driver: str) -> DeviceFault:
-    """The fault a device's taints stand for, as the driver set them (publish.devicefaults)."""
+    """The fault a device's taints stand for, as the driver set them (faults.devicefaults)."""
     xid, lost = None, False
     for taint in taints:
         if taint.get("key") == f"{driver}/xid" and str(taint.get("value", "")).isdigit():

@@ -1,4 +1,4 @@
-"""gpu.nvidia.com on the runtime: a node's publish.node.NodeDevices and its prepare.Preparer.
+"""gpu.nvidia.com on the runtime: a node's publish.node.NodeDevices and its prepare.GpuPreparer.
 
 Making a node does no I/O; its Preparer opens on first use (`open`): it takes the node lock, removes stale
 files, installs the fake nvidia-smi and loads the checkpoint, which a fleet of a thousand nodes need not
@@ -84,7 +84,7 @@ class GpuNode:
             consumable_shares=e.consumable_shares,
             log_level=logging.DEBUG if quiet else logging.INFO,
         )
-        self._unprepare_faults = False  # the Node's fakeplugin.dev/unprepare-faults (prepare.claimfaults)
+        self._unprepare_faults = False  # the Node's fakeplugin.dev/unprepare-faults (faults.claimfaults)
         self._log_level = logging.DEBUG if quiet else logging.INFO
         self._status: StatusWriter | None = None
         if driver.device_status is not None:

@@ -5,7 +5,7 @@ checked by the runtime (runtime.claims: GET, allocated, UID).
 
 Prepare, per claim (one claim's failure never touches the others; its message goes into its result):
 
-    our allocated devices ─▶ injected faults (prepare.claimfaults: delay, error, fail count)
+    our allocated devices ─▶ injected faults (faults.claimfaults: delay, error, fail count)
                              (prepare.resolve: in the caller's thread, outside the lock)
     ─▶ [node lock, with every claim queued meanwhile: runtime.groupcommit] read checkpoint
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
@@ -15,7 +15,7 @@ Prepare, per claim (one claim's failure never touches the others; its message go
     (the batch's claims that got that far, at once)
 
 Unprepare, per claim: its unprepare-error annotation (outside the lock; a GET only where it can apply,
-prepare.claimfaults; not found or unreachable ⇒ no fault: Unprepare never waits for the API server to
+faults.claimfaults; not found or unreachable ⇒ no fault: Unprepare never waits for the API server to
 work) ─▶ [node lock, batched likewise]
 unknown ⇒ success; otherwise remove the CDI spec and the claim's nvidia-smi data, drop the entry; one
 checkpoint write per batch.

@@ -1,7 +1,7 @@
 """What one claim asks of this node, resolved outside the node lock (prepare.preparer's first step).
 
 A claim as the runtime read and checked it (runtime.claims) → the devices of ours its allocation names on
-this node → injected faults (prepare.claimfaults; a delay waits here, in the caller's thread) → the pool's
+this node → injected faults (faults.claimfaults; a delay waits here, in the caller's thread) → the pool's
 devices for them. Then, for the
 steps under the lock: the claim's normalized configs (the overlap check of prepare.overlap, with
 consumable shares) and the settings its opaque configs apply (prepare.opaqueconfig).

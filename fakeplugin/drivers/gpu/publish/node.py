@@ -5,8 +5,8 @@
 `node_devices` and `node_slices` are the pure steps; `render`, `validate` and the cluster use them directly.
 `NodeDevices` is the live form `serve` runs: it follows the inventory file (inventory.file.InventoryFile;
 usually a ConfigMap mounted into the plugin's pod, so it changes under a running plugin) and the node's
-labels, UID and device-faults annotation (publish.devicefaults: taints in the slices, health for the
-kubelet) and fabric-state annotation (publish.fabricfaults: the NVLink fabric the fake nvidia-smi shows)
+labels, UID and device-faults annotation (faults.devicefaults: taints in the slices, health for the
+kubelet) and fabric-state annotation (faults.fabricfaults: the NVLink fabric the fake nvidia-smi shows)
 from the API server.
 
 Invariants:

@@ -203,7 +203,7 @@ def resource_slices(
     `devices` are GpuDevices (rendered with `device_to_api`) or already API-shaped device dicts,
     e.g. with taints or consumesCounters. Once a GpuDevice consumes counters (DynamicMIG), the pool
     takes `partitionable_layout`, which needs GpuDevices only. `taints`: device name → the taints of
-    that GpuDevice (publish.devicefaults), set before the pool is split (a tainted device's slice
+    that GpuDevice (faults.devicefaults), set before the pool is split (a tainted device's slice
     holds at most 64). `release`: the emulated driver release (default: the default release).
     `server_version`: the API server's (major, minor); it picks the DynamicMIG layout.
     `consumable_shares`: the plugin's mode (fakeplugin.consumableshares), for GpuDevices.
