@@ -59,8 +59,7 @@ class KindCluster:
         return self.run("helm", f"--kubeconfig={self.kubeconfig}", *args)
 
     def upgrade_chart(self, *values: str) -> None:
-        """`helm upgrade` of the chart's release: the values it has, `values` (helm's --set… flags) on top,
-        and then every plugin pod rolled out."""
+        """`helm upgrade` of the chart's release: the values it has, `values` (helm's --set… flags) on top."""
         self.helm(
             "upgrade",
             "fakeplugin",
@@ -72,6 +71,9 @@ class KindCluster:
             "--wait",
             "--timeout=5m",
         )
+
+    def plugins_rolled_out(self) -> None:
+        """Wait until every plugin pod of the DaemonSet runs its current template."""
         self.kubectl(
             "rollout", "status", "-n", NAMESPACE, f"daemonset/{DAEMONSET}", "--timeout=300s", timeout=320
         )

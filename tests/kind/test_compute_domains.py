@@ -124,19 +124,8 @@ def compute_domains(
     finally:
         kind.run("docker", "rmi", SPEC_IMAGE)  # the tag only: the image keeps its own name
     try:
-        kind.helm(
-            "upgrade",
-            "fakeplugin",
-            "charts/fakeplugin",
-            "-n",
-            NAMESPACE,
-            "--reuse-values",
-            "--set",
-            "resources.computeDomains.enabled=true",
-            "--set-file",
-            f"inventory={path}",
-            "--wait",
-            "--timeout=5m",
+        kind.upgrade_chart(
+            "--set", "resources.computeDomains.enabled=true", "--set-file", f"inventory={path}"
         )
         rolled_out(kind, pods_before, ["gpus", "compute-domains"])
         kind.kubectl(

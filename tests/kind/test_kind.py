@@ -351,6 +351,7 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
     )
     kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, "fakeplugin:rollout")
     kind_cluster.upgrade_chart("--set", "image.tag=rollout")
+    kind_cluster.plugins_rolled_out()
 
     # rollout status counts the new pods ready; an old one may still be terminating (seen once in CI).
     def replaced() -> list[dict[str, Any]] | None:
@@ -396,6 +397,7 @@ def test_fake_device_nodes_are_made_by_the_runtime(kind_cluster: KindCluster, ki
     kind_cluster.upgrade_chart(
         "--set-json", 'kubeletPlugin.containers.gpus.env=[{"name":"FAKE_DEVICE_NODES","value":"true"}]'
     )
+    kind_cluster.plugins_rolled_out()
     script = "for d in /dev/nvidia*; do stat -c '%n %F %t:%T' \"$d\"; done; nvidia-smi -L"
     send(
         kind_cluster,
@@ -426,6 +428,7 @@ def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindClust
     scrape reads the image's package data (the DCGM field table, the default counters, the XID messages),
     which an image built from a wheel that lacked them answered with 500."""
     kind_cluster.upgrade_chart("--set", "telemetry.enabled=true")
+    kind_cluster.plugins_rolled_out()
     nodes = kind_cluster.gpu_nodes()
 
     def telemetry_on(p: dict[str, Any]) -> bool:
