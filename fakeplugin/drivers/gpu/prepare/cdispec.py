@@ -1,4 +1,5 @@
-"""CDI specs for prepared claims: built as plain dicts (pure), checked, written and removed atomically.
+"""gpu.nvidia.com's CDI spec of a prepared claim, built as a plain dict (pure); fakeplugin.cdi checks,
+writes and removes spec files.
 
 Shape follows the real driver (v25.12+): one transient spec per claim,
 `<cdi_root>/k8s.<driver>-claim_<claimUID>.yaml`, kind `k8s.<driver>/claim`, one CDI device per
