@@ -312,7 +312,7 @@ class SpecFiles:
         write_spec(self.claim_path(claim_uid), spec)
 
     def write_claim_text(self, claim_uid: str, text: str) -> None:
-        """Write a claim's spec text (`claim_spec_text`: checked when it was made)."""
+        """Write a claim's spec text, checked by `spec_text` when it was made (a driver may keep it)."""
         write_spec_text(self.claim_path(claim_uid), text)
 
     def remove_claim(self, claim_uid: str) -> bool:
