@@ -23,7 +23,8 @@ RUN hack/image-build-steps.sh wheels /src /wheels \
  && hack/image-build-steps.sh smoke /opt/fakeplugin /src
 
 FROM ${PYTHON_IMAGE}
-ARG VERSION=0.1.0
+# fakeplugin.__version__ (tests/test_version.py holds them equal)
+ARG VERSION=0.2.0
 LABEL org.opencontainers.image.title="fakeplugin" \
       org.opencontainers.image.description="A hardware-free stand-in for NVIDIA's Kubernetes DRA GPU driver (gpu.nvidia.com)" \
       org.opencontainers.image.version="${VERSION}" \
