@@ -32,7 +32,7 @@ def versions_found() -> dict[str, str]:
         "Chart.yaml version": str(chart["version"]),
         "Chart.yaml appVersion": str(chart["appVersion"]),
         "Dockerfile ARG VERSION": re.search(r"^ARG VERSION=(\S+)$", dockerfile, re.M).group(1),
-        "CHANGELOG.md newest": re.search(r"^## (\S+) - ", changelog, re.M).group(1),
+        "CHANGELOG.md newest": re.search(r"^## \[(\S+)\] - ", changelog, re.M).group(1),
     }
 
 
