@@ -22,6 +22,8 @@
 #                    beside it (docs/karpenter.md). Karpenter's go.mod wants a newer Go than 1.26.8:
 #                    this builds it with GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN, fetched by the go command
 #                    from the module proxy like any module
+#   actionlint       the GitHub Actions linter (github.com/rhysd/actionlint) the build tier runs on our
+#                    workflows (tests/test_workflows.py), in $FAKEPLUGIN_CACHE/actionlint/$ACTIONLINT_VERSION/
 # Prints progress on stderr and the binary directory on stdout.
 #
 # Environment:
@@ -35,6 +37,7 @@
 #   KEDA_VERSION            KEDA version (default: the table's), the same for every minor
 #   KARPENTER_VERSION       Karpenter version (default: the table's), the same for every minor
 #   KARPENTER_GOTOOLCHAIN   the Go toolchain Karpenter builds with (default: the table's, go1.27.3)
+#   ACTIONLINT_VERSION      actionlint version (default: the table's)
 #   K8S_GOTOOLCHAIN         the Go toolchain a minor newer than the installed Go builds with (default: the same)
 #   CDI_VERSION             tags.cncf.io/container-device-interface version for fakecri (default v1.1.0)
 # The etcd, helm and oldest Go of each Kubernetes minor come from one table, fakeplugin/cluster/versions.py
@@ -60,6 +63,7 @@ KEDA_VERSION="${KEDA_VERSION:-$(pin KEDA_VERSION)}"
 KARPENTER_VERSION="${KARPENTER_VERSION:-$(pin KARPENTER_VERSION)}"
 KARPENTER_GOTOOLCHAIN="${KARPENTER_GOTOOLCHAIN:-$(pin GO_TOOLCHAIN)}"
 K8S_GOTOOLCHAIN="${K8S_GOTOOLCHAIN:-$(pin GO_TOOLCHAIN)}"
+ACTIONLINT_VERSION="${ACTIONLINT_VERSION:-$(pin ACTIONLINT_VERSION)}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CDI_VERSION="${CDI_VERSION:-v1.1.0}"
 CACHE="${FAKEPLUGIN_CACHE:-$HOME/.cache/fakeplugin}"
@@ -67,7 +71,7 @@ BIN="$CACHE/k8s/$K8S_VERSION/bin"
 WORK="$CACHE/k8s/$K8S_VERSION/src"
 KUBE_NAMES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 ALL_NAMES=(etcd "${KUBE_NAMES[@]}" fakecri helm kwok)
-OPTIONAL_NAMES=(dra-test-driver dra-anchor kubeadm kube-proxy kueue keda karpenter)
+OPTIONAL_NAMES=(dra-test-driver dra-anchor kubeadm kube-proxy kueue keda karpenter actionlint)
 
 say() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -76,7 +80,7 @@ ONLY=""
 case "${1:-}" in
   "") ;;
   --only) [[ -n "${2:-}" ]] || die "--only needs a comma-separated list of: ${ALL_NAMES[*]} ${OPTIONAL_NAMES[*]}"; ONLY=",$2," ;;
-  -h|--help) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument $1 (usage: $0 [--only NAME[,NAME...]])" ;;
 esac
 for n in ${ONLY//,/ }; do
@@ -374,6 +378,21 @@ build_karpenter() {
   say "karpenter $KARPENTER_VERSION: in $dir"
 }
 
+# actionlint: independent of the Kubernetes version, `go install` of its command (a few small modules) into
+# $CACHE/actionlint/$ACTIONLINT_VERSION/, through a temporary GOBIN so the binary is whole or absent.
+build_actionlint() {
+  named actionlint || return 0
+  local dir="$CACHE/actionlint/$ACTIONLINT_VERSION" t0=$SECONDS
+  [[ -x "$dir/actionlint" ]] && { say "actionlint $ACTIONLINT_VERSION: cached in $dir"; return; }
+  say "building actionlint $ACTIONLINT_VERSION (module proxy)"
+  rm -rf "$dir/.gobin.tmp" && mkdir -p "$dir/.gobin.tmp"
+  GOBIN="$dir/.gobin.tmp" quiet_go install -trimpath -ldflags "-s -w" \
+    "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+  mv "$dir/.gobin.tmp/actionlint" "$dir/actionlint"
+  rmdir "$dir/.gobin.tmp"
+  say "built actionlint in $((SECONDS - t0)) s: $dir/actionlint"
+}
+
 T0=$SECONDS
 build_etcd
 build_kube
@@ -386,5 +405,6 @@ build_kube_node
 build_kueue
 build_keda
 build_karpenter
+build_actionlint
 say "done in $((SECONDS - T0)) s; binaries in $BIN"
 echo "$BIN"

@@ -7,7 +7,7 @@
 #   hack/test.sh [pytest args...]          every tier, in this order:
 #     lint       ruff, shellcheck
 #     fast       pytest's default selection: every test without a tier marker (tests/harness/tiers.py)
-#     builds     Kubernetes (hack/build-k8s.sh), Kueue and Karpenter (--long: KEDA too); started in the
+#     builds     Kubernetes (hack/build-k8s.sh), Kueue, Karpenter and actionlint (--long: KEDA too); started in the
 #                background during the fast tier
 #     local      tests marked build or cluster: helm, real local clusters (tests/e2e); --long adds
 #                LONG_LOCAL_TESTS (below): the GPU-utilisation HPA through KEDA
@@ -53,11 +53,11 @@ KIND_TESTS=(tests/kind/test_kind.py)
 # Left out of the local tier but with --long: GPU-utilisation autoscaling through KEDA, whose build costs
 # about 6 minutes on 2 cores (docs/hpa.md); --long builds it after Kueue.
 LONG_LOCAL_TESTS=(tests/e2e/test_hpa.py tests/test_keda.py::test_keda_manifests_from_its_module)
-ADDONS=kueue,karpenter
+ADDONS=kueue,karpenter,actionlint  # actionlint: the workflow linter of the build tier (tests/test_workflows.py)
 LOCAL_ARGS=()
 for t in "${LONG_LOCAL_TESTS[@]}"; do LOCAL_ARGS+=("--deselect=$t"); done
 if ((LONG)); then
-  ADDONS=kueue,karpenter,keda
+  ADDONS=kueue,karpenter,actionlint,keda
   LOCAL_ARGS=()
   SEED_K8S_TESTS+=("${SEED_K8S_LONG[@]}")
   KIND_TESTS=(tests/kind)
@@ -162,7 +162,7 @@ passed
 
 BUILD=1
 [[ "${FAKEPLUGIN_SKIP_BUILD:-}" == 1 || $FAST_ONLY == 1 ]] && BUILD=0
-if ((BUILD)); then  # the default minor's binaries, Kueue and Karpenter (--long: KEDA too), while the fast tier runs
+if ((BUILD)); then  # the default minor's binaries, Kueue, Karpenter, actionlint (--long: KEDA too), while the fast tier runs
   background k8s bash -c "hack/build-k8s.sh && hack/build-k8s.sh --only $ADDONS"
 fi
 

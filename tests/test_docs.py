@@ -25,7 +25,18 @@ from fakeplugin.cluster import binaries, prometheus
 from fakeplugin.server.calllog import read_calls
 from fakeplugin.testing import FakepluginCluster
 from tests.harness import docblocks
-from tests.harness.docblocks import E2E, Block, Ref, block, blocks, commands, run, shows, shows_yaml
+from tests.harness.docblocks import (
+    CI_WORKFLOW,
+    E2E,
+    Block,
+    Ref,
+    block,
+    blocks,
+    commands,
+    run,
+    shows,
+    shows_yaml,
+)
 from tests.harness.paths import REPO
 from tests.harness.tooling import unavailable
 
@@ -95,6 +106,9 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "the message",
     Ref("docs/telemetry.md", "# HELP DCGM_FI_DEV_GPU_UTIL"): "output sample (UUIDs elided): "
     "tests/test_telemetry.py asserts the lines' format and labels against the exporter's",
+    Ref("docs/install.md", ""): "installs and verifies a published release (PyPI, ghcr.io, Sigstore), not "
+    "published yet; tests/test_workflows.py checks the release workflow that publishes them, "
+    "tests/test_image.py installs the package into a clean virtualenv",
     Ref("docs/testing.md", "pip install fakeplugin"): "installs from PyPI; tests/test_image.py installs the "
     "package into a clean virtualenv",
     Ref("docs/prometheus.md", "pod with a claim"): "a diagram",
@@ -287,6 +301,19 @@ def a_counters_file(b: Block) -> None:
     assert all(samples.is_simulated(c) for c in chosen)
 
 
+def the_action_workflow(b: Block) -> None:
+    """docs/ci.md's workflow: YAML whose steps of the action give only action.yml's inputs, the cluster
+    taken down last whatever happened; tests/test_workflows.py lints it with actionlint (build tier)."""
+    workflow = yaml.safe_load(b.text)
+    (steps,) = [job["steps"] for job in workflow["jobs"].values()]
+    inputs = set(yaml.safe_load((REPO / "action.yml").read_text())["inputs"])
+    ours = [s for s in steps if s.get("uses", "").endswith("/fakeplugin@v0.2.0")]
+    assert len(ours) == 2 and all(set(s.get("with", {})) <= inputs for s in ours), b
+    assert steps[-1] == ours[-1] and ours[-1]["with"] == {"mode": "down"} and ours[-1]["if"] == "always()", b
+    assert "${{ steps.gpu.outputs.kubeconfig }}" in b.text and ours[0]["id"] == "gpu", b
+    assert any(s.get("uses", "").startswith("actions/cache@") for s in steps), b
+
+
 # How each runnable block is run here.
 FAST: dict[Ref, Callable[..., None]] = {
     Ref("README.md", "$ fakeplugin render --inventory examples/seed-lab.yaml"): run_commands,
@@ -312,6 +339,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/telemetry.md", "# my dashboard's metrics"): a_counters_file,
     Ref("docs/fleet-view.md", "$ fakeplugin view --help"): run_commands,
     Ref("docs/karpenter.md", "- instanceType: {name: gpu-h100-8x"): validate_inventory_entries,
+    CI_WORKFLOW: the_action_workflow,
 }
 HELM = (helm_template, chart_pod_annotations)  # helm, from hack/build-k8s.sh: the build tier
 

@@ -97,7 +97,7 @@ def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
     assert gates_flag == f"--feature-gates={components.gates_flag(all_gates)}"
 
 
-def test_build_script_takes_etcd_helm_go_kueue_keda_and_karpenter_from_the_table() -> None:
+def test_build_script_takes_etcd_helm_go_kueue_keda_karpenter_and_actionlint_from_the_table() -> None:
     table = REPO / "fakeplugin" / "cluster" / "versions.py"
     for version in MATRIX:
         out = subprocess.run(
@@ -113,6 +113,7 @@ def test_build_script_takes_etcd_helm_go_kueue_keda_and_karpenter_from_the_table
             f"KUEUE_VERSION={versions.KUEUE_VERSION}",  # the same for every minor
             f"KEDA_VERSION={versions.KEDA_VERSION}",  # likewise
             f"KARPENTER_VERSION={versions.KARPENTER_VERSION}",  # likewise
+            f"ACTIONLINT_VERSION={versions.ACTIONLINT_VERSION}",  # likewise
         ]
     default = subprocess.run([sys.executable, str(table), "pins", ""], capture_output=True, text=True)
     assert default.stdout.splitlines()[0] == "K8S_VERSION=v1.37.2"

@@ -70,6 +70,11 @@ GO_TOOLCHAIN = "go1.27.3"
 # hack/build-k8s.sh builds it with GOTOOLCHAIN=GO_TOOLCHAIN.
 KARPENTER_VERSION = "v1.15.0"
 
+# actionlint (github.com/rhysd/actionlint), the GitHub Actions linter of the build tier: it lints
+# .github/workflows and docs/ci.md's workflow (tests/test_workflows.py); `hack/build-k8s.sh --only
+# actionlint` builds it.
+ACTIONLINT_VERSION = "v1.7.12"
+
 
 @dataclass(frozen=True)
 class KubernetesRelease:
@@ -265,6 +270,7 @@ def build_pins(version: str) -> dict[str, str]:
         "KUEUE_VERSION": KUEUE_VERSION,
         "KEDA_VERSION": KEDA_VERSION,
         "KARPENTER_VERSION": KARPENTER_VERSION,
+        "ACTIONLINT_VERSION": ACTIONLINT_VERSION,
     }
 
 

@@ -55,6 +55,7 @@ CALLS = Ref("docs/plugin.md", "fakeplugin calls --node")
 FAULTS = Ref("docs/faults.md", "fakeplugin fault claim team-a/my-gpu")
 BUILDERS = Ref("docs/testing.md", "from fakeplugin.testing import claim_pod")
 EXAMPLE = Ref("docs/testing.md", "pytest examples/test_gpu_workload.py")
+CI_WORKFLOW = Ref("docs/ci.md", "name: gpu-workloads")  # tests/test_workflows.py lints it with actionlint
 
 # The blocks tests/e2e/test_docs.py runs on the e2e session's cluster, and how.
 E2E = {
