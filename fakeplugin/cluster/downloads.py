@@ -66,9 +66,7 @@ class DownloadError(RuntimeError):
     """A download that must not be used (checksum mismatch, cut off): names the file and the URL."""
 
 
-class _Unreachable(Exception):
-    """The mirror did not answer for `url`, or does not offer it: the binary is left to the build."""
-
+class _Unreachable(Exception):  # no answer from `url`, or not offered there: left to the build
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(reason)
         self.url = url
@@ -209,7 +207,7 @@ def fetch(item: Asset, bin_dir: Path, out: TextIO | None = None) -> Path:
                 f"{item.name}: checksum mismatch for {item.filename} downloaded from {item.url}: its SHA-256 "
                 f"is {actual}, {item.checksum_url} says {expected}; nothing was kept"
             )
-        if item.member:
+        if item.member:  # an archive: only the one binary comes out of it
             _extract(item, download, binary)
         os.chmod(binary, 0o755)
         os.replace(binary, target)
@@ -226,12 +224,10 @@ def _extract(item: Asset, archive: Path, dest: Path) -> None:
             member = tar.getmember(item.member)
             source = tar.extractfile(member) if member.isfile() else None
             if source is None:
-                raise KeyError(item.member)
+                raise KeyError(f"{item.member} is not a file")
             with source, open(dest, "xb") as sink:
                 shutil.copyfileobj(source, sink, _CHUNK)
-    except KeyError:
-        raise DownloadError(f"{item.name}: {item.url} holds no file {item.member}") from None
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except (KeyError, tarfile.TarError, OSError, EOFError) as exc:
         raise DownloadError(f"{item.name}: {item.url}: cannot extract {item.member} ({exc})") from None
 
 
