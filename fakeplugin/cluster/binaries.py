@@ -1,4 +1,5 @@
-"""Finding the Kubernetes binaries (envtest's lookup order) and building them with hack/build-k8s.sh."""
+"""Finding the Kubernetes binaries (envtest's lookup order) and getting the missing ones: the official
+releases where upstream publishes them with a checksum (downloads.py), hack/build-k8s.sh for the rest."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fakeplugin.cluster import versions
+
+if TYPE_CHECKING:  # downloads.py (urllib, tarfile) is loaded when used: every command imports this module
+    from fakeplugin.cluster.downloads import Fetched
 
 K8S_VERSION = versions.DEFAULT_VERSION
 # Everything `cluster up` runs; helm is built by the script too but not needed here.
@@ -23,6 +28,8 @@ CLUSTER_BINARIES = (
     "fakecri",
     "kwok",
 )
+# What hack/build-k8s.sh builds without --only.
+SCRIPT_BINARIES = (*CLUSTER_BINARIES, "helm")
 # hack/build-k8s.sh and the fake CRI's source, shipped as package data (in a source tree: links to hack/),
 # so an installed fakeplugin (a wheel, the image) builds the binaries too.
 BUILD_SCRIPT = Path(__file__).resolve().parent / "gosrc" / "hack" / "build-k8s.sh"
@@ -43,10 +50,14 @@ DEFAULT_STATE_DIR = cache_root() / "cluster"
 
 
 def cache_dir(env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
-    """Where hack/build-k8s.sh puts binaries: $FAKEPLUGIN_CACHE/k8s/<version>/bin; the version defaults
-    to $FAKEPLUGIN_K8S_VERSION, else K8S_VERSION (the script's variable), else the default."""
-    chosen = version or env.get(versions.ENV) or env.get("K8S_VERSION") or K8S_VERSION
-    return cache_root(env) / "k8s" / chosen / "bin"
+    """Where hack/build-k8s.sh puts binaries: $FAKEPLUGIN_CACHE/k8s/<version>/bin; the version as
+    chosen_version picks it."""
+    return cache_root(env) / "k8s" / chosen_version(env, version) / "bin"
+
+
+def chosen_version(env: Mapping[str, str] = os.environ, version: str | None = None) -> str:
+    """`version`, else $FAKEPLUGIN_K8S_VERSION, else K8S_VERSION (the script's variable), else the default."""
+    return version or env.get(versions.ENV) or env.get("K8S_VERSION") or K8S_VERSION
 
 
 def asset_env_var(name: str) -> str:
@@ -82,10 +93,27 @@ def find_all(
             "missing binaries (looked up as TEST_ASSET_<NAME>, else $KUBEBUILDER_ASSETS/<name>, else the "
             "build cache):\n"
             + "".join(f"  {n}: no executable at {p}\n" for n, p in missing.items())
-            + f"build them with `fakeplugin cluster build{_version_flag(version)} "
-            f"--only {','.join(missing)}` (runs {BUILD_SCRIPT}; needs Go and the Go module proxy)"
+            + "get them (the official releases of etcd, the Kubernetes components and helm downloaded and "
+            f"verified where possible, the rest built by {BUILD_SCRIPT}, which needs Go and the Go module "
+            f"proxy) with `fakeplugin cluster build{_version_flag(version)} --only {','.join(missing)}`"
         )
     return found
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def fetch(names: tuple[str, ...], env: Mapping[str, str] = os.environ, version: str | None = None) -> Fetched:
+    """Download the official release of each of `names` that is missing from the cache and that upstream
+    publishes with a checksum (downloads.py; nothing with FAKEPLUGIN_OFFLINE=1). A name looked up through
+    TEST_ASSET_<NAME> or $KUBEBUILDER_ASSETS is never fetched: the cache is not where it is looked for."""
+    from fakeplugin.cluster import downloads
+
+    chosen = chosen_version(env, version)
+    bin_dir = cache_dir(env, chosen)
+    missing = [n for n in names if location(n, env, chosen) == bin_dir / n and not _executable(bin_dir / n)]
+    return downloads.fetch_all(missing, bin_dir, chosen, env)
 
 
 def kueue_dir(version: str, env: Mapping[str, str] = os.environ) -> Path:
@@ -160,16 +188,37 @@ def _version_flag(version: str | None) -> str:
     return f" --kubernetes-version {version}" if version and version != K8S_VERSION else ""
 
 
-def build(only: list[str] | None = None, version: str | None = None, kueue_version: str | None = None) -> int:
-    """Run hack/build-k8s.sh for `version` (default: as cache_dir picks it; idempotent; progress goes to
-    stderr), Kueue at `kueue_version` (default: the table's); returns its exit status."""
+def build(
+    only: list[str] | None = None,
+    version: str | None = None,
+    kueue_version: str | None = None,
+    *,
+    download: bool = True,
+) -> int:
+    """Get `only` (default: what hack/build-k8s.sh builds without --only) for `version` (default: as
+    cache_dir picks it): with `download`, the missing official releases first (fetch), then
+    hack/build-k8s.sh for the rest, Kueue at `kueue_version` (default: the table's); idempotent, progress
+    on stderr; returns the script's exit status (0 when nothing was left to build)."""
+    from fakeplugin.cluster import downloads
+
+    names = list(only or SCRIPT_BINARIES)
+    if download:
+        fetch(tuple(names), version=version)
+    bin_dir = cache_dir(version=version)
+    # A downloaded binary is not built again; the others go to the script, which keeps what it has built
+    # (and rebuilds fakecri when its source changed).
+    rest = [n for n in names if not (n in downloads.DOWNLOADABLE and _executable(bin_dir / n))]
+    if not rest:
+        return 0
+    if not only and len(rest) == len(SCRIPT_BINARIES):
+        rest = []  # all of them: the script's own default
     if not BUILD_SCRIPT.is_file():
         raise BinaryNotFound(
             f"build script {BUILD_SCRIPT} not found (it ships as package data: reinstall fakeplugin)"
         )
     argv = ["bash", str(BUILD_SCRIPT)]
-    if only:
-        argv += ["--only", ",".join(only)]
+    if rest:
+        argv += ["--only", ",".join(rest)]
     env = dict(os.environ)
     if version:
         env["K8S_VERSION"] = version

@@ -47,14 +47,28 @@ def check_host(root: Path, kubelet_dirs: list[KubeletDirs]) -> None:
         )
 
 
-def found_or_built(what: str, find: Callable[[], T], build: bool, build_them: Callable[[], int]) -> T:
-    """`find()`; when it raises BinaryNotFound and `build` is set, `build_them()` (hack/build-k8s.sh, its
-    exit status) first, then `find()` again."""
+def found_or_built(
+    what: str,
+    find: Callable[[], T],
+    build: bool,
+    build_them: Callable[[], int],
+    fetch: Callable[[], object] | None = None,
+) -> T:
+    """`find()`; when it raises BinaryNotFound, `fetch()` (the official releases, downloads.py) and
+    `find()` again, then, when `build` is set, `build_them()` (hack/build-k8s.sh, its exit status) first,
+    then `find()` again."""
     try:
         return find()
     except binaries.BinaryNotFound:
-        if not build:
+        if not build and fetch is None:
             raise
+    if fetch is not None:
+        fetch()
+        try:
+            return find()
+        except binaries.BinaryNotFound:
+            if not build:
+                raise
     log.info("building %s with %s", what, binaries.BUILD_SCRIPT)
     if build_them() != 0:
         raise ClusterError(f"{binaries.BUILD_SCRIPT} failed building {what} (its output is above)") from None
@@ -62,13 +76,16 @@ def found_or_built(what: str, find: Callable[[], T], build: bool, build_them: Ca
 
 
 def find_binaries(build: bool, version: str) -> dict[str, Path]:
-    """The cluster's binaries of Kubernetes `version`; with `build`, missing ones are built first
-    (hack/build-k8s.sh)."""
+    """The cluster's binaries of Kubernetes `version`: missing ones whose official release upstream
+    publishes with a checksum are downloaded (downloads.py; never with FAKEPLUGIN_OFFLINE=1), and with
+    `build` the rest built (hack/build-k8s.sh)."""
+    names = binaries.CLUSTER_BINARIES
     found = found_or_built(
         f"the binaries of {version}",
-        lambda: binaries.find_all(version=version),
+        lambda: binaries.find_all(names, version=version),
         build,
-        lambda: binaries.build(list(binaries.CLUSTER_BINARIES), version),
+        lambda: binaries.build(list(names), version, download=False),  # fetched just before
+        fetch=lambda: binaries.fetch(names, version=version),
     )
     for name, path in found.items():
         log.info("using %s: %s", name, path)

@@ -11,7 +11,9 @@ Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`; 1.38: v1.38.0-beta.0, the
   DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints and DRADeviceTaintRules on, makes
   DRAConsumableCapacity GA (not locked) and removes DynamicResourceAllocation;
 - etcd: `build/dependencies.yaml` (`name: "etcd"`) and `hack/lib/etcd.sh`: 3.6.5 (1.34), 3.6.6 (1.35),
-  3.6.8 (1.36), 3.7.0 (1.37), 3.7.1 (1.38); we build the newest patch of that etcd minor the proxy serves;
+  3.6.8 (1.36), 3.7.0 (1.37), 3.7.1 (1.38); we build the newest patch of that etcd minor the proxy serves
+  (`etcd`), and download the release Kubernetes pins (`etcd_release`: kubeadm's DefaultEtcdVersion in
+  `cmd/kubeadm/app/constants/constants.go` at each tag, the same numbers; fakeplugin/cluster/downloads.py);
 - Go: the `go` line of `k8s.io/kubernetes`'s go.mod: 1.24.0 (1.34), 1.25.0 (1.35), 1.26.0 (1.36, 1.37),
   1.27.0 (1.38: newer than the machine's Go, so built with GO_TOOLCHAIN);
 - DeviceTaintRule: `pkg/registry/resource/rest/storage_resource.go` (v1alpha3 in 1.34/1.35, v1beta2 from
@@ -83,7 +85,10 @@ class KubernetesRelease:
     minor: str  # "1.37"
     newest: str  # the newest patch the Go module proxy served when this row was checked
     go: str  # the `go` line of k8s.io/kubernetes's go.mod: the oldest Go that builds it
-    etcd: str
+    etcd: str  # what hack/build-k8s.sh builds: the newest patch of the etcd minor Kubernetes pins
+    # The etcd this Kubernetes release pins (kubeadm's DefaultEtcdVersion, cmd/kubeadm/app/constants/
+    # constants.go at the row's tag): the official release downloaded instead of a build (downloads.py).
+    etcd_release: str
     helm: str
     # Gates `cluster up` turns on in every component: the DRA features NVIDIA's driver uses that are
     # off by default in this minor. Beta-on and GA gates are left out (GA ones may be locked or removed).
@@ -134,6 +139,7 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 newest="v1.34.4",
                 go="1.24",
                 etcd="v3.6.16",
+                etcd_release="v3.6.5",  # DefaultEtcdVersion at v1.34.4
                 helm="v3.19.0",
                 feature_gates=_ALPHA_DRA,
                 # No DRADeviceTaintRules gate yet: DRADeviceTaints serves DeviceTaintRule (v1alpha3).
@@ -147,6 +153,7 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 newest="v1.35.4",
                 go="1.25",
                 etcd="v3.6.16",
+                etcd_release="v3.6.6",  # DefaultEtcdVersion at v1.35.4
                 helm="v3.19.0",
                 feature_gates=_ALPHA_DRA,
                 taint_rule_gate="DRADeviceTaintRules",  # alpha, new in 1.35
@@ -158,6 +165,7 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 newest="v1.36.3",
                 go="1.26",
                 etcd="v3.6.16",
+                etcd_release="v3.6.8",  # DefaultEtcdVersion at v1.36.3
                 helm="v3.22.0",  # as 1.37: one helm build less; its n-3 range (1.34-1.37) covers 1.36
                 # DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus,
                 # DRAConsumableCapacity: beta, on by default; DRAAdminAccess, DRAPrioritizedList: GA.
@@ -171,6 +179,7 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 newest="v1.37.2",
                 go="1.26",
                 etcd="v3.7.3",
+                etcd_release="v3.7.0",  # DefaultEtcdVersion at v1.37.2
                 helm="v3.22.0",
                 # DRADeviceTaints, DRADeviceTaintRules: GA; DRAExtendedResource: GA and locked.
                 feature_gates=_LIST_ATTRIBUTES,
@@ -192,6 +201,7 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 newest="v1.38.0-beta.0",
                 go="1.27",  # newer than the machine's Go: built with GO_TOOLCHAIN
                 etcd="v3.7.3",
+                etcd_release="v3.7.1",  # DefaultEtcdVersion at v1.38.0-beta.0
                 helm="v3.22.0",  # one past its range, as 1.35's: no helm with client-go 0.38 is served
                 # DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules:
                 # GA and locked; DRAConsumableCapacity: GA; DynamicResourceAllocation: removed.

@@ -26,6 +26,10 @@ what `up` runs (all on 127.0.0.1, free ports, processes detached and recorded in
   with --with karpenter, Karpenter launching simulated nodes of the inventory's instanceType entries for
   Pending pods and their claims (the cluster may start with no node; docs/karpenter.md).
 
+binaries: missing ones are downloaded (etcd, the Kubernetes components, helm: official releases, checked
+against their published SHA-256; FAKEPLUGIN_OFFLINE=1: never) and, with --build, the rest built
+(docs/local-cluster.md, "Binaries: downloaded or built").
+
 state dir (default ~/.cache/fakeplugin/cluster): admin.kubeconfig, cluster.json, logs/, nodes/<name>/
 (CDI dir, fake CRI records containers/<ns>_<pod>_<container>.json), kubelet/<i>/ (kubelet roots).
 
@@ -35,7 +39,8 @@ gates and DeviceTaintRule API come from one table: fakeplugin/cluster/versions.p
 (docs/kubernetes-versions.md).
 
 examples:
-  fakeplugin cluster build                                   build the binaries (Go, module proxy)
+  fakeplugin cluster build                                   download the official releases (verified),
+                                                             build the rest (Go, module proxy)
   fakeplugin cluster up --inventory examples/seed-lab.yaml --simulated-nodes 3
   fakeplugin cluster up --inventory examples/seed-lab.yaml --kubernetes-version v1.37.2 --build
   fakeplugin cluster up --inventory examples/kueue/inventory.yaml --with kueue --build   real Kueue too
@@ -145,7 +150,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     shared_flags(status, "--state-dir")
     status.set_defaults(func=run_status)
 
-    build = actions.add_parser("build", help="build the Kubernetes binaries, etcd, helm and the fake CRI")
+    build = actions.add_parser(
+        "build",
+        help="get the Kubernetes binaries, etcd, helm, kwok and the fake CRI: the official releases "
+        "downloaded and verified where upstream publishes a checksum (not with FAKEPLUGIN_OFFLINE=1), the "
+        "rest built",
+    )
     shared_flags(build, "--kubernetes-version")
     flag(
         build,

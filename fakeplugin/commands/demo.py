@@ -20,7 +20,8 @@ GPU_NODE_LABELS = {"nvidia.com/dra-kubelet-plugin": "true"}  # as the reference 
 
 EPILOG = """\
 steps:
-  1. find (or build, with Go) the Kubernetes binaries             hack/build-k8s.sh
+  1. find the Kubernetes binaries, or download the official releases (verified) and build
+     the rest with Go                                                 hack/build-k8s.sh
   2. bring up the seed lab: examples/seed-lab.yaml (2 x T10, 1 x RTX A5000 on real kubelets
      with our plugin) plus three plain workers                       fakeplugin cluster up
   3. Scenario I: examples/scenario-i.yaml (two containers share claim must-nvidia-gpu)

@@ -27,6 +27,8 @@ Unit and contract tests (tests/*.py):
 - tooling: `unavailable`, a missing tool skips here and fails in CI; `tool`, a binary of hack/build-k8s.sh.
 - docblocks: the docs' code blocks (`blocks`, `Ref`), their commands run and output compared, and `E2E`,
   the blocks tests/e2e/test_docs.py runs (tests/test_docs.py checks every block is run or listed).
+- mirror: a release mirror on 127.0.0.1 laid out as dl.k8s.io, etcd's and helm's releases lay out their
+  files and checksums (`serve`, `publish_kube`, `publish_etcd`, `publish_helm`), for tests/test_downloads.py.
 - tiers: the test tiers (markers `build`, `cluster`, `kind`; none: fast) and the fast tier's guard, a pytest
   plugin (pyproject's addopts).
 

@@ -13,7 +13,8 @@ The guard: while a fast-tier test runs (its fixtures' setup and teardown include
 (PEP 578) refuses to start a Kubernetes component, Go, Docker or kind, to touch the build cache
 ($FAKEPLUGIN_CACHE, default ~/.cache/fakeplugin) or to connect to a Docker socket; the test fails
 naming what it did and the marker to give it. Children of a fast test inherit FAKEPLUGIN_CACHE and
-DOCKER_HOST pointing nowhere (NOWHERE), so a subprocess that needs them fails too.
+DOCKER_HOST pointing nowhere and FAKEPLUGIN_OFFLINE=1 (NOWHERE), so a subprocess that needs them fails too
+and none downloads a release binary.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ FORBIDDEN_PROGRAMS = frozenset(
         "images.sh",
     }
 )
-# A fast test's children find no cache and no Docker: paths below a file, which nobody can create.
+# A fast test's children find no cache and no Docker (paths below a file, which nobody can create), and
+# download nothing (fakeplugin/cluster/downloads.py: no request at all).
 NOWHERE = {
     "FAKEPLUGIN_CACHE": "/dev/null/fast-tier-has-no-cache",
     "DOCKER_HOST": "unix:///dev/null/no-docker",
+    "FAKEPLUGIN_OFFLINE": "1",
 }
 SHELLS = frozenset({"sh", "bash", "dash"})
 
@@ -174,13 +177,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-
-
-# A fast test's children find no cache and no Docker: paths below a file, which nobody can create.
-NOWHERE = {
-    "FAKEPLUGIN_CACHE": "/dev/null/fast-tier-has-no-cache",
-    "DOCKER_HOST": "unix:///dev/null/no-docker",
-}
 
 
 @pytest.hookimpl(wrapper=True)
