@@ -33,6 +33,11 @@ SCRIPT_BINARIES = (*CLUSTER_BINARIES, "helm")
 # hack/build-k8s.sh and the fake CRI's source, shipped as package data (in a source tree: links to hack/),
 # so an installed fakeplugin (a wheel, the image) builds the binaries too.
 BUILD_SCRIPT = Path(__file__).resolve().parent / "gosrc" / "hack" / "build-k8s.sh"
+# Our Go helpers that a release's linux wheel carries, built for its platform by hack/release.sh (static,
+# CGO-less), in BUNDLED_DIR of the installed package; never in a source tree (the folder is gitignored, and
+# pyproject's exclude-package-data keeps a stray one out of a wheel built from a working tree).
+BUNDLED = ("fakecri", "kwok")
+BUNDLED_DIR = Path(__file__).resolve().parent / "bin"
 
 
 class BinaryNotFound(RuntimeError):
@@ -67,15 +72,23 @@ def asset_env_var(name: str) -> str:
 
 def location(name: str, env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
     """Where `name` should be, first match wins: TEST_ASSET_<NAME>, $KUBEBUILDER_ASSETS/<name>, the cache
-    (of `version`, see cache_dir).
+    (of `version`, see cache_dir), then, for fakecri and kwok (BUNDLED), the helper an installed release
+    wheel carries (BUNDLED_DIR) when the cache has none.
 
-    As in envtest, a set environment variable is taken as is: no fallback when the file is missing.
+    As in envtest, a set environment variable is taken as is: no fallback when the file is missing. The
+    cache comes before the bundled helper because it is what `fakeplugin cluster build` made on purpose, for
+    this Kubernetes version and from the fake CRI's source as it is now (hack/build-k8s.sh rebuilds fakecri
+    when its source changed); the bundled helper is the last resort, so that a `pip install`ed fakeplugin
+    runs a local cluster without Go. Where neither exists, the cache's path is returned (find_all names it).
     """
     if env.get(asset_env_var(name)):
         return Path(env[asset_env_var(name)])
     if env.get("KUBEBUILDER_ASSETS"):
         return Path(env["KUBEBUILDER_ASSETS"]) / name
-    return cache_dir(env, version) / name
+    cached = cache_dir(env, version) / name
+    if name in BUNDLED and not _executable(cached) and _executable(BUNDLED_DIR / name):
+        return BUNDLED_DIR / name
+    return cached
 
 
 def find(name: str, env: Mapping[str, str] = os.environ, version: str | None = None) -> Path:
@@ -91,7 +104,8 @@ def find_all(
     if missing:
         raise BinaryNotFound(
             "missing binaries (looked up as TEST_ASSET_<NAME>, else $KUBEBUILDER_ASSETS/<name>, else the "
-            "build cache):\n"
+            f"build cache, else for {' and '.join(BUNDLED)} the package's own, which only a release's linux "
+            "wheel has):\n"
             + "".join(f"  {n}: no executable at {p}\n" for n, p in missing.items())
             + "get them (the official releases of etcd, the Kubernetes components and helm downloaded and "
             f"verified where possible, the rest built by {BUILD_SCRIPT}, which needs Go and the Go module "
