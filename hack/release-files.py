@@ -106,7 +106,7 @@ def write_wheel(source: Path, out_dir: Path, platform: str | None, helpers: Path
                 sys.exit(f"release-files: {source} already holds {name}")
             files[name] = (helper.read_bytes(), True)
         lines = files[f"{dist_info}/WHEEL"][0].decode().splitlines()
-        kept = [line for line in lines if not line.startswith(("Root-Is-Purelib:", "Tag:"))]
+        kept = [line for line in lines if line and not line.startswith(("Root-Is-Purelib:", "Tag:"))]
         wheel_file = [*kept, "Root-Is-Purelib: false", *(f"Tag: {tag}" for tag in tags)]
         files[f"{dist_info}/WHEEL"] = (("\n".join(wheel_file) + "\n").encode(), False)
     record = f"{dist_info}/RECORD"
@@ -136,7 +136,9 @@ def set_chart_image(values: Path, repository: str, tag: str) -> None:
         sys.exit(f"release-files: {values} has no top-level `image:` block")
     body = block.group(1)
     body, repos = re.subn(r"(?m)^  repository: .*$", f"  repository: {repository}", body)
-    body, tags = re.subn(r"(?m)^  tag: .*$", f'  tag: "{tag}"', body)
+    body, tags = re.subn(
+        r"(?m)^(?:  #.*\n)*  tag: .*$", f'  # This release\'s image (hack/release.sh).\n  tag: "{tag}"', body
+    )
     if (repos, tags) != (1, 1):
         sys.exit(f"release-files: {values}: `image:` has no single repository and tag line")
     values.write_text(text[: block.start(1)] + body + text[block.end(1) :])

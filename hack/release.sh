@@ -159,7 +159,8 @@ if ((IMAGE)); then
   docker save -o "$STAGE/fakeplugin-$VERSION-linux-amd64.oci.tar" "$IMAGE_REPOSITORY:$VERSION"
 fi
 
-(cd "$STAGE" && find . -maxdepth 1 -type f -printf '%f\0' | LC_ALL=C sort -z | xargs -0 sha256sum >SHA256SUMS)
+(cd "$STAGE" && find . -maxdepth 1 -type f -printf '%f\0' | LC_ALL=C sort -z | xargs -0 sha256sum >"$TMP/SHA256SUMS")
+mv "$TMP/SHA256SUMS" "$STAGE/SHA256SUMS"
 mv "$STAGE"/* "$OUT"/
 say "done: $OUT"
 (cd "$OUT" && ls -l)

@@ -61,6 +61,40 @@ def test_binary_lookup_follows_envtest_order(tmp_path: Path) -> None:
         binaries.find("kube-apiserver", env)
 
 
+def test_a_release_wheels_own_helpers_come_after_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fakecri and kwok that a release's linux wheel carries (hack/release.sh): found only where the
+    cache has none, never where TEST_ASSET_<NAME> or $KUBEBUILDER_ASSETS is set; etcd is never bundled."""
+    bundled = tmp_path / "package" / "bin"
+    monkeypatch.setattr(binaries, "BUNDLED_DIR", bundled)
+    for name in ("fakecri", "kwok", "etcd"):
+        executable(bundled / name)
+    env = {"FAKEPLUGIN_CACHE": str(tmp_path / "cache")}
+    cache = tmp_path / "cache" / "k8s" / binaries.K8S_VERSION / "bin"
+    assert binaries.find("fakecri", env) == bundled / "fakecri"
+    assert binaries.find("kwok", env) == bundled / "kwok"
+    assert binaries.location("etcd", env) == cache / "etcd"
+    with pytest.raises(binaries.BinaryNotFound) as missing:
+        binaries.find_all(("etcd", "fakecri"), env)
+    lines = str(missing.value).splitlines()
+    assert "else the build cache, else for fakecri and kwok the package's own" in lines[0]
+    assert lines[1:-1] == [f"  etcd: no executable at {cache / 'etcd'}"]
+    # The cache first: what `cluster build` made for this version and this fakecri source.
+    assert binaries.find("fakecri", env) == bundled / "fakecri"
+    executable(cache / "fakecri")
+    assert binaries.find("fakecri", env) == cache / "fakecri"
+    # A set variable is taken as is, bundled helper or not.
+    assert (
+        binaries.location("kwok", {**env, "KUBEBUILDER_ASSETS": str(tmp_path / "a")})
+        == tmp_path / "a" / "kwok"
+    )
+    assert binaries.location("kwok", {**env, "TEST_ASSET_KWOK": "/x/kwok"}) == Path("/x/kwok")
+    # A helper that is not executable is not one.
+    (bundled / "kwok").chmod(0o644)
+    assert binaries.location("kwok", env) == cache / "kwok"
+
+
 def test_find_all_names_every_missing_binary(tmp_path: Path) -> None:
     executable(tmp_path / "etcd")
     with pytest.raises(binaries.BinaryNotFound) as missing:

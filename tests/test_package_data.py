@@ -88,6 +88,12 @@ def wheel(known: list[str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     build in place would reuse build/, whose stale files could stand in for missing ones)."""
     src = tmp_path_factory.mktemp("src")
     copy_files(known, src)
+    # A Go helper as a release's linux wheel carries it (hack/release.sh), left in a working tree (ignored):
+    # `pip install .` must not ship it (pyproject's exclude-package-data), whatever lies there.
+    stray = src / PACKAGE / "cluster" / "bin" / "fakecri"
+    stray.parent.mkdir()
+    stray.write_bytes(b"\x7fELF stray build")
+    stray.chmod(0o755)
     out = tmp_path_factory.mktemp("wheel")
     build = subprocess.run(
         [
