@@ -154,7 +154,11 @@ mkdir -p "$TMP/chart"
 # ---- the image (not reproducible)
 if ((IMAGE)); then
   say "the image $IMAGE_REPOSITORY:$VERSION (docker build, docker save)"
-  docker build --quiet --platform linux/amd64 --build-arg "VERSION=$VERSION" \
+  # With buildx, --load: a builder of the docker-container driver (docker/setup-buildx-action's) keeps its
+  # images to itself otherwise, and docker save would find none.
+  build=(docker build)
+  docker buildx version >/dev/null 2>&1 && build=(docker buildx build --load)
+  "${build[@]}" --quiet --platform linux/amd64 --build-arg "VERSION=$VERSION" \
     --label "org.opencontainers.image.revision=$COMMIT" -t "$IMAGE_REPOSITORY:$VERSION" "$SRC" >/dev/null
   docker save -o "$STAGE/fakeplugin-$VERSION-linux-amd64.oci.tar" "$IMAGE_REPOSITORY:$VERSION"
 fi
