@@ -71,7 +71,8 @@ fi
 if [[ -z "$IMAGE_REPOSITORY" ]]; then
   owner="${GITHUB_REPOSITORY_OWNER:-}"
   if [[ -z "$owner" ]]; then
-    owner="$(git remote get-url origin 2>/dev/null | sed -nE 's#^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/.*#\2#p')"
+    owner="$( (git remote get-url origin 2>/dev/null || true) |
+      sed -nE 's#^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/.*#\2#p')"
   fi
   [[ -n "$owner" ]] || die "no image repository: pass --image-repository ghcr.io/<owner>/fakeplugin (neither GITHUB_REPOSITORY_OWNER nor a GitHub origin remote names the owner)"
   IMAGE_REPOSITORY="ghcr.io/${owner,,}/fakeplugin"
