@@ -11,7 +11,7 @@ What other packages use of it is exported here, and nothing else of it is import
 (tests/test_layers.py).
 """
 
-from fakeplugin.drivers.gpu.plugin import GpuDriver, GpuNode
+from fakeplugin.drivers.gpu.plugin import GpuDriver
 from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
 from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
@@ -21,7 +21,6 @@ from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 __all__ = [
     "SPLIT_COUNTERS_SINCE",
     "GpuDriver",
-    "GpuNode",
     "device_classes",
     "instance_types",
     "node_devices",
