@@ -100,7 +100,7 @@ def find_all(
 ) -> dict[str, Path]:
     """All binaries, or one error naming every missing one and how to build them."""
     found = {name: location(name, env, version) for name in names}
-    missing = {n: p for n, p in found.items() if not (p.is_file() and os.access(p, os.X_OK))}
+    missing = {n: p for n, p in found.items() if not _executable(p)}
     if missing:
         raise BinaryNotFound(
             "missing binaries (looked up as TEST_ASSET_<NAME>, else $KUBEBUILDER_ASSETS/<name>, else the "
@@ -142,7 +142,7 @@ def find_kueue(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path,
     home = kueue_dir(version, env)
     binary = Path(env[asset_env_var("kueue")]) if env.get(asset_env_var("kueue")) else home / "kueue"
     module = home / "module"
-    if not (binary.is_file() and os.access(binary, os.X_OK)) or not (module / "config").is_dir():
+    if not _executable(binary) or not (module / "config").is_dir():
         raise BinaryNotFound(
             f"Kueue {version} is not built (no executable at {binary}, or no module files in {module}); "
             f"build it with `fakeplugin cluster build --only kueue` (FAKEPLUGIN_KUEUE_VERSION={version}; "
@@ -162,10 +162,7 @@ def find_keda(version: str, env: Mapping[str, str] = os.environ) -> tuple[Path, 
     build them."""
     home = keda_dir(version, env)
     operator, adapter, module = home / "keda", home / "keda-adapter", home / "module"
-    if (
-        not all(b.is_file() and os.access(b, os.X_OK) for b in (operator, adapter))
-        or not (module / "config").is_dir()
-    ):
+    if not all(_executable(b) for b in (operator, adapter)) or not (module / "config").is_dir():
         raise BinaryNotFound(
             f"KEDA {version} is not built (no executables keda, keda-adapter or no module files in {home}); "
             f"build it with `fakeplugin cluster build --only keda` (runs {BUILD_SCRIPT}; needs Go >= 1.26 "
@@ -188,7 +185,7 @@ def find_karpenter(version: str, env: Mapping[str, str] = os.environ) -> tuple[P
         Path(env[asset_env_var("karpenter")]) if env.get(asset_env_var("karpenter")) else home / "karpenter"
     )
     crds = home / "crds"
-    if not (binary.is_file() and os.access(binary, os.X_OK)) or not any(crds.glob("*.yaml")):
+    if not _executable(binary) or not any(crds.glob("*.yaml")):
         raise BinaryNotFound(
             f"Karpenter {version} is not built (no executable at {binary}, or no CRDs in {crds}); build it "
             f"with `fakeplugin cluster build --only karpenter` (runs {BUILD_SCRIPT} with "
