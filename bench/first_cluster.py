@@ -29,17 +29,6 @@ sys.path.insert(0, str(REPO))  # tests.harness.mirror
 from fakeplugin.cluster import downloads, versions  # noqa: E402
 from tests.harness import mirror as mirrors  # noqa: E402
 
-KUBE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
-
-
-def publish(root: Path, real: Path, version: str, arch: str) -> None:
-    """The mirror: `real`'s binaries laid out as dl.k8s.io, etcd's and helm's releases lay them out."""
-    release = versions.RELEASES[versions.minor_of(version)]
-    for name in KUBE:
-        mirrors.publish_kube(root, version, arch, name, real / name)
-    mirrors.publish_etcd(root, release.etcd_release, arch, real / "etcd")
-    mirrors.publish_helm(root, release.helm, arch, real / "helm")
-
 
 def timed(argv: list[str], env: dict[str, str], what: str) -> float:
     say(f"{what}: {' '.join(argv)}")
@@ -60,7 +49,7 @@ def main() -> None:
     real = Path.home() / ".cache" / "fakeplugin" / "k8s" / args.kubernetes_version / "bin"
     with tempfile.TemporaryDirectory(prefix="fpfirst-", dir="/tmp") as tmp:
         root = Path(tmp)
-        publish(root / "mirror", real, args.kubernetes_version, arch)
+        mirrors.publish_release(root / "mirror", real, args.kubernetes_version, arch)
         no_go = os.pathsep.join(
             p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "go").exists()
         )

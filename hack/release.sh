@@ -4,13 +4,17 @@
 # untracked and ignored files cannot reach a release. .github/workflows/release.yaml runs it on a version
 # tag (CONTRIBUTING.md, "Making a release").
 #
-#   hack/release.sh [--out DIR] [--no-image] [--image-repository REPO] [--allow-dirty]
+#   hack/release.sh [--out DIR] [--no-image] [--image-repository REPO] [--local] [--allow-dirty]
 #
 #   --out DIR               where the files go (default dist/); it must be empty or absent
 #   --no-image              no container image (no Docker needed)
 #   --image-repository REPO the release's image, without tag (default ghcr.io/<owner>/fakeplugin, <owner>
 #                           being $GITHUB_REPOSITORY_OWNER in lower case, else the GitHub owner of the
 #                           `origin` remote): the packaged chart's default image is REPO:<version>
+#   --local                 for a machine that reaches no image registry (as demo/kind/run.sh --local): the
+#                           image's base is the Python image hack/kind/images.sh --bases builds from Debian's
+#                           packages, built by our Docker engine when none answers (hack/kind/dockerd.sh), with
+#                           the host's network (that engine has no bridge). Needs root, as images.sh
 #   --allow-dirty           build although the working tree has changes (they are not in the release: HEAD is)
 #
 # The files, <version> being fakeplugin.__version__ at HEAD:
@@ -45,17 +49,19 @@ PLATFORMS=(  # GOARCH and the wheel's platform tags
 
 say() { printf '[release %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
-usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 OUT="dist"
 IMAGE=1
 IMAGE_REPOSITORY=""
 ALLOW_DIRTY=0
+LOCAL=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) [[ -n "${2:-}" ]] || die "--out needs a folder"; OUT="$2"; shift 2 ;;
     --no-image) IMAGE=0; shift ;;
     --image-repository) [[ -n "${2:-}" ]] || die "--image-repository needs a name"; IMAGE_REPOSITORY="$2"; shift 2 ;;
+    --local) LOCAL=1; shift ;;
     --allow-dirty) ALLOW_DIRTY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument $1" ;;
@@ -79,6 +85,19 @@ if [[ -z "$IMAGE_REPOSITORY" ]]; then
 fi
 [[ "$IMAGE_REPOSITORY" =~ ^[a-z0-9][a-z0-9._/:-]*$ && "${IMAGE_REPOSITORY##*/}" != *:* ]] ||
   die "--image-repository $IMAGE_REPOSITORY: not an image name without a tag, in lower case"
+BUILD_ARGS=()
+if ((IMAGE && LOCAL)); then
+  # shellcheck source=kind/lib.sh
+  source "$HERE/kind/lib.sh"
+  use_our_docker
+  if ! docker info >/dev/null 2>&1; then
+    say "no Docker engine answers: starting our own (hack/kind/dockerd.sh)"
+    export "$("$HERE/kind/dockerd.sh" start)"
+  fi
+  base="$("$HERE/kind/images.sh" --bases | sed -n 's/^PYTHON_IMAGE=//p')"
+  [[ -n "$base" ]] || die "hack/kind/images.sh --bases printed no PYTHON_IMAGE"
+  BUILD_ARGS=(--network host --build-arg "PYTHON_IMAGE=$base")
+fi
 if ((IMAGE)); then
   docker info >/dev/null 2>&1 || die "docker is not usable here (docker info failed): start it, or pass --no-image"
 fi
@@ -159,7 +178,7 @@ if ((IMAGE)); then
   # images to itself otherwise, and docker save would find none.
   build=(docker build)
   docker buildx version >/dev/null 2>&1 && build=(docker buildx build --load)
-  "${build[@]}" --quiet --platform linux/amd64 --build-arg "VERSION=$VERSION" \
+  "${build[@]}" --quiet --platform linux/amd64 "${BUILD_ARGS[@]}" --build-arg "VERSION=$VERSION" \
     --label "org.opencontainers.image.revision=$COMMIT" -t "$IMAGE_REPOSITORY:$VERSION" "$SRC" >/dev/null
   docker save -o "$STAGE/fakeplugin-$VERSION-linux-amd64.oci.tar" "$IMAGE_REPOSITORY:$VERSION"
 fi

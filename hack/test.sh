@@ -12,7 +12,9 @@
 #     local      tests marked build or cluster: helm, real local clusters (tests/e2e); --long adds
 #                LONG_LOCAL_TESTS (below): the GPU-utilisation HPA through KEDA
 #     kind       a kind cluster from images built here (hack/kind/images.sh, built in the background during
-#                `local`): tests/kind/test_kind.py, the chart with real containers (--long: all of tests/kind,
+#                `local`) running a release of HEAD (hack/release.sh --local: its packaged chart, its image
+#                archive): tests/kind/test_upgrade.py, helm upgrade from 0.1.0 with claims prepared, and
+#                tests/kind/test_kind.py, the chart with real containers (--long: all of tests/kind,
 #                ComputeDomains, the chart's fleet mode and Kueue on kind too); in CI or with
 #                FAKEPLUGIN_KIND=1, else skipped
 #     versions   the seed lab's Kubernetes line (1.35; every tier before runs the default, the newest
@@ -54,7 +56,7 @@ SEED_K8S_LONG=(
   tests/e2e/test_demo.py tests/e2e/test_chart_install.py tests/e2e/test_chart_install_rbac.py
   tests/e2e/test_faults.py
 )
-KIND_TESTS=(tests/kind/test_kind.py)
+KIND_TESTS=(tests/kind/test_upgrade.py tests/kind/test_kind.py)
 # Left out of the local tier but with --long: GPU-utilisation autoscaling through KEDA, whose build costs
 # about 6 minutes on 2 cores (docs/hpa.md); --long builds it after Kueue.
 LONG_LOCAL_TESTS=(tests/e2e/test_hpa.py tests/test_keda.py::test_keda_manifests_from_its_module)

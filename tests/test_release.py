@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
@@ -25,6 +27,9 @@ import pytest
 import yaml
 
 import fakeplugin
+from fakeplugin.cluster import binaries, downloads, versions
+from tests.harness import mirror as mirrors
+from tests.harness.host import require_cluster_host
 from tests.harness.paths import REPO
 from tests.harness.tooling import tool, unavailable
 
@@ -160,9 +165,23 @@ def commit_time(clone: Path) -> str:
     ).stdout.strip()
 
 
-def test_the_installed_x86_64_wheel_finds_and_runs_its_own_fakecri(release: Release, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Installed:
+    """The release's x86_64 wheel installed into a fresh virtualenv, and an environment as a user's with no
+    Go: PATH without `go` (the venv's bin first), nothing pointing at other binaries."""
+
+    venv: Path
+    env: dict[str, str]
+
+    def with_cache(self, cache: Path) -> dict[str, str]:
+        cache.mkdir(exist_ok=True)
+        return {**self.env, "FAKEPLUGIN_CACHE": str(cache)}
+
+
+@pytest.fixture(scope="module")
+def installed(release: Release, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (wheel,) = release.runs[0].glob("*x86_64*.whl")
-    venv = tmp_path / "venv"
+    venv = tmp_path_factory.mktemp("installed") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     install = subprocess.run(
         [venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel],
@@ -172,20 +191,27 @@ def test_the_installed_x86_64_wheel_finds_and_runs_its_own_fakecri(release: Rele
         check=False,
     )
     assert install.returncode == 0, install.stdout + install.stderr
-    # No Go, an empty cache, nothing pointing elsewhere: only the package's own helpers can be found.
     path = os.pathsep.join(
         [str(venv / "bin")]
         + [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "go").exists()]
     )
     assert shutil.which("go", path=path) is None
-    cache = tmp_path / "cache"
-    cache.mkdir()
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("TEST_ASSET_") and k not in ("KUBEBUILDER_ASSETS", "PYTHONPATH", "PYTHONHOME")
+        if not k.startswith("TEST_ASSET_")
+        and k not in ("KUBEBUILDER_ASSETS", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", downloads.OFFLINE_ENV)
     }
-    env.update(PATH=path, FAKEPLUGIN_CACHE=str(cache))
+    return Installed(venv, {**env, "PATH": path})
+
+
+def test_the_installed_x86_64_wheel_finds_and_runs_its_own_fakecri(
+    installed: Installed, tmp_path: Path
+) -> None:
+    # An empty cache: only the package's own helpers can be found.
+    cache = tmp_path / "cache"
+    env = installed.with_cache(cache)
+    venv = installed.venv
     found = subprocess.run(
         [
             venv / "bin" / "python",
@@ -224,3 +250,45 @@ def test_the_installed_x86_64_wheel_finds_and_runs_its_own_fakecri(release: Rele
     assert missing.returncode == 1
     assert f"etcd: no executable at {cache}/k8s/" in missing.stderr
     assert "fakecri:" not in missing.stderr and "kwok:" not in missing.stderr
+
+
+@pytest.mark.cluster
+def test_the_installed_wheel_runs_the_demo_with_binaries_from_a_release_mirror(installed: Installed) -> None:
+    """A user's first cluster (docs/install.md): `fakeplugin demo` of the installed wheel, an empty cache and
+    no Go, downloads the Kubernetes components, etcd and helm from a mirror on 127.0.0.1 (our own builds as
+    upstream publishes them), verifies them and runs the reference lab."""
+    version = versions.DEFAULT_VERSION
+    real = require_cluster_host((*binaries.CLUSTER_BINARIES, "helm"))
+    with tempfile.TemporaryDirectory(prefix="fprel-", dir="/tmp") as short:  # unix socket paths are short
+        root = Path(short)
+        mirrors.publish_release(root / "mirror", real["kube-apiserver"].parent, version, "amd64")
+        env = installed.with_cache(root / "cache")
+        with mirrors.serve(root / "mirror") as mirror:
+            demo = subprocess.run(
+                ["fakeplugin", "demo", "--state-dir", str(root / "state")],
+                env={**env, **mirror.env()},
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+            fetched = sorted(mirror.requests)
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-5000:]
+        # The demo's own report: the three classes, the lab's GPUs, Scenario I's two containers on one GPU.
+        assert re.search(r"capi-dralabs-md-gpua5000-jw4mx-d64jz\s+gpu-0\s+NVIDIA RTX A5000\s", demo.stdout)
+        assert "1 pod(s) Running: shared-gpu" in demo.stdout
+        # Every binary the cluster runs came from the mirror with its checksum, into the cache, and nothing
+        # else (helm only for add-ons).
+        etcd = versions.RELEASES[versions.minor_of(version)].etcd_release
+        k8s = f"/k8s/{version}/bin/linux/amd64"
+        assert set(fetched) == {
+            *(f"{k8s}/{name}{ext}" for name in mirrors.KUBE for ext in ("", ".sha256")),
+            f"/etcd/{etcd}/etcd-{etcd}-linux-amd64.tar.gz",
+            f"/etcd/{etcd}/SHA256SUMS",
+        }, fetched
+        cached = root / "cache" / "k8s" / version / "bin"
+        for name in (*mirrors.KUBE, "etcd"):
+            assert mirrors.sha256(cached / name) == mirrors.sha256(real[name]), name
+        # Progress, naming what and from where.
+        progress = rf"downloading kube-apiserver \(.+\) from {re.escape(mirror.url + k8s)}/kube-apiserver\n"
+        assert re.search(progress, demo.stdout + demo.stderr), demo.stderr[-3000:]

@@ -5,13 +5,19 @@
 # what the containers themselves saw through the real container runtime (`kubectl logs`: their
 # `env` and our CDI-mounted `nvidia-smi -L`), asserting each container sees exactly its GPUs.
 #
-#   demo/kind/run.sh [--local] [--keep]
+#   demo/kind/run.sh [--local] [--keep] [--release DIR]
 #
-#   --local  build every image on this machine from local sources (hack/kind/images.sh: Debian's
-#            packages, Go modules, this repository), start our own Docker engine when none answers
-#            (hack/kind/dockerd.sh) and run kind through hack/kind/kind: for a machine that reaches
-#            package registries but no image registry. Without it: plain docker and kind, public images.
-#   --keep   keep the scenario objects and the cluster at the end (a reused cluster is always kept)
+#   --local          build every image on this machine from local sources (hack/kind/images.sh: Debian's
+#                    packages, Go modules, this repository), start our own Docker engine when none answers
+#                    (hack/kind/dockerd.sh) and run kind through hack/kind/kind: for a machine that reaches
+#                    package registries but no image registry. Without it: plain docker and kind, public
+#                    images.
+#   --keep           keep the scenario objects and the cluster at the end (a reused cluster is always kept)
+#   --release DIR    a release instead of this checkout's image and chart: the files of a GitHub release
+#                    (or of hack/release.sh --out DIR) in DIR, checked against its SHA256SUMS; the image
+#                    archive fakeplugin-<version>-linux-<arch>.oci.tar is loaded (no build, IMAGE and
+#                    PYTHON_IMAGE unused) and the packaged chart fakeplugin-<version>.tgz installed, running
+#                    the image it names
 #
 # Needs docker, kind, kubectl, helm and python3 (with --local: root, go; kubectl and helm may come
 # from hack/build-k8s.sh's cache). Environment:
@@ -27,13 +33,20 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 LOCAL=0
-for arg in "$@"; do
-  case "$arg" in
+RELEASE=""
+while (($#)); do
+  case "$1" in
     --local) LOCAL=1 ;;
     --keep) KEEP=1 ;;
-    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) printf 'unknown argument %s (see %s --help)\n' "$arg" "$0" >&2; exit 2 ;;
+    --release)
+      [[ -n "${2:-}" ]] || { printf -- '--release needs a folder (see %s --help)\n' "$0" >&2; exit 2; }
+      RELEASE="$2"
+      shift
+      ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) printf 'unknown argument %s (see %s --help)\n' "$1" "$0" >&2; exit 2 ;;
   esac
+  shift
 done
 
 CLUSTER="${CLUSTER:-fakeplugin-lab}"
@@ -92,10 +105,35 @@ json_query() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eva
 # An example's manifest, its pods running WORKLOAD_IMAGE.
 example() { sed "s#image: $EXAMPLE_IMAGE#image: $WORKLOAD_IMAGE#" "examples/$1"; }
 
-say "building image $IMAGE${PYTHON_IMAGE:+ (base $PYTHON_IMAGE)}"
-build_args=()
-((LOCAL)) && build_args+=(--network host)  # pip in the build reaches PyPI through the host
-docker build "${build_args[@]}" ${PYTHON_IMAGE:+--build-arg PYTHON_IMAGE="$PYTHON_IMAGE"} -t "$IMAGE" . >&2
+CHART=charts/fakeplugin
+image_values=()
+if [[ -n "$RELEASE" ]]; then
+  # The release's own files, whole: every file SHA256SUMS names and that is here must match it.
+  arch="$(uname -m)"
+  arch="${arch/x86_64/amd64}" && arch="${arch/aarch64/arm64}"
+  [[ -f "$RELEASE/SHA256SUMS" ]] || die "no SHA256SUMS in $RELEASE (the release's files: hack/release.sh --out)"
+  charts=("$RELEASE"/fakeplugin-*.tgz)
+  archives=("$RELEASE"/fakeplugin-*-linux-"$arch".oci.tar)
+  [[ ${#charts[@]} == 1 && -f "${charts[0]}" ]] || die "not one chart fakeplugin-<version>.tgz in $RELEASE"
+  [[ ${#archives[@]} == 1 && -f "${archives[0]}" ]] || die "not one image fakeplugin-<version>-linux-$arch.oci.tar in $RELEASE"
+  say "checking $RELEASE against its SHA256SUMS"
+  (cd "$RELEASE" && sha256sum --check --ignore-missing --quiet SHA256SUMS) >&2 || die "$RELEASE: a file does not match SHA256SUMS"
+  for f in "${charts[0]}" "${archives[0]}"; do
+    grep -q "  ${f##*/}\$" "$RELEASE/SHA256SUMS" || die "$RELEASE/SHA256SUMS has no line for ${f##*/}"
+  done
+  CHART="${charts[0]}"
+  say "loading the release's image from ${archives[0]##*/}"
+  IMAGE="$(docker load -i "${archives[0]}" | sed -n 's/^Loaded image: //p' | tail -n1)"
+  [[ -n "$IMAGE" ]] || die "docker load of ${archives[0]} named no image"
+  chart_image="$(helm show values "$CHART" --jsonpath '{.image.repository}:{.image.tag}')"
+  [[ "$chart_image" == "$IMAGE" ]] || die "the chart ${CHART##*/} runs $chart_image, the archive holds $IMAGE"
+else
+  say "building image $IMAGE${PYTHON_IMAGE:+ (base $PYTHON_IMAGE)}"
+  build_args=()
+  ((LOCAL)) && build_args+=(--network host)  # pip in the build reaches PyPI through the host
+  docker build "${build_args[@]}" ${PYTHON_IMAGE:+--build-arg PYTHON_IMAGE="$PYTHON_IMAGE"} -t "$IMAGE" . >&2
+  image_values=(--set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never)
+fi
 
 created=0
 if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
@@ -138,10 +176,9 @@ for image in "${load_images[@]}"; do
   fi
 done
 
-say "installing the chart with the lab's values (examples/seed-lab-values.yaml) and demo/kind/inventory.yaml"
-helm upgrade --install fakeplugin charts/fakeplugin --namespace "$NAMESPACE" --create-namespace \
-  -f examples/seed-lab-values.yaml --set-file inventory=demo/kind/inventory.yaml \
-  --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
+say "installing the chart $CHART with the lab's values (examples/seed-lab-values.yaml) and demo/kind/inventory.yaml"
+helm upgrade --install fakeplugin "$CHART" --namespace "$NAMESPACE" --create-namespace \
+  -f examples/seed-lab-values.yaml --set-file inventory=demo/kind/inventory.yaml "${image_values[@]}" \
   --wait --timeout 5m
 if ((!created)); then
   # A rebuilt image under the same tag does not change the DaemonSet: restart its pods onto it.

@@ -1,7 +1,8 @@
-"""The kind e2e's cluster (tests/kind): made by `demo/kind/run.sh --local --keep` with our image and chart.
+"""The kind e2e's cluster (tests/kind): made by `demo/kind/run.sh --local --keep --release DIR` from a release
+of this commit (`hack/release.sh --local`): its packaged chart, its image archive loaded into the nodes.
 
 `KindCluster` runs kubectl, helm, docker and hack/kind/kind against it; the names are those run.sh and the
-chart give it (the chart's namespace and DaemonSet, our image's tag).
+chart give it (the chart's namespace and DaemonSet, the release's image).
 """
 
 from __future__ import annotations
@@ -13,23 +14,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fakeplugin
 from fakeplugin.cluster.kubectl import Kubectl
+from fakeplugin.testing import container, pod
+from tests.harness.kube import wait_for
 from tests.harness.paths import REPO
 
 KIND = REPO / "hack" / "kind" / "kind"
 CLUSTER = "fakeplugin-e2e"
 NAMESPACE = "nvidia-dra-driver-gpu"
-IMAGE = "fakeplugin:dev"
+# The release's image (hack/release.sh --image-repository), which its packaged chart runs.
+IMAGE_REPOSITORY = "fakeplugin.local/fakeplugin"
+IMAGE = f"{IMAGE_REPOSITORY}:{fakeplugin.__version__}"
 DAEMONSET = "fakeplugin-kubelet-plugin"
 
 
 @dataclass
 class KindCluster:
-    """The session's kind cluster: kubectl on it, docker on its nodes, what run.sh printed."""
+    """The session's kind cluster: kubectl on it, docker on its nodes, what run.sh printed, the release's
+    packaged chart it runs and the commit that release was made from."""
 
     kubeconfig: Path
     env: dict[str, str]
     demo_output: str
+    chart: Path
+    commit: str
     kubectl: Kubectl = field(init=False)
 
     def __post_init__(self) -> None:
@@ -59,11 +68,12 @@ class KindCluster:
         return self.run("helm", f"--kubeconfig={self.kubeconfig}", *args)
 
     def upgrade_chart(self, *values: str) -> None:
-        """`helm upgrade` of the chart's release: the values it has, `values` (helm's --set… flags) on top."""
+        """`helm upgrade` of the chart's release to the release's packaged chart: the values it has, `values`
+        (helm's --set… flags) on top."""
         self.helm(
             "upgrade",
             "fakeplugin",
-            "charts/fakeplugin",
+            str(self.chart),
             "-n",
             NAMESPACE,
             "--reuse-values",
@@ -80,6 +90,85 @@ class KindCluster:
 
     def logs(self, namespace: str, pod: str, container: str) -> str:
         return self.kubectl("logs", "-n", namespace, pod, "-c", container).stdout
+
+
+# Workloads in the kind e2e: pods that print, then hold their claim.
+WORKLOAD = "fakeplugin.local/debian:bookworm"  # loaded into the nodes by run.sh --local
+SLEEP = "trap 'exit 0' TERM; while true; do sleep 600 & wait; done"
+END = "=== end of output ==="
+
+
+def script_pod(
+    name: str,
+    claim_name: str,
+    containers: dict[str, tuple[str, list[str] | None]],
+    image: str = WORKLOAD,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pod using claim `claim_name`; containers: name -> (shell script, requests it uses or None: all).
+    Each script ends printing END, then sleeps: the pod keeps its claim while the test reads its output."""
+    return pod(
+        name,
+        [
+            container(
+                ctr,
+                claims=["gpu"] if requests is None else [("gpu", r) for r in requests],
+                image=image,
+                command=["sh", "-c", f"{script}; echo '{END}'; {SLEEP}"],
+                imagePullPolicy="IfNotPresent",
+            )
+            for ctr, (script, requests) in containers.items()
+        ],
+        claims={"gpu": {"resourceClaimName": claim_name}},
+        restart_policy=None,
+        grace_period_s=2,
+        **spec,
+    )
+
+
+def send(kind: KindCluster, namespace: str, *objects: dict[str, Any]) -> None:
+    kind.kubectl.send(
+        "apply", [{**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects]
+    )
+
+
+def wait_ready(kind: KindCluster, namespace: str, name: str) -> dict[str, Any]:
+    kind.kubectl(
+        "wait", "-n", namespace, f"pod/{name}", "--for=condition=Ready", "--timeout=180s", timeout=200
+    )
+    return kind.get("pod", "-n", namespace, name)
+
+
+def output(kind: KindCluster, namespace: str, name: str, container: str = "ctr") -> str:
+    """What a container printed, once it printed END (it then sleeps on: the pod keeps its claim)."""
+
+    def done() -> str | None:
+        result = kind.kubectl("logs", "-n", namespace, name, "-c", container, check=False)
+        return result.stdout if END in result.stdout else None
+
+    return wait_for(done, what=f"{namespace}/{name}/{container} to print its output", timeout=180)
+
+
+def env_of(log: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in log.splitlines() if re.match(r"^[A-Z_][A-Z0-9_]*=", line))
+
+
+T10 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
+SHOW = "env | sort; nvidia-smi -L"
+
+
+def plugin_pods(kind: KindCluster) -> list[dict[str, Any]]:
+    return kind.get("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=kubelet-plugin")["items"]
+
+
+def cdi_files(kind: KindCluster, node: str) -> list[str]:
+    return sorted(kind.node_exec(node, "ls", "/var/run/cdi").split())
+
+
+def registered(kind: KindCluster, node: str) -> list[str]:
+    """The kubelet plugin registration sockets of gpu.nvidia.com on a node."""
+    names = kind.node_exec(node, "ls", "/var/lib/kubelet/plugins_registry").split()
+    return sorted(n for n in names if n.startswith("gpu.nvidia.com"))
 
 
 def allocated_uuids(kind: KindCluster, namespace: str, claim_name: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fakeplugin.cluster import downloads
+from fakeplugin.cluster import downloads, versions
 
 Content = bytes | Path  # a file's bytes, or a file to serve (a large real binary is linked, not copied)
 
@@ -114,6 +114,20 @@ def publish_helm(root: Path, version: str, arch: str, helm: Content) -> Path:
     )
     (path.parent / f"{path.name}.sha256sum").write_text(f"{sha256(path)}  {path.name}\n")
     return path
+
+
+KUBE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
+
+
+def publish_release(root: Path, real: Path, version: str, arch: str) -> None:
+    """Everything `fakeplugin demo` downloads for Kubernetes `version`: the real binaries in folder `real`
+    (hack/build-k8s.sh's cache) published as dl.k8s.io, etcd's and helm's releases lay them out, at the etcd
+    and helm versions fakeplugin pairs with that Kubernetes minor."""
+    release = versions.RELEASES[versions.minor_of(version)]
+    for name in KUBE:
+        publish_kube(root, version, arch, name, real / name)
+    publish_etcd(root, release.etcd_release, arch, real / "etcd")
+    publish_helm(root, release.helm, arch, real / "helm")
 
 
 @contextmanager

@@ -1,5 +1,7 @@
-"""The kind e2e (marker `kind`): one kind cluster for the session, made by `demo/kind/run.sh --local --keep`
-from images built on this machine (hack/kind), with our image loaded and our chart installed.
+"""The kind e2e (marker `kind`): one kind cluster for the session, made by `demo/kind/run.sh --local --keep
+--release DIR` from images built on this machine (hack/kind), with a release of this commit, as a user
+installs one: `hack/release.sh --local` makes its files (the image as an archive, the packaged chart running
+it), run.sh checks them against SHA256SUMS, loads the archive into the nodes and installs the packaged chart.
 
 The tests run in CI (CI=true: anything missing fails them) or when FAKEPLUGIN_KIND=1; otherwise they
 skip, as they take minutes (tens of minutes with a cold image cache). FAKEPLUGIN_KIND_REUSE=1 keeps
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fakeplugin.cluster import BinaryNotFound, binaries
-from tests.harness.kind import CLUSTER, IMAGE, KIND, KindCluster
+from tests.harness.kind import CLUSTER, IMAGE_REPOSITORY, KIND, KindCluster
 from tests.harness.paths import REPO
 from tests.harness.tooling import unavailable
 
@@ -84,14 +86,14 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
     if not reuse:
         subprocess.run([str(KIND), "delete", "cluster", "--name", CLUSTER], env=env, capture_output=True)
     kubeconfig = tmp_path_factory.mktemp("kind") / "kubeconfig"
+    release, commit = _release(tmp_path_factory.mktemp("release") / "dist", env)
     demo = subprocess.run(
-        [str(REPO / "demo/kind/run.sh"), "--local", "--keep"],
+        [str(REPO / "demo/kind/run.sh"), "--local", "--keep", "--release", str(release)],
         env={
             **env,
             "CLUSTER": CLUSTER,
             "KIND_CONFIG": str(REPO / "tests/kind/kind-config.yaml"),
             "KUBECONFIG_OUT": str(kubeconfig),
-            "IMAGE": IMAGE,
         },
         capture_output=True,
         text=True,
@@ -102,7 +104,8 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
         # Both ends: kind prints its error first, then the failed command's whole output.
         shown = output if len(output) < 12000 else f"{output[:4000]}\n[...]\n{output[-8000:]}"
         pytest.fail(f"demo/kind/run.sh --local --keep failed:\n{shown}", pytrace=False)
-    cluster = KindCluster(kubeconfig, env, output)
+    (chart,) = release.glob("fakeplugin-*.tgz")
+    cluster = KindCluster(kubeconfig, env, output, chart, commit)
     # The demo's pods hold all three GPUs: the tests need them free.
     cluster.kubectl(
         "delete", "namespace", "lab01", "lab02", "--ignore-not-found", "--wait", "--timeout=180s", timeout=200
@@ -112,6 +115,28 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
         subprocess.run([str(KIND), "delete", "cluster", "--name", CLUSTER], env=env, capture_output=True)
         if started:
             _dockerd("stop", env)
+
+
+def _release(out: Path, env: dict[str, str]) -> tuple[Path, str]:
+    """The release files of HEAD (hack/release.sh --local in a clone: the working tree may be dirty), its
+    image IMAGE_REPOSITORY:<version> built by our Docker engine on our base image; and HEAD's commit."""
+    clone = out.parent / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--shared", str(REPO), str(clone)], check=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    done = subprocess.run(
+        ["bash", "hack/release.sh", "--local", "--out", str(out), "--image-repository", IMAGE_REPOSITORY],
+        cwd=clone,
+        env={**env, "HELM": str(binaries.find("helm"))},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"hack/release.sh --local failed:\n{done.stderr[-8000:]}", pytrace=False)
+    return out, commit
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from fakeplugin.apis import computedomain as api
 from fakeplugin.drivers.computedomain.cdispec import IMEX_CHANNELS_MAJOR
 from tests.harness.domains import SPECS
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
-from tests.harness.kind import DAEMONSET, NAMESPACE, KindCluster
+from tests.harness.kind import DAEMONSET, NAMESPACE, KindCluster, plugin_pods
 from tests.harness.kind import KIND as KIND_BIN
 from tests.harness.kube import wait_for
 
@@ -61,10 +61,6 @@ def inventory(nodes: list[str]) -> dict[str, Any]:
             for node in nodes
         ],
     }
-
-
-def plugin_pods(kind: KindCluster) -> list[dict[str, Any]]:
-    return kind.get("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=kubelet-plugin")["items"]
 
 
 def rolled_out(kind: KindCluster, before: set[str], containers: list[str]) -> None:

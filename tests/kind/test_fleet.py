@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
-from tests.harness.kind import IMAGE, NAMESPACE, KindCluster
 from tests.harness.kind import KIND as KIND_BIN
+from tests.harness.kind import NAMESPACE, KindCluster
 from tests.harness.kube import wait_for
 from tests.harness.paths import REPO
 
@@ -88,7 +88,7 @@ def fleet_release(
         "upgrade",
         "--install",
         RELEASE,
-        "charts/fakeplugin",
+        str(kind.chart),
         "-n",
         NAMESPACE,
         "--create-namespace",
@@ -98,8 +98,6 @@ def fleet_release(
         "examples/chart-fleet/values.yaml",
         "--set-file",
         f"inventory={path}",
-        "--set",
-        f"image.repository={IMAGE.split(':')[0]},image.tag={IMAGE.split(':')[1]},image.pullPolicy=Never",
         "--set",
         f"fleet.kwok.image.repository={repository},fleet.kwok.image.tag={tag}",
         "--wait",

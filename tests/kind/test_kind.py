@@ -17,73 +17,35 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fakeplugin.testing import container, device_request, pod, resource_claim
+import fakeplugin
+from fakeplugin.testing import device_request, resource_claim
 from tests.harness.kind import CLUSTER as CLUSTER_NAME
-from tests.harness.kind import IMAGE, NAMESPACE, KindCluster, allocated_uuids, smi_uuids
+from tests.harness.kind import (
+    IMAGE,
+    IMAGE_REPOSITORY,
+    NAMESPACE,
+    SHOW,
+    T10,
+    WORKLOAD,
+    KindCluster,
+    allocated_uuids,
+    cdi_files,
+    env_of,
+    output,
+    plugin_pods,
+    registered,
+    script_pod,
+    send,
+    smi_uuids,
+    wait_ready,
+)
 from tests.harness.kind import KIND as KIND_BIN
 from tests.harness.kube import wait_for
 
 # The first test also waits for the session cluster (run.sh: image build, cluster, chart, demo).
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
-WORKLOAD = "fakeplugin.local/debian:bookworm"  # loaded into the nodes by run.sh --local
-SLEEP = "trap 'exit 0' TERM; while true; do sleep 600 & wait; done"
-END = "=== end of output ==="
-
-
-def script_pod(
-    name: str,
-    claim_name: str,
-    containers: dict[str, tuple[str, list[str] | None]],
-    image: str = WORKLOAD,
-    **spec: Any,
-) -> dict[str, Any]:
-    """A pod using claim `claim_name`; containers: name -> (shell script, requests it uses or None: all).
-    Each script ends printing END, then sleeps: the pod keeps its claim while the test reads its output."""
-    return pod(
-        name,
-        [
-            container(
-                ctr,
-                claims=["gpu"] if requests is None else [("gpu", r) for r in requests],
-                image=image,
-                command=["sh", "-c", f"{script}; echo '{END}'; {SLEEP}"],
-                imagePullPolicy="IfNotPresent",
-            )
-            for ctr, (script, requests) in containers.items()
-        ],
-        claims={"gpu": {"resourceClaimName": claim_name}},
-        restart_policy=None,
-        grace_period_s=2,
-        **spec,
-    )
-
-
-def send(kind: KindCluster, namespace: str, *objects: dict[str, Any]) -> None:
-    kind.kubectl.send(
-        "apply", [{**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects]
-    )
-
-
-def wait_ready(kind: KindCluster, namespace: str, name: str) -> dict[str, Any]:
-    kind.kubectl(
-        "wait", "-n", namespace, f"pod/{name}", "--for=condition=Ready", "--timeout=180s", timeout=200
-    )
-    return kind.get("pod", "-n", namespace, name)
-
-
-def output(kind: KindCluster, namespace: str, name: str, container: str = "ctr") -> str:
-    """What a container printed, once it printed END (it then sleeps on: the pod keeps its claim)."""
-
-    def done() -> str | None:
-        result = kind.kubectl("logs", "-n", namespace, name, "-c", container, check=False)
-        return result.stdout if END in result.stdout else None
-
-    return wait_for(done, what=f"{namespace}/{name}/{container} to print its output", timeout=180)
-
-
-def env_of(log: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in log.splitlines() if re.match(r"^[A-Z_][A-Z0-9_]*=", line))
+ROLLOUT = f"{IMAGE_REPOSITORY}:rollout"  # the release's image and one more layer
 
 
 def test_demo_scenario_i_and_template_through_real_containers(kind_cluster: KindCluster) -> None:
@@ -233,10 +195,6 @@ def test_env_merge_order_image_then_pod_then_cdi(kind_cluster: KindCluster, kind
     assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
 
 
-def plugin_pods(kind: KindCluster) -> list[dict[str, Any]]:
-    return kind.get("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=kubelet-plugin")["items"]
-
-
 # Warnings a healthy plugin pod may get while it starts, and nothing else:
 # - a startup probe fails until the plugin serves (that is what the probe is for);
 # - the kubelet gives its configmap watch one second to sync before it fails a mount and retries
@@ -281,12 +239,12 @@ def test_plugin_pods_pass_their_probes_as_root_in_a_privileged_container(kind_cl
             "exec", "-n", NAMESPACE, name, "--", "python3", "-c", "import os; print(os.getuid())"
         )
         assert uid.stdout.strip() == "0"
-    config = kind_cluster.run("docker", "image", "inspect", "-f", "{{.Config.User}}", IMAGE).strip()
-    assert config == "65532:65532"
-
-
-T10 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
-SHOW = "env | sort; nvidia-smi -L"
+    config = json.loads(kind_cluster.run("docker", "image", "inspect", "-f", "{{json .Config}}", IMAGE))
+    assert config["User"] == "65532:65532"
+    # The release's image says which release and commit it is (hack/release.sh, the Dockerfile's labels).
+    labels = config["Labels"]
+    assert labels["org.opencontainers.image.version"] == fakeplugin.__version__
+    assert labels["org.opencontainers.image.revision"] == kind_cluster.commit
 
 
 def test_multi_request_claim_split_across_containers(kind_cluster: KindCluster, kind_namespace: str) -> None:
@@ -318,16 +276,6 @@ def test_multi_request_claim_split_across_containers(kind_cluster: KindCluster, 
     assert seen["ctr-a"][0] != seen["ctr-b"][0]
 
 
-def cdi_files(kind: KindCluster, node: str) -> list[str]:
-    return sorted(kind.node_exec(node, "ls", "/var/run/cdi").split())
-
-
-def registered(kind: KindCluster, node: str) -> list[str]:
-    """The kubelet plugin registration sockets of gpu.nvidia.com on a node."""
-    names = kind.node_exec(node, "ls", "/var/lib/kubelet/plugins_registry").split()
-    return sorted(n for n in names if n.startswith("gpu.nvidia.com"))
-
-
 def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
     kind_cluster: KindCluster, kind_namespace: str
 ) -> None:
@@ -346,10 +294,8 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
     assert len(registered(kind_cluster, node)) == 1
 
     # A new image (one more layer), loaded, then the chart upgraded to it: the DaemonSet rolls.
-    kind_cluster.run(
-        "docker", "build", "-q", "-t", "fakeplugin:rollout", "-", input=f"FROM {IMAGE}\nLABEL rollout=1\n"
-    )
-    kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, "fakeplugin:rollout")
+    kind_cluster.run("docker", "build", "-q", "-t", ROLLOUT, "-", input=f"FROM {IMAGE}\nLABEL rollout=1\n")
+    kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, ROLLOUT)
     kind_cluster.upgrade_chart("--set", "image.tag=rollout")
     kind_cluster.plugins_rolled_out()
 
@@ -359,7 +305,7 @@ def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(
         return None if before & {p["metadata"]["uid"] for p in pods} else pods
 
     after = wait_for(replaced, what="the old plugin pods gone", timeout=120)
-    assert {p["spec"]["containers"][0]["image"] for p in after} == {"fakeplugin:rollout"}
+    assert {p["spec"]["containers"][0]["image"] for p in after} == {ROLLOUT}
     wait_for(
         lambda: registered(kind_cluster, node) if len(registered(kind_cluster, node)) == 1 else None,
         what=f"one registration socket on {node}",
