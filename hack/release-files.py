@@ -14,6 +14,13 @@ Standard library only (it runs on the release tools' python, without fakeplugin'
   release-files.py chart-values VALUES REPOSITORY TAG
       set the top-level image.repository and image.tag of a chart's values.yaml, in place, keeping the rest
       of the file as it is
+  release-files.py oci-archive IN OUT
+      the image archive of `docker save` (one image, one tag) as an OCI image layout that `docker load`
+      still reads, as Docker 25 and later write it: blobs/sha256/<digest> for the config and the layers,
+      the OCI manifest, index.json (the image's name in its annotations), oci-layout, and docker's
+      manifest.json pointing at the same blobs. An archive that already is one (Docker >= 25) is copied.
+      Older engines (Debian's docker.io 20.10) write only docker's format: it is converted, entries sorted
+      and dated SOURCE_DATE_EPOCH
 """
 
 from __future__ import annotations
@@ -23,13 +30,16 @@ import base64
 import gzip
 import hashlib
 import io
+import json
 import os
 import re
+import shutil
 import sys
 import tarfile
 import time
 import zipfile
 from pathlib import Path
+from typing import IO, Any
 
 HELPERS_IN_WHEEL = "fakeplugin/cluster/bin"  # fakeplugin/cluster/binaries.py's BUNDLED_DIR
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest date a zip entry can hold
@@ -144,6 +154,110 @@ def set_chart_image(values: Path, repository: str, tag: str) -> None:
     values.write_text(text[: block.start(1)] + body + text[block.end(1) :])
 
 
+# ---- the image archive -------------------------------------------------------------------------------------
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+def full_name(reference: str) -> str:
+    """A reference as containerd names it: docker.io/library/ added where docker leaves it out."""
+    first, _, rest = reference.partition("/")
+    if not rest:
+        return f"docker.io/library/{reference}"
+    if "." in first or ":" in first or first == "localhost":
+        return reference
+    return f"docker.io/{reference}"
+
+
+def _digest(stream: IO[bytes]) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    while chunk := stream.read(1 << 20):
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def oci_archive(source: Path, target: Path) -> None:
+    with tarfile.open(source) as tar:
+        names = set(tar.getnames())
+        if {"oci-layout", "index.json", "manifest.json"} <= names:
+            shutil.copyfile(source, target)
+            return
+        try:
+            (entry,) = json.load(tar.extractfile("manifest.json"))
+            (tag,) = entry["RepoTags"]
+            config_path, layer_paths = entry["Config"], list(entry["Layers"])
+        except (KeyError, ValueError, TypeError) as e:
+            sys.exit(f"release-files: {source}: manifest.json is not one image with one tag ({e!r})")
+        blobs: dict[str, tuple[str, int]] = {}  # digest -> (member of `source`, size)
+        digests = []
+        for path in [config_path, *layer_paths]:
+            digest, size = _digest(tar.extractfile(path))
+            blobs[digest] = (path, size)
+            digests.append(digest)
+        config, *layers = digests
+
+        def descriptor(media_type: str, digest: str) -> dict[str, Any]:
+            return {"mediaType": media_type, "digest": f"sha256:{digest}", "size": blobs[digest][1]}
+
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": OCI_MANIFEST,
+                "config": descriptor("application/vnd.oci.image.config.v1+json", config),
+                "layers": [descriptor("application/vnd.oci.image.layer.v1.tar", d) for d in layers],
+            },
+            separators=(",", ":"),
+        ).encode()
+        manifest_digest = hashlib.sha256(manifest).hexdigest()
+        annotations = {
+            "io.containerd.image.name": full_name(tag),
+            "org.opencontainers.image.ref.name": tag.rpartition(":")[2],
+        }
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": f"sha256:{manifest_digest}",
+                    "size": len(manifest),
+                    "annotations": annotations,
+                }
+            ],
+        }
+        docker = [
+            {
+                "Config": f"blobs/sha256/{config}",
+                "RepoTags": [tag],
+                "Layers": [f"blobs/sha256/{d}" for d in layers],
+            }
+        ]
+        small = {
+            "index.json": json.dumps(index).encode(),
+            "manifest.json": json.dumps(docker).encode(),
+            "oci-layout": b'{"imageLayoutVersion":"1.0.0"}',
+            f"blobs/sha256/{manifest_digest}": manifest,
+        }
+        epoch = source_date_epoch()
+        with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as out:
+            entries = sorted([*small, *(f"blobs/sha256/{d}" for d in blobs), "blobs", "blobs/sha256"])
+            for name in entries:
+                info = tarfile.TarInfo(name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname = epoch, 0, 0, "", ""
+                if name in ("blobs", "blobs/sha256"):
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    out.addfile(info)
+                    continue
+                info.mode = 0o644
+                if name in small:
+                    info.size = len(small[name])
+                    out.addfile(info, io.BytesIO(small[name]))
+                    continue
+                member, info.size = blobs[name.removeprefix("blobs/sha256/")]
+                out.addfile(info, tar.extractfile(member))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="release-files.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -159,11 +273,16 @@ def main() -> None:
     values.add_argument("values", type=Path)
     values.add_argument("repository")
     values.add_argument("tag")
+    archive = sub.add_parser("oci-archive")
+    archive.add_argument("source", type=Path)
+    archive.add_argument("target", type=Path)
     args = parser.parse_args()
     if args.command == "tgz":
         normalise_tgz(args.source, args.target)
     elif args.command == "wheel":
         print(write_wheel(args.source, args.out_dir, args.platform, args.helpers))
+    elif args.command == "oci-archive":
+        oci_archive(args.source, args.target)
     else:
         set_chart_image(args.values, args.repository, args.tag)
 

@@ -23,7 +23,8 @@
 #   fakeplugin-<version>-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl    the linux wheels, with the
 #   fakeplugin-<version>-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl  Go helpers fakecri and kwok
 #   fakeplugin-<version>.tgz                                                   the Helm chart
-#   fakeplugin-<version>-linux-amd64.oci.tar                                   the image (docker save), unless --no-image
+#   fakeplugin-<version>-linux-amd64.oci.tar                                   the image, unless --no-image: an
+#                                                                              OCI layout docker load reads
 #   SHA256SUMS                                                                 sha256sum lines of all of them, by name
 #
 # Reproducible: SOURCE_DATE_EPOCH is the commit's time (git log -1 --format=%ct), every archive is rewritten
@@ -49,7 +50,7 @@ PLATFORMS=(  # GOARCH and the wheel's platform tags
 
 say() { printf '[release %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
-usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 OUT="dist"
 IMAGE=1
@@ -180,7 +181,9 @@ if ((IMAGE)); then
   docker buildx version >/dev/null 2>&1 && build=(docker buildx build --load)
   "${build[@]}" --quiet --platform linux/amd64 "${BUILD_ARGS[@]}" --build-arg "VERSION=$VERSION" \
     --label "org.opencontainers.image.revision=$COMMIT" -t "$IMAGE_REPOSITORY:$VERSION" "$SRC" >/dev/null
-  docker save -o "$STAGE/fakeplugin-$VERSION-linux-amd64.oci.tar" "$IMAGE_REPOSITORY:$VERSION"
+  docker save -o "$TMP/image.tar" "$IMAGE_REPOSITORY:$VERSION"
+  # An OCI image layout docker load reads too: Docker >= 25 saves one, older engines are converted.
+  "$TOOLS" "$FILES" oci-archive "$TMP/image.tar" "$STAGE/fakeplugin-$VERSION-linux-amd64.oci.tar"
 fi
 
 (cd "$STAGE" && find . -maxdepth 1 -type f -printf '%f\0' | LC_ALL=C sort -z | xargs -0 sha256sum >"$TMP/SHA256SUMS")

@@ -15,9 +15,9 @@
 #   --keep           keep the scenario objects and the cluster at the end (a reused cluster is always kept)
 #   --release DIR    a release instead of this checkout's image and chart: the files of a GitHub release
 #                    (or of hack/release.sh --out DIR) in DIR, checked against its SHA256SUMS; the image
-#                    archive fakeplugin-<version>-linux-<arch>.oci.tar is loaded (no build, IMAGE and
-#                    PYTHON_IMAGE unused) and the packaged chart fakeplugin-<version>.tgz installed, running
-#                    the image it names
+#                    archive fakeplugin-<version>-linux-<arch>.oci.tar is loaded into docker and the nodes
+#                    (no build, IMAGE and PYTHON_IMAGE unused) and the packaged chart
+#                    fakeplugin-<version>.tgz installed, running the image it names
 #
 # Needs docker, kind, kubectl, helm and python3 (with --local: root, go; kubectl and helm may come
 # from hack/build-k8s.sh's cache). Environment:
@@ -43,7 +43,7 @@ while (($#)); do
       RELEASE="$2"
       shift
       ;;
-    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) printf 'unknown argument %s (see %s --help)\n' "$1" "$0" >&2; exit 2 ;;
   esac
   shift
@@ -163,7 +163,18 @@ for node in "${NODES[@]}"; do
     || die "CDI is off in containerd on $node: set enable_cdi = true in its CRI plugin config"
 done
 
-load_images=("$IMAGE")
+load_images=()
+if [[ -n "$RELEASE" ]]; then
+  say "loading ${archives[0]##*/} into the nodes"
+  if ! "$KIND" load image-archive --name "$CLUSTER" "${archives[0]}"; then
+    say "kind load failed; importing with ctr on each node"
+    for node in "${NODES[@]}"; do
+      docker exec -i "$node" ctr --namespace k8s.io images import - <"${archives[0]}"
+    done
+  fi
+else
+  load_images+=("$IMAGE")
+fi
 [[ "$WORKLOAD_IMAGE" != "$EXAMPLE_IMAGE" ]] && load_images+=("$WORKLOAD_IMAGE")
 for image in "${load_images[@]}"; do
   say "loading $image into the nodes"

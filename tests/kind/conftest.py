@@ -118,13 +118,18 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
 
 
 def _release(out: Path, env: dict[str, str]) -> tuple[Path, str]:
-    """The release files of HEAD (hack/release.sh --local in a clone: the working tree may be dirty), its
-    image IMAGE_REPOSITORY:<version> built by our Docker engine on our base image; and HEAD's commit."""
+    """The release files of HEAD and HEAD's commit: those of $FAKEPLUGIN_KIND_RELEASE when set (hack/test.sh
+    makes them in the background during the local tier), else made here into `out` (hack/release.sh --local in
+    a clone: the working tree may be dirty); the image IMAGE_REPOSITORY:<version>, built by our Docker
+    engine on our base image."""
+    head = ["git", "rev-parse", "HEAD"]
+    made = os.environ.get("FAKEPLUGIN_KIND_RELEASE")
+    if made:
+        commit = subprocess.run(head, cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        return Path(made), commit
     clone = out.parent / "clone"
     subprocess.run(["git", "clone", "--quiet", "--shared", str(REPO), str(clone)], check=True)
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    commit = subprocess.run(head, cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
     done = subprocess.run(
         ["bash", "hack/release.sh", "--local", "--out", str(out), "--image-repository", IMAGE_REPOSITORY],
         cwd=clone,

@@ -1,11 +1,11 @@
 """`helm upgrade` from release 0.1.0 to this one while claims are prepared (docs/install.md, "Upgrading").
 
-0.1.0 as its users have it: its chart packaged from git history (CHANGELOG.md: 0.1.0 is main at 52c2799),
-its image built from that commit's Dockerfile, installed with that commit's own values files. A pod holding
-a GPU runs through the upgrade with its claim and CDI spec; the new plugin reads the checkpoint 0.1.0 wrote
-(the claim's Unprepare, after its pod goes, finds it there: "unprepared claim … (was PrepareCompleted)", and
-removes its CDI spec, which a plugin that did not know the claim would leave); new claims are prepared by the
-new one.
+0.1.0 as its users have it (hack/kind/prior-release.sh): its chart packaged from git history (CHANGELOG.md:
+0.1.0 is main at 52c2799), its image built from that commit's Dockerfile, installed with that commit's own
+values files. A pod holding a GPU runs through the upgrade with its claim and CDI spec; the new plugin reads
+the checkpoint 0.1.0 wrote (the claim's Unprepare, after its pod goes, finds it there: "unprepared claim …
+(was PrepareCompleted)", and removes its CDI spec, which a plugin that did not know the claim would leave);
+new claims are prepared by the new one.
 
 The first module of the kind session (tests/kind/conftest.py: LAST): it ends with the release's chart
 installed with the session's values, as run.sh installed it.
@@ -13,7 +13,6 @@ installed with the session's values, as run.sh installed it.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,48 +43,30 @@ from tests.harness.paths import REPO
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
-V0_1_0 = "52c27996b4fb69a18118be0ce4215d2722dd1dc9"
-OLD_IMAGE = "fakeplugin:0.1.0"  # what 0.1.0's chart runs by default: image.repository, its appVersion
 CHECKPOINT = "/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json"
 
 
 @dataclass(frozen=True)
 class OldRelease:
+    image: str  # fakeplugin:0.1.0, what 0.1.0's chart runs by default
     chart: Path  # fakeplugin-0.1.0.tgz
     values: tuple[str, ...]  # helm's flags for 0.1.0's own lab values and kind inventory
 
 
 @pytest.fixture(scope="module")
 def old_release(kind_cluster: KindCluster, tmp_path_factory: pytest.TempPathFactory) -> OldRelease:
-    root = tmp_path_factory.mktemp("v0.1.0")
-    tree = root / "tree"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", V0_1_0], cwd=REPO, capture_output=True, check=False)
-    if archive.returncode != 0:
-        pytest.fail(
-            f"git archive {V0_1_0} (release 0.1.0) failed: this test needs the repository's history "
-            f"(a full clone, not a shallow one):\n{archive.stderr.decode()[-2000:]}",
-            pytrace=False,
-        )
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    bases = kind_cluster.run(str(REPO / "hack/kind/images.sh"), "--bases", timeout=1800)
-    python_image = dict(line.split("=", 1) for line in bases.splitlines() if "=" in line)["PYTHON_IMAGE"]
+    """0.1.0's image and chart, made from its commit (hack/kind/prior-release.sh), the image in the nodes."""
+    out = kind_cluster.run(
+        str(REPO / "hack/kind/prior-release.sh"), str(tmp_path_factory.mktemp("prior")), timeout=1800
+    )
+    made = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     kind_cluster.run(
-        "docker", "build", "-q", "--network", "host", "--build-arg", f"PYTHON_IMAGE={python_image}",
-        "-t", OLD_IMAGE, str(tree), timeout=1800,
-    )  # fmt: skip
-    kind_cluster.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, OLD_IMAGE, timeout=600)
-    kind_cluster.helm("package", str(tree / "charts" / "fakeplugin"), "--destination", str(root))
-    chart = root / "fakeplugin-0.1.0.tgz"
-    assert chart.is_file(), f"helm package of 0.1.0's chart wrote {sorted(p.name for p in root.iterdir())}"
+        str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, made["IMAGE"], timeout=600
+    )
     return OldRelease(
-        chart,
-        (
-            "-f",
-            str(tree / "examples" / "seed-lab-values.yaml"),
-            "--set-file",
-            f"inventory={tree / 'demo' / 'kind' / 'inventory.yaml'}",
-        ),
+        made["IMAGE"],
+        Path(made["CHART"]),
+        ("-f", made["VALUES"], "--set-file", f"inventory={made['INVENTORY']}"),
     )
 
 
@@ -124,7 +105,7 @@ def test_upgrade_from_0_1_0_keeps_prepared_claims_and_unprepares_them(
     kind_cluster: KindCluster, kind_namespace: str, on_old_release: OldRelease
 ) -> None:
     kind = kind_cluster
-    assert plugin_images(kind) == {OLD_IMAGE}
+    assert plugin_images(kind) == {on_old_release.image}
     send(kind, kind_namespace, resource_claim("held", device_request(selector=T10)))
     send(kind, kind_namespace, script_pod("holder", "held", {"ctr": (SHOW, None)}))
     holder = wait_ready(kind, kind_namespace, "holder")
