@@ -60,9 +60,11 @@ def old_release(kind_cluster: KindCluster, tmp_path_factory: pytest.TempPathFact
         str(REPO / "hack/kind/prior-release.sh"), str(tmp_path_factory.mktemp("prior")), timeout=1800
     )
     made = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    nodes = ",".join(kind_cluster.gpu_nodes())  # where the plugin's DaemonSet runs
     kind_cluster.run(
-        str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, made["IMAGE"], timeout=600
-    )
+        str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, "--nodes", nodes, made["IMAGE"],
+        timeout=600,
+    )  # fmt: skip
     return OldRelease(
         made["IMAGE"],
         Path(made["CHART"]),
