@@ -169,7 +169,7 @@ static const char *check(const struct description *d) {
         if (g->name[0] == '\0' || g->uuid[0] == '\0' || g->bus_id[0] == '\0')
             return "a [gpu] without name, uuid or bus_id";
         if (g->mig_capable > 1 || g->mig_mode > g->mig_capable || (g->mig_count > 0 && g->mig_mode != 1))
-            return "a [gpu] whose mig_capable, mig_mode and MIG devices disagree";
+            return "a [gpu] whose MIG keys and devices disagree";
     }
     for (unsigned int i = 0; i < d->mig_count; i++)
         if (d->migs[i].name[0] == '\0' || d->migs[i].uuid[0] == '\0')
@@ -215,6 +215,25 @@ static const char *take_line(struct description *d, char *line, enum section *se
     return NULL;
 }
 
+/* One line into `line` without its newline: 1, or 0 at the end of the file; NULL in `why` unless the
+ * line is too long or holds a NUL byte. */
+static int read_line(FILE *f, char *line, size_t size, const char **why) {
+    size_t n = 0;
+    int c;
+    *why = NULL;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (c == '\0')
+            *why = "a NUL byte";
+        else if (n + 1 == size)
+            *why = "a line too long";
+        if (*why != NULL)
+            return 1;
+        line[n++] = (char)c;
+    }
+    line[n] = '\0';
+    return c != EOF || n > 0;
+}
+
 static int load(const char *path, struct description *d, char *why, size_t why_size) {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -227,13 +246,8 @@ static int load(const char *path, struct description *d, char *why, size_t why_s
     char line[MAX_LINE];
     unsigned int number = 0;
     const char *problem = NULL;
-    while (problem == NULL && fgets(line, sizeof line, f) != NULL) {
+    while (problem == NULL && read_line(f, line, sizeof line, &problem)) {
         number++;
-        size_t n = strlen(line);
-        if (n > 0 && line[n - 1] == '\n')
-            line[--n] = '\0';
-        else if (!feof(f))
-            problem = "a line too long";
         if (problem == NULL)
             problem = take_line(d, line, &section, &record);
     }
