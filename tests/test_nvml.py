@@ -341,6 +341,7 @@ GOOD = "format=1\ndriver_version=580.95.05\n[gpu]\nname=NVIDIA T10\nuuid=GPU-1\n
         (GOOD + "memory_total=12x\n", "line 7: an unknown key or a bad value"),
         (GOOD + "colour=green\n", "line 7: an unknown key or a bad value"),
         (GOOD + "name=" + "N" * 96 + "\n", "line 7: an unknown key or a bad value"),
+        (GOOD + "name=T\xe910\n", "line 7: an unknown key or a bad value"),
         (GOOD + "serial=" + "1" * 300 + "\n", "line 7: a line too long"),
         ("format=1\ndriver_version=1\n[mig]\n", "line 3: [mig] before any [gpu]"),
         (GOOD + "[mig]\nname=x\nuuid=MIG-1\n", "a [gpu] whose MIG keys and devices disagree"),

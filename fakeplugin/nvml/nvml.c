@@ -138,9 +138,12 @@ static int set_field(void *record, enum section section, const char *key, const 
         char *at = (char *)record + f->offset;
         unsigned long long number;
         switch (f->kind) {
-        case TEXT:
+        case TEXT: /* printable ASCII: consumers decode it as UTF-8 */
             if (strlen(value) >= f->size)
                 return -1;
+            for (const char *c = value; *c != '\0'; c++)
+                if (*c < 0x20 || *c > 0x7e)
+                    return -1;
             memcpy(at, value, strlen(value) + 1);
             return 0;
         case U32:
