@@ -30,10 +30,9 @@ from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.nvml import build
 from tests.harness import DRIVER
-from tests.harness.paths import REPO
+from tests.harness.paths import SEED_LAB
 
 PROBE = Path(__file__).parent / "harness" / "nvml_probe.py"
-SEED_LAB = REPO / "examples" / "seed-lab.yaml"
 T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"
 A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 NOT_SUPPORTED = {"error": pynvml.NVML_ERROR_NOT_SUPPORTED}
@@ -58,11 +57,19 @@ def probe(library: Path, description: Path | None, *args: str) -> tuple[dict[str
     return json.loads(done.stdout), done.stderr
 
 
+def describe(directory: Path, devices: Sequence[GpuDevice]) -> Path:
+    """The description directory of a container that got `devices`, as their CDI edits mount it."""
+    directory.mkdir(exist_ok=True)
+    for device in devices:
+        (directory / nvmldata.file_name(device.name)).write_text(
+            nvmldata.render_device(device), encoding="utf-8"
+        )
+    return directory
+
+
 def see(library: Path, tmp_path: Path, devices: Sequence[GpuDevice]) -> dict[str, Any]:
     """What pynvml reports in a container that got `devices`."""
-    path = tmp_path / "description"
-    path.write_text(nvmldata.render_description(devices), encoding="utf-8")
-    seen, stderr = probe(library, path)
+    seen, stderr = probe(library, describe(tmp_path / "nvml", devices))
     assert stderr == ""
     assert seen["init"] == 0
     return seen
@@ -284,9 +291,7 @@ def test_nvml_agrees_with_the_fake_nvidia_smi(library: Path, tmp_path: Path) -> 
 
 def test_raw_calls_give_nvml_codes(library: Path, tmp_path: Path) -> None:
     devices, _ = published(inventory(SEED_LAB.read_text(encoding="utf-8")), T10_NODE)
-    path = tmp_path / "description"
-    path.write_text(nvmldata.render_description([devices["gpu-0"]]), encoding="utf-8")
-    seen, stderr = probe(library, path, "raw")
+    seen, stderr = probe(library, describe(tmp_path / "nvml", [devices["gpu-0"]]), "raw")
     assert stderr == ""
     assert seen["count_before_init"] == pynvml.NVML_ERROR_UNINITIALIZED
     assert seen["stub_before_init"] == pynvml.NVML_ERROR_UNINITIALIZED
@@ -307,7 +312,7 @@ def test_raw_calls_give_nvml_codes(library: Path, tmp_path: Path) -> None:
 
 
 def test_missing_description_fails_init_cleanly(library: Path, tmp_path: Path) -> None:
-    missing = tmp_path / "no-such-description"
+    missing = tmp_path / "no-such-directory"
     seen, stderr = probe(library, missing)
     assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED  # as on a node without NVIDIA's driver
     assert seen["message"] == "Driver Not Loaded"
@@ -318,50 +323,70 @@ def test_missing_description_fails_init_cleanly(library: Path, tmp_path: Path) -
     )
 
 
-def test_default_description_path(library: Path) -> None:
+def test_empty_description_fails_init_cleanly(library: Path, tmp_path: Path) -> None:
+    (tmp_path / "gpu-0.env").write_text("uuid=GPU-1\n", encoding="utf-8")  # not a description file
+    seen, stderr = probe(library, tmp_path)
+    assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    assert stderr.splitlines()[0] == f"fakeplugin NVML: no GPUs: description {tmp_path}: no *.nvml file"
+
+
+def test_default_description_directory(library: Path) -> None:
     _, stderr = probe(library, None)
-    assert f"description {nvmldata.DESCRIPTION_CONTAINER_PATH}: " in stderr.splitlines()[0]
-    source = (Path(build.__file__).parent / "nvml.c").read_text(encoding="utf-8")
-    assert f'#define DESCRIPTION_ENV "{nvmldata.DESCRIPTION_ENV}"' in source
-    assert f"#define FORMAT {nvmldata.FORMAT}\n" in source
+    assert f"description {nvmldata.DESCRIPTION_CONTAINER_DIR}: cannot read it" in stderr.splitlines()[0]
+    source = Path(build.__file__).parent
+    assert f'#define DESCRIPTION_ENV "{nvmldata.DESCRIPTION_ENV}"' in (source / "nvml.c").read_text()
+    assert f'#define DEFAULT_DIR "{nvmldata.DESCRIPTION_CONTAINER_DIR}"' in (source / "nvml.c").read_text()
+    assert f"#define FORMAT {nvmldata.FORMAT}\n" in (source / "description.c").read_text()
 
 
-GOOD = "format=1\ndriver_version=580.95.05\n[gpu]\nname=NVIDIA T10\nuuid=GPU-1\nbus_id=00000000:1B:00.0\n"
+SYSTEM = "format=1\ndriver_version=580.95.05\n"
+GOOD = SYSTEM + "[gpu]\nname=NVIDIA T10\nuuid=GPU-1\nbus_id=00000000:1B:00.0\n"
 
 
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("", 'no "format=1" line'),
-        ("\xff garbage\n", "line 1: a line that is neither key=value nor a section"),
-        (GOOD.replace("T10", "T\x0010"), "line 4: a NUL byte"),
-        (GOOD.replace("format=1", "format=2"), 'no "format=1" line'),
-        (GOOD + "minor=-1\n", "line 7: an unknown key or a bad value"),
-        (GOOD + "minor=4294967296\n", "line 7: an unknown key or a bad value"),
-        (GOOD + "memory_total=12x\n", "line 7: an unknown key or a bad value"),
-        (GOOD + "colour=green\n", "line 7: an unknown key or a bad value"),
-        (GOOD + "name=" + "N" * 96 + "\n", "line 7: an unknown key or a bad value"),
-        (GOOD + "name=T\xe910\n", "line 7: an unknown key or a bad value"),
-        (GOOD + "serial=" + "1" * 300 + "\n", "line 7: a line too long"),
-        ("format=1\ndriver_version=1\n[mig]\n", "line 3: [mig] before any [gpu]"),
-        (GOOD + "[mig]\nname=x\nuuid=MIG-1\n", "a [gpu] whose MIG keys and devices disagree"),
-        (GOOD.replace("uuid=GPU-1\n", ""), "a [gpu] without name, uuid or bus_id"),
-        (GOOD + "[gpu]\n" * 129, "line 134: too many [gpu] sections"),
+        ("", "/gpu-0.nvml: no [gpu]"),
+        ("\xff garbage\n", "/gpu-0.nvml: line 1: a line that is neither key=value nor a section"),
+        (GOOD.replace("T10", "T\x0010"), "/gpu-0.nvml: line 4: a NUL byte"),
+        (GOOD.replace("format=1", "format=2"), '/gpu-0.nvml: no "format=1" line'),
+        (GOOD.replace("driver_version=580.95.05\n", ""), "/gpu-0.nvml: no driver_version"),
+        (GOOD + "minor=-1\n", "/gpu-0.nvml: line 7: an unknown key or a bad value"),
+        (GOOD + "minor=4294967296\n", "/gpu-0.nvml: line 7: an unknown key or a bad value"),
+        (GOOD + "memory_total=12x\n", "/gpu-0.nvml: line 7: an unknown key or a bad value"),
+        (GOOD + "colour=green\n", "/gpu-0.nvml: line 7: an unknown key or a bad value"),
+        (GOOD + "name=" + "N" * 96 + "\n", "/gpu-0.nvml: line 7: an unknown key or a bad value"),
+        (GOOD + "name=T\xe910\n", "/gpu-0.nvml: line 7: an unknown key or a bad value"),
+        (GOOD + "serial=" + "1" * 300 + "\n", "/gpu-0.nvml: line 7: a line too long"),
+        (SYSTEM + "[mig]\n", "/gpu-0.nvml: line 3: [mig] before [gpu]"),
+        (GOOD + "[gpu]\n", "/gpu-0.nvml: line 7: a second [gpu] in one file"),
+        (GOOD + "[mig]\nname=x\nuuid=MIG-1\n", ": a [gpu] whose MIG keys and devices disagree"),
+        (GOOD.replace("uuid=GPU-1\n", ""), ": a [gpu] without name, uuid or bus_id"),
     ],
 )
 def test_corrupt_description_fails_init_cleanly(library: Path, tmp_path: Path, text: str, why: str) -> None:
-    path = tmp_path / "description"
-    path.write_bytes(text.encode("latin-1"))
-    seen, stderr = probe(library, path)
+    (tmp_path / "gpu-0.nvml").write_bytes(text.encode("latin-1"))
+    seen, stderr = probe(library, tmp_path)
     assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED
-    assert stderr.splitlines()[0] == f"fakeplugin NVML: no GPUs: description {path}: {why}"
+    assert (
+        stderr.splitlines() == [f"fakeplugin NVML: no GPUs: description {tmp_path}{why}"] * 2
+    )  # pynvml, torch
+
+
+def test_files_that_disagree_fail_init_cleanly(library: Path, tmp_path: Path) -> None:
+    (tmp_path / "gpu-0.nvml").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "gpu-1.nvml").write_text(GOOD.replace("580.95.05", "580.126.20"), encoding="utf-8")
+    seen, stderr = probe(library, tmp_path)
+    assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    assert stderr.splitlines()[0] == (
+        f"fakeplugin NVML: no GPUs: description {tmp_path}/gpu-1.nvml: versions other than the first file's"
+    )
 
 
 def test_the_good_minimal_description_is_good(library: Path, tmp_path: Path) -> None:
     """The base of the corrupt cases above is itself accepted."""
-    path = tmp_path / "description"
-    path.write_text(GOOD, encoding="utf-8")
-    seen, stderr = probe(library, path)
+    (tmp_path / "gpu-0.nvml").write_text(GOOD, encoding="utf-8")
+    seen, stderr = probe(library, tmp_path)
     assert (seen["init"], seen["count"], stderr) == (0, 1, "")
 
 
@@ -409,6 +434,4 @@ def test_build_error_names_the_compiler_command(tmp_path: Path, monkeypatch: pyt
 def test_description_refuses_what_it_cannot_describe() -> None:
     devices, _ = published(inventory(DYNAMIC_MIG), "dyn-node", dynamic_mig=True)
     with pytest.raises(ValueError, match="gpu-0-mig-1g18gb-19-3: a DynamicMIG partition has no UUID"):
-        nvmldata.render_description([devices["gpu-0-mig-1g18gb-19-3"]])
-    with pytest.raises(ValueError, match="without GPUs"):
-        nvmldata.render_description([])
+        nvmldata.render_device(devices["gpu-0-mig-1g18gb-19-3"])

@@ -63,8 +63,9 @@ def sanitized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     stubs.write_text(build.stubs_source(), encoding="utf-8")
     source = Path(build.__file__).parent
     library = out / build.LIBRARY_NAME
-    command = ["cc", *build.FLAGS, *SANITIZERS, f"-I{source}", "-o", str(library), str(source / "nvml.c")]
-    subprocess.run([*command, str(stubs)], check=True)
+    sources = [str(source / c) for c in build.C_SOURCES]
+    command = ["cc", *build.FLAGS, *SANITIZERS, f"-I{source}", "-o", str(library), *sources, str(stubs)]
+    subprocess.run(command, check=True)
     return {
         **os.environ,
         "LD_LIBRARY_PATH": str(out),
@@ -92,12 +93,17 @@ def corrupted(good: bytes, rng: random.Random) -> bytes:
 
 def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_path: Path) -> None:
     devices = node_devices(parse_inventory(yaml.safe_load(INVENTORY), "inv.yaml"), "node", {})
-    good = nvmldata.render_description(devices).encode()
+    files = {nvmldata.file_name(d.name): nvmldata.render_device(d).encode() for d in devices}
     rng = random.Random(44)
-    path = tmp_path / "description"
     answers = []
     for run in range(40):
-        path.write_bytes(good if run == 0 else corrupted(good, rng))
+        path = tmp_path / str(run)
+        path.mkdir()
+        for name, text in files.items():
+            (path / name).write_bytes(text)
+        if run:
+            name = rng.choice(sorted(files))
+            (path / name).write_bytes(corrupted(files[name], rng))
         args = ["raw"] if run % 4 == 1 else []
         done = subprocess.run(
             [sys.executable, str(PROBE), *args],

@@ -1,20 +1,16 @@
 /*
  * fakeplugin's libnvidia-ml.so.1: NVML answered from a description of the container's GPUs.
  *
- * nvmlInit reads the description (the file $FAKEPLUGIN_NVML_DESCRIPTION names, else DEFAULT_PATH)
- * once per process, under a mutex; from then on it is read only, and a handle is a pointer into it,
- * so no handle ever dangles, even after nvmlShutdown. A missing or malformed description fails
- * nvmlInit with NVML_ERROR_DRIVER_NOT_LOADED (what NVML says on a node without its kernel driver)
- * and one line on stderr naming the file; nothing here exits, aborts or writes out of bounds.
- *
- * The format (docs/emulation.md, "NVML in the container"): `key=value` lines, `#` comments; top-level
- * keys, then one `[gpu]` section per GPU in NVML index order, each followed by a `[mig]` section per
- * MIG device the container got. Every symbol of symbols.txt that is not defined here is a stub
- * (build.py) answering NVML_ERROR_NOT_SUPPORTED, or NVML_ERROR_UNINITIALIZED before nvmlInit.
+ * nvmlInit reads the description (description.c: the directory $FAKEPLUGIN_NVML_DESCRIPTION names,
+ * else DEFAULT_DIR) once per process, under a mutex; from then on it is read only, and a handle is a
+ * pointer into it, so no handle ever dangles, even after nvmlShutdown. A missing or malformed
+ * description fails nvmlInit with NVML_ERROR_DRIVER_NOT_LOADED (what NVML says on a node without its
+ * kernel driver) and one line on stderr naming the file; nothing here exits, aborts or writes out of
+ * bounds. Every symbol of symbols.txt not defined here is a stub (build.py) answering
+ * NVML_ERROR_NOT_SUPPORTED, or NVML_ERROR_UNINITIALIZED before nvmlInit.
  *
  * Semantics follow the doc comments of NVIDIA/go-nvml v0.13.3-0 gen/nvml/nvml.h.
  */
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -22,41 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "description.h"
 #include "nvml.h"
 
 #define DESCRIPTION_ENV "FAKEPLUGIN_NVML_DESCRIPTION"
-#define DEFAULT_PATH "/run/fakeplugin/nvml/description"
-#define FORMAT 1
-#define MAX_GPUS 128 /* the inventory's most GPUs per node */
-#define MAX_MIGS_PER_GPU 8
-#define MAX_MIGS (MAX_GPUS * MAX_MIGS_PER_GPU)
-#define MAX_LINE 256
-
-struct nvmlDevice_st {
-    int is_mig;
-    unsigned int index; /* a GPU's NVML index; a MIG device's index on its parent */
-    struct nvmlDevice_st *parent;
-    unsigned int first_mig, mig_count; /* a GPU's MIG devices: migs[first_mig, first_mig + mig_count) */
-    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
-    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE];
-    char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
-    unsigned int pci_device_id, pci_subsystem_id, minor;
-    unsigned int cc_major, cc_minor, architecture, brand;
-    unsigned long long memory_total, memory_reserved;
-    unsigned int power_limit_mw, power_usage_mw; /* 0: not known, NOT_SUPPORTED */
-    unsigned int temperature_c, mig_capable, mig_mode, max_mig_devices;
-    unsigned int gpu_instance_id, compute_instance_id;
-};
-
-struct description {
-    unsigned int format, cuda_driver_version;
-    char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
-    char nvml_version[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
-    unsigned int gpu_count, mig_count;
-    struct nvmlDevice_st gpus[MAX_GPUS];
-    struct nvmlDevice_st migs[MAX_MIGS];
-};
+#define DEFAULT_DIR "/run/fakeplugin/nvml"
 
 /* The only mutable state: the description (written once, under lock, before `loaded` is set) and
  * the init count. */
@@ -65,225 +31,21 @@ static struct description desc;
 static int loaded;
 static unsigned int refcount;
 
-/* ---- the description ------------------------------------------------------------------------ */
-
-enum section { TOP, GPU, MIG };
-enum kind { TEXT, U32, U64 };
-
-struct field {
-    enum section section;
-    const char *key;
-    enum kind kind;
-    size_t offset, size;
-};
-
-#define DEV(key, kind, member) \
-    {GPU, key, kind, offsetof(struct nvmlDevice_st, member), sizeof(((struct nvmlDevice_st *)0)->member)}
-#define MIGF(key, kind, member) \
-    {MIG, key, kind, offsetof(struct nvmlDevice_st, member), sizeof(((struct nvmlDevice_st *)0)->member)}
-#define TOPF(key, kind, member) \
-    {TOP, key, kind, offsetof(struct description, member), sizeof(((struct description *)0)->member)}
-
-static const struct field fields[] = {
-    TOPF("format", U32, format),
-    TOPF("driver_version", TEXT, driver_version),
-    TOPF("nvml_version", TEXT, nvml_version),
-    TOPF("cuda_driver_version", U32, cuda_driver_version),
-    DEV("name", TEXT, name),
-    DEV("uuid", TEXT, uuid),
-    DEV("serial", TEXT, serial),
-    DEV("bus_id", TEXT, bus_id),
-    DEV("pci_device_id", U32, pci_device_id),
-    DEV("pci_subsystem_id", U32, pci_subsystem_id),
-    DEV("minor", U32, minor),
-    DEV("memory_total", U64, memory_total),
-    DEV("memory_reserved", U64, memory_reserved),
-    DEV("cc_major", U32, cc_major),
-    DEV("cc_minor", U32, cc_minor),
-    DEV("architecture", U32, architecture),
-    DEV("brand", U32, brand),
-    DEV("power_limit_mw", U32, power_limit_mw),
-    DEV("power_usage_mw", U32, power_usage_mw),
-    DEV("temperature_c", U32, temperature_c),
-    DEV("mig_capable", U32, mig_capable),
-    DEV("mig_mode", U32, mig_mode),
-    DEV("max_mig_devices", U32, max_mig_devices),
-    MIGF("name", TEXT, name),
-    MIGF("uuid", TEXT, uuid),
-    MIGF("memory_total", U64, memory_total),
-    MIGF("gpu_instance_id", U32, gpu_instance_id),
-    MIGF("compute_instance_id", U32, compute_instance_id),
-};
-
-/* A decimal, or a hexadecimal after "0x", and nothing else; 0 when it fits `max`. */
-static int parse_number(const char *text, unsigned long long max, unsigned long long *out) {
-    int hex = strncmp(text, "0x", 2) == 0;
-    const char *digits = hex ? text + 2 : text;
-    size_t n = strlen(digits);
-    if (n == 0 || strspn(digits, hex ? "0123456789abcdefABCDEF" : "0123456789") != n)
-        return -1;
-    errno = 0;
-    unsigned long long value = strtoull(digits, NULL, hex ? 16 : 10);
-    if (errno != 0 || value > max)
-        return -1;
-    *out = value;
-    return 0;
-}
-
-static int set_field(void *record, enum section section, const char *key, const char *value) {
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const struct field *f = &fields[i];
-        if (f->section != section || strcmp(f->key, key) != 0)
-            continue;
-        char *at = (char *)record + f->offset;
-        unsigned long long number;
-        switch (f->kind) {
-        case TEXT: /* printable ASCII: consumers decode it as UTF-8 */
-            if (strlen(value) >= f->size)
-                return -1;
-            for (const char *c = value; *c != '\0'; c++)
-                if (*c < 0x20 || *c > 0x7e)
-                    return -1;
-            memcpy(at, value, strlen(value) + 1);
-            return 0;
-        case U32:
-            if (parse_number(value, UINT_MAX, &number) != 0)
-                return -1;
-            *(unsigned int *)(void *)at = (unsigned int)number;
-            return 0;
-        case U64:
-            if (parse_number(value, ULLONG_MAX, &number) != 0)
-                return -1;
-            *(unsigned long long *)(void *)at = number;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Checks what the parser cannot see line by line; NULL when the description holds together. */
-static const char *check(const struct description *d) {
-    if (d->format != FORMAT)
-        return "no \"format=1\" line";
-    if (d->driver_version[0] == '\0')
-        return "no driver_version";
-    for (unsigned int i = 0; i < d->gpu_count; i++) {
-        const struct nvmlDevice_st *g = &d->gpus[i];
-        if (g->name[0] == '\0' || g->uuid[0] == '\0' || g->bus_id[0] == '\0')
-            return "a [gpu] without name, uuid or bus_id";
-        if (g->mig_capable > 1 || g->mig_mode > g->mig_capable || (g->mig_count > 0 && g->mig_mode != 1))
-            return "a [gpu] whose MIG keys and devices disagree";
-    }
-    for (unsigned int i = 0; i < d->mig_count; i++)
-        if (d->migs[i].name[0] == '\0' || d->migs[i].uuid[0] == '\0')
-            return "a [mig] without name or uuid";
-    return NULL;
-}
-
-/* One line of the description; NULL when taken, else why not. */
-static const char *take_line(struct description *d, char *line, enum section *section, void **record) {
-    if (line[0] == '\0' || line[0] == '#')
-        return NULL;
-    if (strcmp(line, "[gpu]") == 0) {
-        if (d->gpu_count == MAX_GPUS)
-            return "too many [gpu] sections";
-        struct nvmlDevice_st *g = &d->gpus[d->gpu_count];
-        g->index = d->gpu_count++;
-        *section = GPU;
-        *record = g;
-        return NULL;
-    }
-    if (strcmp(line, "[mig]") == 0) {
-        if (d->gpu_count == 0)
-            return "[mig] before any [gpu]";
-        struct nvmlDevice_st *g = &d->gpus[d->gpu_count - 1];
-        if (g->mig_count == MAX_MIGS_PER_GPU)
-            return "too many [mig] sections for one GPU";
-        if (g->mig_count == 0)
-            g->first_mig = d->mig_count;
-        struct nvmlDevice_st *m = &d->migs[d->mig_count++];
-        m->is_mig = 1;
-        m->parent = g;
-        m->index = g->mig_count++;
-        *section = MIG;
-        *record = m;
-        return NULL;
-    }
-    char *eq = strchr(line, '=');
-    if (eq == NULL)
-        return "a line that is neither key=value nor a section";
-    *eq = '\0';
-    if (set_field(*record, *section, line, eq + 1) != 0)
-        return "an unknown key or a bad value";
-    return NULL;
-}
-
-/* One line into `line` without its newline: 1, or 0 at the end of the file; NULL in `why` unless the
- * line is too long or holds a NUL byte. */
-static int read_line(FILE *f, char *line, size_t size, const char **why) {
-    size_t n = 0;
-    int c;
-    *why = NULL;
-    while ((c = getc(f)) != EOF && c != '\n') {
-        if (c == '\0')
-            *why = "a NUL byte";
-        else if (n + 1 == size)
-            *why = "a line too long";
-        if (*why != NULL)
-            return 1;
-        line[n++] = (char)c;
-    }
-    line[n] = '\0';
-    return c != EOF || n > 0;
-}
-
-static int load(const char *path, struct description *d, char *why, size_t why_size) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(why, why_size, "cannot read it: %s", strerror(errno));
-        return -1;
-    }
-    memset(d, 0, sizeof *d);
-    enum section section = TOP;
-    void *record = d;
-    char line[MAX_LINE];
-    unsigned int number = 0;
-    const char *problem = NULL;
-    while (problem == NULL && read_line(f, line, sizeof line, &problem)) {
-        number++;
-        if (problem == NULL)
-            problem = take_line(d, line, &section, &record);
-    }
-    if (problem == NULL && ferror(f))
-        problem = "a read error";
-    fclose(f);
-    if (problem != NULL) {
-        snprintf(why, why_size, "line %u: %s", number, problem);
-        return -1;
-    }
-    problem = check(d);
-    if (problem != NULL) {
-        snprintf(why, why_size, "%s", problem);
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- init ------------------------------------------------------------------------------------- */
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-    (void)flags; /* NO_GPUS: a description without GPUs never fails anyway */
+    (void)flags; /* NO_GPUS and the others change nothing: a description has a GPU */
     nvmlReturn_t result = NVML_SUCCESS;
     pthread_mutex_lock(&lock);
     if (!loaded) {
-        const char *path = getenv(DESCRIPTION_ENV);
-        if (path == NULL || path[0] == '\0')
-            path = DEFAULT_PATH;
-        char why[160];
-        if (load(path, &desc, why, sizeof why) == 0)
+        const char *dir = getenv(DESCRIPTION_ENV);
+        if (dir == NULL || dir[0] == '\0')
+            dir = DEFAULT_DIR;
+        char why[PATH_MAX + 160];
+        if (description_load(dir, &desc, why, sizeof why) == 0)
             loaded = 1;
         else {
-            fprintf(stderr, "fakeplugin NVML: no GPUs: description %s: %s\n", path, why);
+            fprintf(stderr, "fakeplugin NVML: no GPUs: description %s\n", why);
             result = NVML_ERROR_DRIVER_NOT_LOADED;
         }
     }
@@ -370,11 +132,11 @@ static nvmlReturn_t copy_text(char *out, unsigned int length, const char *text) 
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
-    return initialized() ? copy_text(version, length, desc.driver_version) : NVML_ERROR_UNINITIALIZED;
+    return initialized() ? copy_text(version, length, desc.system.driver_version) : NVML_ERROR_UNINITIALIZED;
 }
 
 nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
-    return initialized() ? copy_text(version, length, desc.nvml_version) : NVML_ERROR_UNINITIALIZED;
+    return initialized() ? copy_text(version, length, desc.system.nvml_version) : NVML_ERROR_UNINITIALIZED;
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
@@ -382,7 +144,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
         return NVML_ERROR_UNINITIALIZED;
     if (version == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *version = (int)desc.cuda_driver_version;
+    *version = (int)desc.system.cuda_driver_version;
     return NVML_SUCCESS;
 }
 

@@ -1,18 +1,18 @@
-"""The description the mock NVML library (fakeplugin/nvml) reads in a container: its GPUs as NVML reports
-them, written from the devices of the container's claim (pure).
+"""The description the mock NVML library (fakeplugin/nvml) reads in a container: one file per device the
+container got, `<DESCRIPTION_CONTAINER_DIR>/<device>.nvml`, written from the device model (pure).
 
-The values come from the same places as the fake nvidia-smi's (`smi.py`) and the ResourceSlices': the
-device model, its profile's board, `smi`'s serial, bus ID form and idle readings, `fakeplugin.mig`'s GPU
-instance IDs; a test holds NVML and nvidia-smi equal. As nvidia-smi lists them: one physical GPU per
-minor, in minor order, NVML indices 0..n-1 (a container's NVML counts from 0, whatever the host's index);
-a MIG device as its parent GPU in MIG mode with the container's MIG devices under it, in placement
-order. The format is the one `fakeplugin/nvml/nvml.c` parses (docs/emulation.md, "NVML in the
-container").
+One file per device, as the fake nvidia-smi's data files, so each device's CDI edits can mount its own
+and a container sees exactly the devices of its requests. The values come from the same places as the
+fake nvidia-smi's (`smi.py`) and the ResourceSlices': the device model, its profile's board, `smi`'s
+serial, bus ID form and idle readings, `fakeplugin.mig`'s GPU instance IDs; a test holds NVML and
+nvidia-smi equal. A full GPU's file has its `[gpu]` section; a MIG device's its parent GPU's, in MIG
+mode, then its `[mig]` section. The library lists them as nvidia-smi does: one GPU per minor, in minor
+order, NVML indices 0..n-1 (a container's NVML counts from 0, whatever the host's index), MIG devices
+under their GPU in placement order. The format is the one `fakeplugin/nvml/description.c` reads
+(docs/emulation.md, "NVML in the container").
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from fakeplugin.drivers.gpu.prepare.smi import (
     IDLE_POWER_FRACTION,
@@ -24,10 +24,10 @@ from fakeplugin.mig import gpu_instance_id
 from fakeplugin.model import GpuDevice
 from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 
-DESCRIPTION_ENV = "FAKEPLUGIN_NVML_DESCRIPTION"  # read by nvml.c; unset: DESCRIPTION_CONTAINER_PATH
-DESCRIPTION_CONTAINER_PATH = "/run/fakeplugin/nvml/description"
+DESCRIPTION_ENV = "FAKEPLUGIN_NVML_DESCRIPTION"  # read by nvml.c; unset: DESCRIPTION_CONTAINER_DIR
+DESCRIPTION_CONTAINER_DIR = "/run/fakeplugin/nvml"
 FORMAT = 1
-MAX_LINE = 254  # nvml.c reads lines of at most 255 bytes with their newline
+MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
 _COMPUTE_INSTANCE_ID = 0  # the one compute instance spanning its GPU instance, as the driver creates it
@@ -94,39 +94,37 @@ def mig_values(device: GpuDevice) -> dict[str, str]:
         "memory_total": str(device.memory_bytes),
         "gpu_instance_id": str(gpu_instance_id(device)),
         "compute_instance_id": str(_COMPUTE_INSTANCE_ID),
+        "placement_start": str(device.mig.start),
     }
 
 
-def render_description(devices: Sequence[GpuDevice]) -> str:
-    """The description of a container that got `devices` (as Prepare hands them out: DynamicMIG partitions
-    created, `fakeplugin.mig.created_for_claim`). ValueError names a device it cannot describe."""
-    if not devices:
-        raise ValueError("a container without GPUs gets no NVML description")
-    by_minor: dict[int, list[GpuDevice]] = {}
-    for device in devices:
-        if not device.uuid:
-            raise ValueError(f"{device.name}: a DynamicMIG partition has no UUID before Prepare creates it")
-        by_minor.setdefault(device.minor, []).append(device)
-    first = devices[0]
+def file_name(device_name: str) -> str:
+    """The name of a device's description file."""
+    return f"{device_name}.nvml"
+
+
+def render_device(device: GpuDevice) -> str:
+    """The description file of `device` as Prepare hands it out (a DynamicMIG partition created:
+    `fakeplugin.mig.created_for_claim`). ValueError names a device it cannot describe."""
+    if not device.uuid:
+        raise ValueError(f"{device.name}: a DynamicMIG partition has no UUID before Prepare creates it")
     lines = [
-        "# fakeplugin NVML description (fakeplugin/drivers/gpu/prepare/nvmldata.py)",
+        f"# fakeplugin: the NVML description of {device.name}",
         f"format={FORMAT}",
-        f"driver_version={first.driver_version}",
-        f"nvml_version={nvml_version(first)}",
-        f"cuda_driver_version={nvml_cuda_version(first.cuda_driver_version)}",
+        f"driver_version={device.driver_version}",
+        f"nvml_version={nvml_version(device)}",
+        f"cuda_driver_version={nvml_cuda_version(device.cuda_driver_version)}",
+        "[gpu]",
+        *_lines(device, gpu_values(device, mig_mode=device.mig is not None)),
     ]
-    for minor in sorted(by_minor):
-        group = by_minor[minor]
-        migs = sorted((d for d in group if d.mig is not None), key=lambda d: d.mig.start if d.mig else 0)
-        lines += ["[gpu]", *_lines(group[0], gpu_values(group[0], mig_mode=bool(migs)))]
-        for mig in migs:
-            lines += ["[mig]", *_lines(mig, mig_values(mig))]
+    if device.mig is not None:
+        lines += ["[mig]", *_lines(device, mig_values(device))]
     return "\n".join(lines) + "\n"
 
 
 def _lines(device: GpuDevice, values: dict[str, str]) -> list[str]:
     lines = [f"{key}={value}" for key, value in values.items()]
     for line in lines:
-        if "\n" in line or "\r" in line or len(line) > MAX_LINE:
+        if "\n" in line or "\r" in line or len(line.encode()) > MAX_LINE:
             raise ValueError(f"{device.name}: NVML description line {line!r} is too long or has a line break")
     return lines
