@@ -10,11 +10,8 @@ function a Go program on go-nvml may resolve), the build, and NVML agreeing with
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,46 +27,18 @@ from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.nvml import build
 from tests.harness import DRIVER
+from tests.harness.nvml import describe, probe
 from tests.harness.paths import SEED_LAB
 
-PROBE = Path(__file__).parent / "harness" / "nvml_probe.py"
 T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"
 A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 NOT_SUPPORTED = {"error": pynvml.NVML_ERROR_NOT_SUPPORTED}
 MIB = 1024 * 1024
 
 
-@pytest.fixture(scope="session")
-def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Compiled once per session, into a cache of the session's own (the fast tier has no build cache)."""
-    return build.build(tmp_path_factory.mktemp("nvml-cache"))
-
-
-def probe(library: Path, description: Path | None, *args: str) -> tuple[dict[str, Any], str]:
-    env = {k: v for k, v in os.environ.items() if k != nvmldata.DESCRIPTION_ENV}
-    env["LD_LIBRARY_PATH"] = str(library.parent)
-    if description is not None:
-        env[nvmldata.DESCRIPTION_ENV] = str(description)
-    done = subprocess.run(
-        [sys.executable, str(PROBE), *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr  # the host process survives whatever NVML says
-    return json.loads(done.stdout), done.stderr
-
-
-def describe(directory: Path, devices: Sequence[GpuDevice]) -> Path:
-    """The description directory of a container that got `devices`, as their CDI edits mount it."""
-    directory.mkdir(exist_ok=True)
-    for device in devices:
-        (directory / nvmldata.file_name(device.name)).write_text(
-            nvmldata.render_device(device), encoding="utf-8"
-        )
-    return directory
-
-
-def see(library: Path, tmp_path: Path, devices: Sequence[GpuDevice]) -> dict[str, Any]:
+def see(nvml_library: Path, tmp_path: Path, devices: Sequence[GpuDevice]) -> dict[str, Any]:
     """What pynvml reports in a container that got `devices`."""
-    seen, stderr = probe(library, describe(tmp_path / "nvml", devices))
+    seen, stderr = probe(nvml_library.parent, describe(tmp_path / "nvml", devices))
     assert stderr == ""
     assert seen["init"] == 0
     return seen
@@ -133,10 +102,10 @@ def assert_full_gpu(seen: dict[str, Any], entry: dict[str, Any], index: int, min
 # ---- full GPUs: the reference lab ---------------------------------------------------------------------
 
 
-def test_reference_lab_t10_node_sees_its_two_gpus(library: Path, tmp_path: Path) -> None:
+def test_reference_lab_t10_node_sees_its_two_gpus(nvml_library: Path, tmp_path: Path) -> None:
     inv = inventory(SEED_LAB.read_text(encoding="utf-8"))
     devices, entries = published(inv, T10_NODE)
-    seen = see(library, tmp_path, [devices["gpu-0"], devices["gpu-1"]])
+    seen = see(nvml_library, tmp_path, [devices["gpu-0"], devices["gpu-1"]])
     assert seen["count"] == 2
     assert seen["torch_count"] == 2  # PyTorch's raw ctypes path: the unversioned nvmlInit
     assert seen["driver_version"] == inv.driver_version
@@ -157,17 +126,17 @@ def test_reference_lab_t10_node_sees_its_two_gpus(library: Path, tmp_path: Path)
     assert seen["unknown_uuid"] == {"error": pynvml.NVML_ERROR_NOT_FOUND}
 
 
-def test_a_container_counts_its_gpus_from_zero(library: Path, tmp_path: Path) -> None:
+def test_a_container_counts_its_gpus_from_zero(nvml_library: Path, tmp_path: Path) -> None:
     """A claim with the node's second GPU only: NVML index 0, the host's minor 1 (/dev/nvidia1)."""
     devices, entries = published(inventory(SEED_LAB.read_text(encoding="utf-8")), T10_NODE)
-    seen = see(library, tmp_path, [devices["gpu-1"]])
+    seen = see(nvml_library, tmp_path, [devices["gpu-1"]])
     assert seen["count"] == 1
     assert_full_gpu(seen["gpus"][0], entries["gpu-1"], index=0, minor=1)
 
 
-def test_reference_lab_rtx_a5000_with_ecc(library: Path, tmp_path: Path) -> None:
+def test_reference_lab_rtx_a5000_with_ecc(nvml_library: Path, tmp_path: Path) -> None:
     devices, entries = published(inventory(SEED_LAB.read_text(encoding="utf-8")), A5000_NODE)
-    seen = see(library, tmp_path, [devices["gpu-0"]])
+    seen = see(nvml_library, tmp_path, [devices["gpu-0"]])
     assert seen["count"] == 1
     gpu = seen["gpus"][0]
     assert_full_gpu(gpu, entries["gpu-0"], index=0, minor=0)
@@ -193,11 +162,11 @@ nodes:
 """
 
 
-def test_static_mig_devices_under_their_parents(library: Path, tmp_path: Path) -> None:
+def test_static_mig_devices_under_their_parents(nvml_library: Path, tmp_path: Path) -> None:
     devices, entries = published(inventory(STATIC_MIG), "mig-node")
     mine = ["gpu-0-mig-1g5gb-19-5", "gpu-0-mig-3g20gb-9-0", "gpu-1-mig-1g5gb-19-4"]
     assert set(mine) <= devices.keys()
-    seen = see(library, tmp_path, [devices[name] for name in mine])
+    seen = see(nvml_library, tmp_path, [devices[name] for name in mine])
     assert seen["count"] == 2  # the physical GPUs of the container's MIG devices
     parents = [attribute(entries[name], "parentUUID") for name in ("gpu-0-mig-3g20gb-9-0", mine[2])]
     assert [gpu["uuid"] for gpu in seen["gpus"]] == parents
@@ -235,12 +204,12 @@ nodes:
 """
 
 
-def test_dynamic_mig_partition_created_for_the_claim(library: Path, tmp_path: Path) -> None:
+def test_dynamic_mig_partition_created_for_the_claim(nvml_library: Path, tmp_path: Path) -> None:
     devices, entries = published(inventory(DYNAMIC_MIG), "dyn-node", dynamic_mig=True)
     name = "gpu-0-mig-1g18gb-19-3"
     assert "uuid" not in entries[name]["attributes"]  # a partition has none until Prepare creates it
     claim_uid = "3f0c8a52-0000-4000-8000-00000000c1a1"
-    seen = see(library, tmp_path, [mig.created_for_claim(devices[name], claim_uid)])
+    seen = see(nvml_library, tmp_path, [mig.created_for_claim(devices[name], claim_uid)])
     parent = attribute(entries[name], "parentUUID")
     assert seen["count"] == 1
     gpu = seen["gpus"][0]
@@ -253,9 +222,9 @@ def test_dynamic_mig_partition_created_for_the_claim(library: Path, tmp_path: Pa
     assert partition["memory"]["v1"]["total"] == memory_bytes(entries[name])
 
 
-def test_dynamic_mig_full_gpu_has_mig_mode_off(library: Path, tmp_path: Path) -> None:
+def test_dynamic_mig_full_gpu_has_mig_mode_off(nvml_library: Path, tmp_path: Path) -> None:
     devices, entries = published(inventory(DYNAMIC_MIG), "dyn-node", dynamic_mig=True)
-    seen = see(library, tmp_path, [devices["gpu-0"]])
+    seen = see(nvml_library, tmp_path, [devices["gpu-0"]])
     gpu = seen["gpus"][0]
     assert gpu["uuid"] == attribute(entries["gpu-0"], "uuid")
     assert gpu["mig_mode"] == [pynvml.NVML_DEVICE_MIG_DISABLE, pynvml.NVML_DEVICE_MIG_DISABLE]
@@ -264,11 +233,11 @@ def test_dynamic_mig_full_gpu_has_mig_mode_off(library: Path, tmp_path: Path) ->
     assert gpu["power_limit"] == 700_000  # mW: the H200 capture's 700.00 W
 
 
-def test_nvml_agrees_with_the_fake_nvidia_smi(library: Path, tmp_path: Path) -> None:
+def test_nvml_agrees_with_the_fake_nvidia_smi(nvml_library: Path, tmp_path: Path) -> None:
     """One source of truth: what NVML answers is what the container's nvidia-smi data file prints."""
     devices, _ = published(inventory(DYNAMIC_MIG), "dyn-node")
     device = devices["gpu-0"]
-    gpu = see(library, tmp_path, [device])["gpus"][0]
+    gpu = see(nvml_library, tmp_path, [device])["gpus"][0]
     printed = smi.gpu_values(device)
     assert gpu["name"] == printed["name"]
     assert gpu["uuid"] == printed["uuid"]
@@ -289,9 +258,9 @@ def test_nvml_agrees_with_the_fake_nvidia_smi(library: Path, tmp_path: Path) -> 
 # ---- NVML's codes, and a host process that survives --------------------------------------------------
 
 
-def test_raw_calls_give_nvml_codes(library: Path, tmp_path: Path) -> None:
+def test_raw_calls_give_nvml_codes(nvml_library: Path, tmp_path: Path) -> None:
     devices, _ = published(inventory(SEED_LAB.read_text(encoding="utf-8")), T10_NODE)
-    seen, stderr = probe(library, describe(tmp_path / "nvml", [devices["gpu-0"]]), "raw")
+    seen, stderr = probe(nvml_library.parent, describe(tmp_path / "nvml", [devices["gpu-0"]]), "raw")
     assert stderr == ""
     assert seen["count_before_init"] == pynvml.NVML_ERROR_UNINITIALIZED
     assert seen["stub_before_init"] == pynvml.NVML_ERROR_UNINITIALIZED
@@ -311,9 +280,9 @@ def test_raw_calls_give_nvml_codes(library: Path, tmp_path: Path) -> None:
     assert strings[12345] == "Unknown Error"
 
 
-def test_missing_description_fails_init_cleanly(library: Path, tmp_path: Path) -> None:
+def test_missing_description_fails_init_cleanly(nvml_library: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-directory"
-    seen, stderr = probe(library, missing)
+    seen, stderr = probe(nvml_library.parent, missing)
     assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED  # as on a node without NVIDIA's driver
     assert seen["message"] == "Driver Not Loaded"
     assert seen["torch_count"] == {"error": pynvml.NVML_ERROR_DRIVER_NOT_LOADED}
@@ -323,15 +292,15 @@ def test_missing_description_fails_init_cleanly(library: Path, tmp_path: Path) -
     )
 
 
-def test_empty_description_fails_init_cleanly(library: Path, tmp_path: Path) -> None:
+def test_empty_description_fails_init_cleanly(nvml_library: Path, tmp_path: Path) -> None:
     (tmp_path / "gpu-0.env").write_text("uuid=GPU-1\n", encoding="utf-8")  # not a description file
-    seen, stderr = probe(library, tmp_path)
+    seen, stderr = probe(nvml_library.parent, tmp_path)
     assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED
     assert stderr.splitlines()[0] == f"fakeplugin NVML: no GPUs: description {tmp_path}: no *.nvml file"
 
 
-def test_default_description_directory(library: Path) -> None:
-    _, stderr = probe(library, None)
+def test_default_description_directory(nvml_library: Path) -> None:
+    _, stderr = probe(nvml_library.parent, None)
     assert f"description {nvmldata.DESCRIPTION_CONTAINER_DIR}: cannot read it" in stderr.splitlines()[0]
     source = Path(build.__file__).parent
     assert f'#define DESCRIPTION_ENV "{nvmldata.DESCRIPTION_ENV}"' in (source / "nvml.c").read_text()
@@ -364,57 +333,59 @@ GOOD = SYSTEM + "[gpu]\nname=NVIDIA T10\nuuid=GPU-1\nbus_id=00000000:1B:00.0\n"
         (GOOD.replace("uuid=GPU-1\n", ""), ": a [gpu] without name, uuid or bus_id"),
     ],
 )
-def test_corrupt_description_fails_init_cleanly(library: Path, tmp_path: Path, text: str, why: str) -> None:
+def test_corrupt_description_fails_init_cleanly(
+    nvml_library: Path, tmp_path: Path, text: str, why: str
+) -> None:
     (tmp_path / "gpu-0.nvml").write_bytes(text.encode("latin-1"))
-    seen, stderr = probe(library, tmp_path)
+    seen, stderr = probe(nvml_library.parent, tmp_path)
     assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED
     assert (
         stderr.splitlines() == [f"fakeplugin NVML: no GPUs: description {tmp_path}{why}"] * 2
     )  # pynvml, torch
 
 
-def test_files_that_disagree_fail_init_cleanly(library: Path, tmp_path: Path) -> None:
+def test_files_that_disagree_fail_init_cleanly(nvml_library: Path, tmp_path: Path) -> None:
     (tmp_path / "gpu-0.nvml").write_text(GOOD, encoding="utf-8")
     (tmp_path / "gpu-1.nvml").write_text(GOOD.replace("580.95.05", "580.126.20"), encoding="utf-8")
-    seen, stderr = probe(library, tmp_path)
+    seen, stderr = probe(nvml_library.parent, tmp_path)
     assert seen["init"] == pynvml.NVML_ERROR_DRIVER_NOT_LOADED
     assert stderr.splitlines()[0] == (
         f"fakeplugin NVML: no GPUs: description {tmp_path}/gpu-1.nvml: versions other than the first file's"
     )
 
 
-def test_the_good_minimal_description_is_good(library: Path, tmp_path: Path) -> None:
+def test_the_good_minimal_description_is_good(nvml_library: Path, tmp_path: Path) -> None:
     """The base of the corrupt cases above is itself accepted."""
     (tmp_path / "gpu-0.nvml").write_text(GOOD, encoding="utf-8")
-    seen, stderr = probe(library, tmp_path)
+    seen, stderr = probe(nvml_library.parent, tmp_path)
     assert (seen["init"], seen["count"], stderr) == (0, 1, "")
 
 
 # ---- the library's symbols and build ------------------------------------------------------------------
 
 
-def test_exports_every_function_of_nvidias_header(library: Path) -> None:
+def test_exports_every_function_of_nvidias_header(nvml_library: Path) -> None:
     """A Go program on go-nvml dies on a symbol the library lacks: every function of the header
     (symbols.txt, hack/nvml-symbols.py) is exported, and nothing else."""
     assert shutil.which("nm"), "binutils' nm"
     out = subprocess.run(
-        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+        ["nm", "-D", "--defined-only", str(nvml_library)], capture_output=True, text=True, check=True
     ).stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.split()[1] in "TW"}
     assert exported == set(build.symbols())
     assert len(exported) == 413  # NVIDIA/go-nvml v0.13.3-0 gen/nvml/nvml.h
-    lib = ctypes.CDLL(str(library))  # dlsym, as cgo's lazy binding resolves them
+    lib = ctypes.CDLL(str(nvml_library))  # dlsym, as cgo's lazy binding resolves them
     assert all(hasattr(lib, name) for name in build.symbols())
     both = ("nvmlInit", "nvmlInit_v2", "nvmlDeviceGetCount", "nvmlDeviceGetCount_v2", "nvmlDeviceGetPciInfo")
     assert set(both) <= build.defined()
 
 
-def test_build_reuses_the_cached_library(library: Path) -> None:
-    cache_root = library.parents[2]
-    before = library.stat().st_mtime_ns
-    assert build.build(cache_root) == library
-    assert library.stat().st_mtime_ns == before
-    assert library.parent.name == build.source_hash(build.compiler())
+def test_build_reuses_the_cached_library(nvml_library: Path) -> None:
+    cache_root = nvml_library.parents[2]
+    before = nvml_library.stat().st_mtime_ns
+    assert build.build(cache_root) == nvml_library
+    assert nvml_library.stat().st_mtime_ns == before
+    assert nvml_library.parent.name == build.source_hash(build.compiler())
 
 
 def test_build_error_names_the_compiler_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

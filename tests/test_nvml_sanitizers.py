@@ -23,8 +23,8 @@ from fakeplugin.drivers.gpu.prepare import nvmldata
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.inventory import parse_inventory
 from fakeplugin.nvml import build
+from tests.harness.nvml import PROBE
 
-PROBE = Path(__file__).parent / "harness" / "nvml_probe.py"
 SANITIZERS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g", "-O1")
 INVENTORY = """
 driverVersion: "580.95.05"

@@ -14,14 +14,20 @@ under their GPU in placement order. The format is the one `fakeplugin/nvml/descr
 
 from __future__ import annotations
 
+import platform
+from pathlib import Path
+from typing import Any
+
 from fakeplugin.drivers.gpu.prepare.smi import (
     IDLE_POWER_FRACTION,
     IDLE_TEMPERATURE_C,
+    mount,
     nvml_bus_id,
     serial_number,
 )
 from fakeplugin.mig import gpu_instance_id
 from fakeplugin.model import GpuDevice
+from fakeplugin.nvml.build import LIBRARY_NAME
 from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 
 DESCRIPTION_ENV = "FAKEPLUGIN_NVML_DESCRIPTION"  # read by nvml.c; unset: DESCRIPTION_CONTAINER_DIR
@@ -128,3 +134,35 @@ def _lines(device: GpuDevice, values: dict[str, str]) -> list[str]:
         if "\n" in line or "\r" in line or len(line.encode()) > MAX_LINE:
             raise ValueError(f"{device.name}: NVML description line {line!r} is too long or has a line break")
     return lines
+
+
+# -- CDI edits ---------------------------------------------------------------------------------------------
+
+
+def library_container_paths(machine: str | None = None) -> tuple[str, ...]:
+    """Where containers find the library by name without ldconfig (NVIDIA's toolkit runs its
+    update-ldcache hook; we run none): Debian's and Ubuntu's glibc search `/usr/lib/<arch>-linux-gnu`
+    (`ld.so --list-diagnostics`: path.system_dirs), Red Hat's `/usr/lib64`, where NVIDIA's own mock NVML
+    (NVIDIA/k8s-test-infra nvml-mock) mounts it. `machine`: `platform.machine()` of the node's host."""
+    multiarch = f"{machine or platform.machine()}-linux-gnu"
+    return (f"/usr/lib/{multiarch}/{LIBRARY_NAME}", f"/usr/lib64/{LIBRARY_NAME}")
+
+
+def data_dir(plugin_dir: Path) -> Path:
+    return plugin_dir.absolute() / "nvml"
+
+
+def claim_data_path(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
+    """A claim's device's description file on the host (one flat directory, as nvidia-smi's data)."""
+    return data_dir(plugin_dir) / f"{claim_uid}-{file_name(device_name)}"
+
+
+def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
+    """Spec-level CDI mounts: the library, read-only, at each of `library_container_paths`."""
+    return [mount(library, path) for path in library_container_paths(machine)]
+
+
+def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
+    """Device-level CDI mounts: the device's description file, into the directory the library reads."""
+    in_container = f"{DESCRIPTION_CONTAINER_DIR}/{file_name(device.name)}"
+    return [mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]
