@@ -80,7 +80,8 @@ nvmlReturn_t fakeplugin_nvml_unsupported(void) {
     return initialized() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
 }
 
-/* The strings of nvidia-ml-py 13.615.71 (pynvml.py NVMLError._errcode_to_string) where it has one. */
+/* The strings of nvidia-ml-py 13.615.71 (pynvml.py NVMLError._errcode_to_string) where it has one; the
+ * others (success, and codes newer than its table) are ours, not verified against NVIDIA's library. */
 const char *nvmlErrorString(nvmlReturn_t result) {
     switch (result) {
     case NVML_SUCCESS: return "Success";

@@ -53,7 +53,7 @@ from fakeplugin.cdi import (
     spec_text,
     write_spec,
 )
-from fakeplugin.drivers.gpu.prepare import nvmldata, smi
+from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.prepare.opaqueconfig import MPS, MPS_PIPE_DIRECTORY
 from fakeplugin.model import DeviceSettings, GpuDevice
 
@@ -97,6 +97,9 @@ def claim_spec(
     if plugin_dir is not None:
         spec_edits["mounts"] = smi.spec_mounts(plugin_dir)
     if nvml_library is not None:
+        # Here, not at the top: the plugin loads the NVML modules only once it mounts the library.
+        from fakeplugin.drivers.gpu.prepare import nvmldata
+
         spec_edits["mounts"] += nvmldata.spec_mounts(nvml_library)
     spec: dict[str, Any] = {
         "cdiVersion": EARLIEST_VERSION,
@@ -159,6 +162,8 @@ def _device_entry(
     if plugin_dir is not None:
         edits["mounts"] = smi.device_mounts(plugin_dir, claim_uid, device)
         if nvml_library is not None:
+            from fakeplugin.drivers.gpu.prepare import nvmldata  # as in claim_spec
+
             edits["mounts"] += nvmldata.device_mounts(plugin_dir, claim_uid, device)
     return {"name": cdi_device_name(claim_uid, device.name), "containerEdits": edits}
 
