@@ -58,7 +58,7 @@ def max_mig_devices(device: GpuDevice) -> int:
     return max((p.instances for p in capability.profiles), default=0) if capability else 0
 
 
-def gpu_values(device: GpuDevice, mig_mode: bool) -> dict[str, str]:
+def gpu_section(device: GpuDevice, mig_mode: bool) -> dict[str, str]:
     """The `[gpu]` keys of `device`'s physical GPU (a MIG device's parent, whose identity it carries)."""
     board = device.board
     uuid = device.parent_uuid if device.mig is not None and device.parent_uuid else device.uuid
@@ -91,7 +91,7 @@ def gpu_values(device: GpuDevice, mig_mode: bool) -> dict[str, str]:
     return values
 
 
-def mig_values(device: GpuDevice) -> dict[str, str]:
+def mig_section(device: GpuDevice) -> dict[str, str]:
     """The `[mig]` keys of a MIG device."""
     assert device.mig is not None
     return {
@@ -121,10 +121,10 @@ def render_device(device: GpuDevice) -> str:
         f"nvml_version={nvml_version(device)}",
         f"cuda_driver_version={nvml_cuda_version(device.cuda_driver_version)}",
         "[gpu]",
-        *_lines(device, gpu_values(device, mig_mode=device.mig is not None)),
+        *_lines(device, gpu_section(device, mig_mode=device.mig is not None)),
     ]
     if device.mig is not None:
-        lines += ["[mig]", *_lines(device, mig_values(device))]
+        lines += ["[mig]", *_lines(device, mig_section(device))]
     return "\n".join(lines) + "\n"
 
 
