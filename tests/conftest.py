@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fakeplugin.nvml.build import build as build_nvml
 from fakeplugin.server import ServerSettings
 from tests.harness import DRIVER
 from tests.harness.server import CannedDriver, Running
@@ -50,3 +51,10 @@ def smi_shell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """A shell and awk the fake nvidia-smi runs under (tests/harness/smi_shells.py): every test that
     runs it, under each pair."""
     return make_shell(request.param, tmp_path_factory.mktemp("smi-shells") / request.param)
+
+
+@pytest.fixture(scope="session")
+def nvml_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mock NVML library (fakeplugin/nvml), compiled once per session into a cache of the session's own
+    (the fast tier has no build cache)."""
+    return build_nvml(tmp_path_factory.mktemp("nvml-cache"))

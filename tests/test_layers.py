@@ -30,7 +30,8 @@ Layers = Sequence[tuple[str, Set[str]]]
 # Low to high; a module stands in the layer of its top-level package or module under fakeplugin/.
 LAYERS: Layers = (
     # definitions and pure rules: the package's own __init__ (`fakeplugin`), core types, names, formats, the
-    # emulated releases, GPU models, MIG's rules, the ComputeDomain API (apis), the generated gRPC stubs
+    # emulated releases, GPU models, MIG's rules, the ComputeDomain API (apis), the generated gRPC stubs, the
+    # mock NVML library's source and build (nvml: C and the standard library only)
     (
         "ground",
         {
@@ -52,6 +53,7 @@ LAYERS: Layers = (
             "profiles",
             "cdi",
             "resourceslices",
+            "nvml",
         },
     ),
     ("inventory", {"inventory"}),  # the inventory file, everyone's input

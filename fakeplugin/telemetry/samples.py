@@ -39,8 +39,8 @@ from importlib import resources
 
 from fakeplugin.drivers.gpu import smi
 from fakeplugin.faults.devicefaults import DeviceFault
+from fakeplugin.mig import gpu_instance_id, memory_slices
 from fakeplugin.model import GpuDevice
-from fakeplugin.profiles import UnknownProfileError, load_profile
 from fakeplugin.telemetry.counters import Counter
 from fakeplugin.telemetry.load import IDLE, Load, busiest
 
@@ -119,24 +119,6 @@ class Entity:
 # parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
 # series of one attribution entry), so a fleet's hundreds of thousands of series share their strings.
 Series = dict[Counter, list[tuple[str, str, str]]]
-
-
-def gpu_instance_id(device: GpuDevice) -> int:
-    """NVML's GPU instance ID of a MIG device: the placement's node in the GPU's slice tree, numbered
-    breadth first (the whole GPU 0, its halves 1-2, quarters 3-6, eighths 7-14). [U] inferred: it gives the
-    IDs real exporters show (an A30's 1g.6gb 3..6: dcgm-exporter #317; an H100's 1g.10gb 7, 8, 9: #512)."""
-    assert device.mig is not None
-    size = max(device.mig.size, 1)
-    return memory_slices(device) // size - 1 + device.mig.start // size
-
-
-def memory_slices(device: GpuDevice) -> int:
-    """The memory slices of the device's GPU (its profile's MIG capability; 8, the most, when unknown)."""
-    try:
-        capability = load_profile(device.profile).mig
-    except UnknownProfileError:  # an inventory's own model
-        return 8
-    return capability.memory_slices if capability else 8
 
 
 def entities(devices: Iterable[GpuDevice]) -> list[Entity]:

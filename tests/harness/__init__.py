@@ -11,6 +11,10 @@ Unit and contract tests (tests/*.py):
 - hosted: a NodePlugin as a host drives it (`Hosted`: Prepare through the runtime's claim checks).
 - nvidia_smi: the fake nvidia-smi in a container view made from real CDI specs; the real tool's capture.
 - smi_shells: the shell/awk pairs the fake nvidia-smi runs under (dash+mawk, busybox, gawk --posix).
+- nvml: the mock NVML library through a real consumer (`probe`: nvml_probe.py, a script printing as JSON what
+  nvidia-ml-py and PyTorch's raw ctypes calls get, in a process that finds the library by name), a
+  container's description directory (`describe`), for tests/test_nvml*.py.
+- nvml_probe: that script.
 - inventory: one node's devices from inventory GPU entries (MIG layouts, shares).
 - computedomain: compute-domain.nvidia.com's test names, a fabric inventory, claims and configs, and `Api`
   (the plugin's API calls answered from dicts).

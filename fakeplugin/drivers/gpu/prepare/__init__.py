@@ -11,5 +11,6 @@ claimfiles.py   what a prepared claim leaves on the host: its CDI spec and nvidi
 cdispec.py      claim + devices + settings → the claim's CDI spec (pure); earlier versions' specs upgraded
 devicestatus.py --device-status: a prepared claim's devices in its status.devices
 smi.py          the fake nvidia-smi: its script and awk program, per-GPU data files, their CDI mounts
+nvmldata.py     a container's devices → the description the mock NVML library reads (pure)
 stale.py        temp files a killed plugin left midway, removed at start
 """

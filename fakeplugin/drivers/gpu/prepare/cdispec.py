@@ -21,7 +21,9 @@ on NVML's GPU/compute instance IDs, which the fake does not model), and `/dev/nv
 `/dev/nvidia-uvm` (238:0), `/dev/nvidia-uvm-tools` (238:1) at spec level. Type, major and minor are
 always set, so the CDI library never stats the host for them.
 With `plugin_dir` the edits also mount the fake nvidia-smi: the script at spec level, each GPU's data file
-at device level (fakeplugin.drivers.gpu.prepare.smi).
+at device level (fakeplugin.drivers.gpu.prepare.smi). With `nvml_library` too, the mock NVML library at
+spec level (where containers find `libnvidia-ml.so.1` by name) and each device's NVML description file at
+device level (fakeplugin.drivers.gpu.prepare.nvmldata), so NVML in a container lists its own devices.
 
 Specs of earlier fakeplugin versions set the claim's UUIDs and device names at spec level
 (`NVIDIA_VISIBLE_DEVICES=<uuids>`, `FAKEPLUGIN_CLAIM_DEVICES=<names>`), so every container of the claim saw
@@ -73,14 +75,18 @@ def claim_spec(
     device_nodes: bool = False,
     plugin_dir: Path | None = None,
     settings: Mapping[str, DeviceSettings] | None = None,
+    nvml_library: Path | None = None,
 ) -> dict[str, Any]:
     """The CDI spec of one claim (see the module docstring for the edits).
 
     `settings`: device name → what its opaque config applied, rendered into that device's env
-    (`settings_env`); devices without settings are left out.
+    (`settings_env`); devices without settings are left out. `nvml_library` (the built mock NVML
+    library) needs `plugin_dir`, where the devices' NVML description files are.
     """
     if not devices:
         raise ValueError(f"claim {claim_uid}: a CDI spec needs at least one device")
+    if nvml_library is not None and plugin_dir is None:
+        raise ValueError(f"claim {claim_uid}: the NVML library's descriptions need the plugin directory")
     spec_edits: dict[str, Any] = {"env": [VISIBLE_DEVICES_VOID, f"{CLAIM_UID_ENV}={claim_uid}"]}
     if device_nodes:
         spec_edits["deviceNodes"] = [
@@ -90,11 +96,16 @@ def claim_spec(
         ]
     if plugin_dir is not None:
         spec_edits["mounts"] = smi.spec_mounts(plugin_dir)
+    if nvml_library is not None:
+        # Here, not at the top: the plugin loads the NVML modules only once it mounts the library.
+        from fakeplugin.drivers.gpu.prepare import nvmldata
+
+        spec_edits["mounts"] += nvmldata.spec_mounts(nvml_library)
     spec: dict[str, Any] = {
         "cdiVersion": EARLIEST_VERSION,
         "kind": kind(driver_name),
         "devices": [
-            _device_entry(claim_uid, d, device_nodes, plugin_dir, (settings or {}).get(d.name))
+            _device_entry(claim_uid, d, device_nodes, plugin_dir, (settings or {}).get(d.name), nvml_library)
             for d in devices
         ],
         "containerEdits": spec_edits,
@@ -137,6 +148,7 @@ def _device_entry(
     device_nodes: bool,
     plugin_dir: Path | None,
     settings: DeviceSettings | None,
+    nvml_library: Path | None,
 ) -> dict[str, Any]:
     prefix = device_env_prefix(device)
     env = [
@@ -149,6 +161,10 @@ def _device_entry(
         edits["deviceNodes"] = [char_device(f"/dev/nvidia{device.minor}", NVIDIA_MAJOR, device.minor)]
     if plugin_dir is not None:
         edits["mounts"] = smi.device_mounts(plugin_dir, claim_uid, device)
+        if nvml_library is not None:
+            from fakeplugin.drivers.gpu.prepare import nvmldata  # as in claim_spec
+
+            edits["mounts"] += nvmldata.device_mounts(plugin_dir, claim_uid, device)
     return {"name": cdi_device_name(claim_uid, device.name), "containerEdits": edits}
 
 

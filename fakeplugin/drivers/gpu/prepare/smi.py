@@ -248,15 +248,16 @@ def render_data(device: GpuDevice, settings: DeviceSettings | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
-def _mount(host_path: Path, container_path: str) -> dict[str, Any]:
+def mount(host_path: Path, container_path: str) -> dict[str, Any]:
+    """A read-only bind mount of a host file, with the real driver's options."""
     return {"hostPath": str(host_path), "containerPath": container_path, "options": list(MOUNT_OPTIONS)}
 
 
 def spec_mounts(plugin_dir: Path) -> list[dict[str, Any]]:
     """Spec-level CDI mounts: the script, then its awk program."""
     return [
-        _mount(script_path(plugin_dir), SCRIPT_CONTAINER_PATH),
-        _mount(program_path(plugin_dir), PROGRAM_CONTAINER_PATH),
+        mount(script_path(plugin_dir), SCRIPT_CONTAINER_PATH),
+        mount(program_path(plugin_dir), PROGRAM_CONTAINER_PATH),
     ]
 
 
@@ -282,7 +283,7 @@ def with_program_mount(mounts: Any) -> list[Any] | None:
 def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
     """Device-level CDI mounts: the device's data file."""
     in_container = f"{DATA_CONTAINER_DIR}/{data_file_name(device.name)}"
-    return [_mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]
+    return [mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]
 
 
 # -- files -------------------------------------------------------------------------------------------------

@@ -1,0 +1,168 @@
+"""The description the mock NVML library (fakeplugin/nvml) reads in a container: one file per device the
+container got, `<DESCRIPTION_CONTAINER_DIR>/<device>.nvml`, written from the device model (pure).
+
+One file per device, as the fake nvidia-smi's data files, so each device's CDI edits can mount its own
+and a container sees exactly the devices of its requests. The values come from the same places as the
+fake nvidia-smi's (`smi.py`) and the ResourceSlices': the device model, its profile's board, `smi`'s
+serial, bus ID form and idle readings, `fakeplugin.mig`'s GPU instance IDs; a test holds NVML and
+nvidia-smi equal. A full GPU's file has its `[gpu]` section; a MIG device's its parent GPU's, in MIG
+mode, then its `[mig]` section. The library lists them as nvidia-smi does: one GPU per minor, in minor
+order, NVML indices 0..n-1 (a container's NVML counts from 0, whatever the host's index), MIG devices
+under their GPU in placement order. The format is the one `fakeplugin/nvml/description.c` reads
+(docs/emulation.md, "NVML in the container").
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+from fakeplugin.drivers.gpu.prepare.smi import (
+    IDLE_POWER_FRACTION,
+    IDLE_TEMPERATURE_C,
+    mount,
+    nvml_bus_id,
+    serial_number,
+)
+from fakeplugin.mig import gpu_instance_id
+from fakeplugin.model import GpuDevice
+from fakeplugin.nvml.build import LIBRARY_NAME
+from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
+
+DESCRIPTION_ENV = "FAKEPLUGIN_NVML_DESCRIPTION"  # read by nvml.c; unset: DESCRIPTION_CONTAINER_DIR
+DESCRIPTION_CONTAINER_DIR = "/run/fakeplugin/nvml"
+FORMAT = 1
+MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
+_MIB = 1024 * 1024
+_NVIDIA_VENDOR = 0x10DE
+_COMPUTE_INSTANCE_ID = 0  # the one compute instance spanning its GPU instance, as the driver creates it
+
+
+def nvml_cuda_version(version: str) -> int:
+    """NVML's CUDA driver version number of "13.0": 13000 (major * 1000 + minor * 10)."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return major * 1000 + minor * 10
+
+
+def nvml_version(device: GpuDevice) -> str:
+    """nvmlSystemGetNVMLVersion: the CUDA major, then the driver version ("13.580.126.20"). [I] from real
+    output (12.535.133.00 with driver 535.133.00, 12.560.35.03 with 560.35.03)."""
+    return f"{device.cuda_driver_version.split('.')[0]}.{device.driver_version}"
+
+
+def max_mig_devices(device: GpuDevice) -> int:
+    """nvmlDeviceGetMaxMigDeviceCount: the most MIG devices the GPU's profile allows (its most instances
+    of one GPU-instance profile); 0 when it is not MIG capable."""
+    capability = load_profile(device.profile).mig
+    return max((p.instances for p in capability.profiles), default=0) if capability else 0
+
+
+def gpu_section(device: GpuDevice, mig_mode: bool) -> dict[str, str]:
+    """The `[gpu]` keys of `device`'s physical GPU (a MIG device's parent, whose identity it carries)."""
+    board = device.board
+    uuid = device.parent_uuid if device.mig is not None and device.parent_uuid else device.uuid
+    major, minor = device.cuda_compute_capability.split(".")
+    values = {
+        "name": device.product_name,
+        "uuid": uuid,
+        "serial": serial_number(uuid),
+        "bus_id": nvml_bus_id(device.pci_bus_id),
+        "pci_device_id": f"0x{board.pci_device_id << 16 | _NVIDIA_VENDOR:08X}",
+        "minor": str(device.minor),
+        "memory_total": str(board.memory_bytes),
+        "memory_reserved": str((board.reserved_memory_mib or 0) * _MIB),
+        "cc_major": major,
+        "cc_minor": minor,
+        "architecture": str(NVML_ARCHITECTURES[device.architecture]),
+        "brand": str(BRANDS.index(device.brand)),  # BRANDS is NVML's brand enum in order
+        "temperature_c": str(IDLE_TEMPERATURE_C),
+        "mig_capable": str(int(board.mig_capable)),
+        "mig_mode": str(int(mig_mode)),
+    }
+    if board.pci_subsystem_id is not None:
+        values["pci_subsystem_id"] = f"0x{board.pci_subsystem_id << 16 | _NVIDIA_VENDOR:08X}"
+    if board.power_limit_watts is not None:
+        values["power_limit_mw"] = str(board.power_limit_watts * 1000)
+        # nvidia-smi's draw in mW, as it prints it in W with two decimals
+        values["power_usage_mw"] = str(round(board.power_limit_watts * IDLE_POWER_FRACTION * 100) * 10)
+    if board.mig_capable:
+        values["max_mig_devices"] = str(max_mig_devices(device))
+    return values
+
+
+def mig_section(device: GpuDevice) -> dict[str, str]:
+    """The `[mig]` keys of a MIG device."""
+    assert device.mig is not None
+    return {
+        "name": f"{device.product_name} MIG {device.mig.profile}",  # as NVML names MIG devices
+        "uuid": device.uuid,
+        "memory_total": str(device.memory_bytes),
+        "gpu_instance_id": str(gpu_instance_id(device)),
+        "compute_instance_id": str(_COMPUTE_INSTANCE_ID),
+        "placement_start": str(device.mig.start),
+    }
+
+
+def file_name(device_name: str) -> str:
+    """The name of a device's description file."""
+    return f"{device_name}.nvml"
+
+
+def render_device(device: GpuDevice) -> str:
+    """The description file of `device` as Prepare hands it out (a DynamicMIG partition created:
+    `fakeplugin.mig.created_for_claim`). ValueError names a device it cannot describe."""
+    if not device.uuid:
+        raise ValueError(f"{device.name}: a DynamicMIG partition has no UUID before Prepare creates it")
+    lines = [
+        f"# fakeplugin: the NVML description of {device.name}",
+        f"format={FORMAT}",
+        f"driver_version={device.driver_version}",
+        f"nvml_version={nvml_version(device)}",
+        f"cuda_driver_version={nvml_cuda_version(device.cuda_driver_version)}",
+        "[gpu]",
+        *_lines(device, gpu_section(device, mig_mode=device.mig is not None)),
+    ]
+    if device.mig is not None:
+        lines += ["[mig]", *_lines(device, mig_section(device))]
+    return "\n".join(lines) + "\n"
+
+
+def _lines(device: GpuDevice, values: dict[str, str]) -> list[str]:
+    lines = [f"{key}={value}" for key, value in values.items()]
+    for line in lines:
+        if "\n" in line or "\r" in line or len(line.encode()) > MAX_LINE:
+            raise ValueError(f"{device.name}: NVML description line {line!r} is too long or has a line break")
+    return lines
+
+
+# -- CDI edits ---------------------------------------------------------------------------------------------
+
+
+def library_container_paths(machine: str | None = None) -> tuple[str, ...]:
+    """Where containers find the library by name without ldconfig (NVIDIA's toolkit runs its
+    update-ldcache hook; we run none): Debian's and Ubuntu's glibc search `/usr/lib/<arch>-linux-gnu`
+    (`ld.so --list-diagnostics`: path.system_dirs), Red Hat's `/usr/lib64`, where NVIDIA's own mock NVML
+    (NVIDIA/k8s-test-infra nvml-mock) mounts it. `machine`: `platform.machine()` of the node's host."""
+    multiarch = f"{machine or platform.machine()}-linux-gnu"
+    return (f"/usr/lib/{multiarch}/{LIBRARY_NAME}", f"/usr/lib64/{LIBRARY_NAME}")
+
+
+def data_dir(plugin_dir: Path) -> Path:
+    return plugin_dir.absolute() / "nvml"
+
+
+def claim_data_path(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
+    """A claim's device's description file on the host (one flat directory, as nvidia-smi's data)."""
+    return data_dir(plugin_dir) / f"{claim_uid}-{file_name(device_name)}"
+
+
+def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
+    """Spec-level CDI mounts: the library, read-only, at each of `library_container_paths`."""
+    return [mount(library, path) for path in library_container_paths(machine)]
+
+
+def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
+    """Device-level CDI mounts: the device's description file, into the directory the library reads."""
+    in_container = f"{DESCRIPTION_CONTAINER_DIR}/{file_name(device.name)}"
+    return [mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]

@@ -1,0 +1,133 @@
+"""The CDI edits that put the mock NVML library and its description into containers (cdispec.claim_spec
+with `nvml_library`, nvmldata's mounts): the library at spec level where a container finds it by name, each
+device's description file at device level, so a container that got some of a claim's requests lists
+exactly their devices. The container views are made from the real spec as tests/harness/nvidia_smi's
+are (every mount of the injected devices copied to its container path under a root), then read by pynvml.
+Writing the files at Prepare and the plugin's flag for the library are not wired yet.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin import cdi
+from fakeplugin.drivers.gpu.prepare import cdispec, nvmldata, smi
+from fakeplugin.drivers.gpu.publish.node import node_devices
+from fakeplugin.inventory import parse_inventory
+from fakeplugin.model import GpuDevice
+from tests.harness import DRIVER
+from tests.harness.nvidia_smi import container_view
+from tests.harness.nvml import probe
+from tests.harness.paths import SEED_LAB
+
+UID = "5b0d8c1e-0000-4000-8000-00000000c1a1"
+OPTIONS = ["ro", "nosuid", "nodev", "rbind", "rprivate"]
+STATIC_MIG = """
+driverVersion: "580.95.05"
+cudaDriverVersion: "13.0"
+nodes:
+- name: mig-node
+  gpus:
+  - profile: a100-40gb
+    mig:
+    - {profile: 3g.20gb}
+    - {profile: 1g.5gb, count: 2}
+"""
+
+
+def devices_of(text: str, node: str) -> dict[str, GpuDevice]:
+    return {d.name: d for d in node_devices(parse_inventory(yaml.safe_load(text), "inv.yaml"), node, {})}
+
+
+def prepared(tmp_path: Path, library: Path, devices: list[GpuDevice]) -> Path:
+    """The claim's files as Prepare will leave them: the description files and the CDI spec."""
+    plugin = tmp_path / "plugin"
+    for device in devices:
+        path = nvmldata.claim_data_path(plugin, UID, device.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(nvmldata.render_device(device), encoding="utf-8")
+    smi.install_program(plugin)
+    smi.install_script(plugin)
+    smi.write_claim_data(plugin, UID, devices)
+    spec = cdispec.claim_spec(UID, devices, driver_name=DRIVER, plugin_dir=plugin, nvml_library=library)
+    assert cdi.validate_spec(spec) == []
+    path = cdi.spec_path(tmp_path / "cdi", UID, driver_name=DRIVER)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cdi.write_spec(path, spec)
+    return path
+
+
+def in_container(nvml_library: Path, root: Path) -> dict[str, Any]:
+    """pynvml in a container under `root`: the library found where the spec mounts it (as the dynamic
+    loader would search that directory), the description at its container path."""
+    library = root / nvmldata.library_container_paths()[0].lstrip("/")
+    assert library.read_bytes() == nvml_library.read_bytes()
+    seen, stderr = probe(library.parent, root / nvmldata.DESCRIPTION_CONTAINER_DIR.lstrip("/"))
+    assert stderr == ""
+    return seen
+
+
+def test_spec_mounts_the_library_and_each_devices_description(nvml_library: Path) -> None:
+    devices = devices_of(SEED_LAB.read_text(encoding="utf-8"), "capi-dralabs-md-gput10-gzl84-f2m2d")
+    plugin = Path("/var/lib/kubelet/plugins/gpu.nvidia.com")
+    spec = cdispec.claim_spec(
+        UID, list(devices.values()), driver_name=DRIVER, plugin_dir=plugin, nvml_library=nvml_library
+    )
+    assert cdi.validate_spec(spec) == []
+    arch = platform.machine()
+    library_mounts = spec["containerEdits"]["mounts"][len(smi.spec_mounts(plugin)) :]
+    assert library_mounts == [
+        {"hostPath": str(nvml_library), "containerPath": path, "options": OPTIONS}
+        for path in (f"/usr/lib/{arch}-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1")
+    ]
+    for entry, name in zip(spec["devices"], ["gpu-0", "gpu-1"], strict=True):
+        assert entry["containerEdits"]["mounts"][-1] == {
+            "hostPath": f"{plugin}/nvml/{UID}-{name}.nvml",
+            "containerPath": f"/run/fakeplugin/nvml/{name}.nvml",
+            "options": OPTIONS,
+        }
+    without = cdispec.claim_spec(UID, list(devices.values()), driver_name=DRIVER, plugin_dir=plugin)
+    assert not any("nvml" in m["containerPath"] for m in without["containerEdits"]["mounts"])
+
+
+def test_the_library_needs_the_plugin_dir(nvml_library: Path) -> None:
+    devices = devices_of(SEED_LAB.read_text(encoding="utf-8"), "capi-dralabs-md-gput10-gzl84-f2m2d")
+    with pytest.raises(ValueError, match="descriptions need the plugin directory"):
+        cdispec.claim_spec(UID, [devices["gpu-0"]], driver_name=DRIVER, nvml_library=nvml_library)
+
+
+def test_library_container_paths_follow_the_machine() -> None:
+    assert nvmldata.library_container_paths("aarch64") == (
+        "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1",
+        "/usr/lib64/libnvidia-ml.so.1",
+    )
+
+
+def test_each_container_lists_its_own_requests_devices(nvml_library: Path, tmp_path: Path) -> None:
+    """One claim, two requests of one GPU each, in two containers (NVIDIA's quickstart gpu-test4 shape)."""
+    devices = devices_of(SEED_LAB.read_text(encoding="utf-8"), "capi-dralabs-md-gput10-gzl84-f2m2d")
+    spec = prepared(tmp_path, nvml_library, [devices["gpu-0"], devices["gpu-1"]])
+    for name in ("gpu-0", "gpu-1"):
+        seen = in_container(nvml_library, container_view(tmp_path / name, [(spec, [name])]))
+        assert seen["count"] == 1
+        assert [g["uuid"] for g in seen["gpus"]] == [devices[name].uuid]
+        assert seen["gpus"][0]["minor"] == devices[name].minor
+    both = in_container(nvml_library, container_view(tmp_path / "both", [(spec, ["gpu-1", "gpu-0"])]))
+    assert [g["uuid"] for g in both["gpus"]] == [devices["gpu-0"].uuid, devices["gpu-1"].uuid]
+
+
+def test_mig_devices_of_one_gpu_in_one_container(nvml_library: Path, tmp_path: Path) -> None:
+    devices = devices_of(STATIC_MIG, "mig-node")
+    names = ["gpu-0-mig-1g5gb-19-5", "gpu-0-mig-3g20gb-9-0", "gpu-0-mig-1g5gb-19-4"]
+    spec = prepared(tmp_path, nvml_library, [devices[n] for n in names])
+    seen = in_container(nvml_library, container_view(tmp_path / "ctr", [(spec, names[:2])]))
+    assert seen["count"] == 1
+    [gpu] = seen["gpus"]
+    assert gpu["uuid"] == devices[names[0]].parent_uuid
+    found = [m["uuid"] for m in gpu["migs"] if "error" not in m]
+    assert found == [devices["gpu-0-mig-3g20gb-9-0"].uuid, devices["gpu-0-mig-1g5gb-19-5"].uuid]

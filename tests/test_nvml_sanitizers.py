@@ -1,0 +1,124 @@
+"""The mock NVML library's C under AddressSanitizer and UndefinedBehaviorSanitizer: a real description and
+seeded random corruptions of it (bytes changed, cut, inserted; sections and huge numbers added), each read by
+pynvml in a process with the sanitizers preloaded. Every run must end in a clean NVML answer: init
+succeeds and every query answers, or init fails with DRIVER_NOT_LOADED; never a sanitizer report or a
+crash. It compiles a library of its own; about 4 s in all. Skipped where the compiler has no sanitizer
+runtimes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pynvml
+import pytest
+import yaml
+
+from fakeplugin.drivers.gpu.prepare import nvmldata
+from fakeplugin.drivers.gpu.publish.node import node_devices
+from fakeplugin.inventory import parse_inventory
+from fakeplugin.nvml import build
+from tests.harness.nvml import PROBE
+
+SANITIZERS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g", "-O1")
+INVENTORY = """
+driverVersion: "580.95.05"
+cudaDriverVersion: "13.0"
+nodes:
+- name: node
+  gpus:
+  - profile: a100-40gb
+    count: 2
+    mig:
+    - {profile: 3g.20gb}
+    - {profile: 1g.5gb, count: 2}
+  - profile: h200
+"""
+INSERTS = (
+    b"[gpu]\n",
+    b"[mig]\n",
+    b"[mig]\nname=a\nuuid=b\n",
+    b"mig_mode=1\n",
+    b"memory_total=18446744073709551616\n",
+)
+
+
+def runtime(name: str) -> str:
+    path = subprocess.run(["cc", f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(path):
+        pytest.skip(f"the compiler has no {name}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def sanitized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a process whose `libnvidia-ml.so.1` is the library built with the sanitizers."""
+    out = tmp_path_factory.mktemp("nvml-asan")
+    stubs = out / "stubs.c"
+    stubs.write_text(build.stubs_source(), encoding="utf-8")
+    source = Path(build.__file__).parent
+    library = out / build.LIBRARY_NAME
+    sources = [str(source / c) for c in build.C_SOURCES]
+    command = ["cc", *build.FLAGS, *SANITIZERS, f"-I{source}", "-o", str(library), *sources, str(stubs)]
+    subprocess.run(command, check=True)
+    return {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(out),
+        "LD_PRELOAD": f"{runtime('libasan.so')} {runtime('libubsan.so')}",
+        "ASAN_OPTIONS": "detect_leaks=0",  # the Python interpreter's own, not ours
+        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    }
+
+
+def corrupted(good: bytes, rng: random.Random) -> bytes:
+    data = bytearray(good)
+    for _ in range(rng.randint(1, 6)):
+        at = rng.randrange(len(data))
+        op = rng.random()
+        if op < 0.4:
+            data[at] = rng.randrange(256)
+        elif op < 0.6:
+            del data[at : at + rng.randint(1, 40)]
+        elif op < 0.8:
+            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 300)))
+        else:
+            data[at:at] = rng.choice(INSERTS)
+    return bytes(data)
+
+
+def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_path: Path) -> None:
+    devices = node_devices(parse_inventory(yaml.safe_load(INVENTORY), "inv.yaml"), "node", {})
+    files = {nvmldata.file_name(d.name): nvmldata.render_device(d).encode() for d in devices}
+    rng = random.Random(44)
+    answers = []
+    for run in range(40):
+        path = tmp_path / str(run)
+        path.mkdir()
+        for name, text in files.items():
+            (path / name).write_bytes(text)
+        if run:
+            name = rng.choice(sorted(files))
+            (path / name).write_bytes(corrupted(files[name], rng))
+        args = ["raw"] if run % 4 == 1 else []
+        done = subprocess.run(
+            [sys.executable, str(PROBE), *args],
+            env={**sanitized, nvmldata.DESCRIPTION_ENV: str(path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, f"run {run}:\n{done.stderr}"
+        assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
+        seen = json.loads(done.stdout)
+        answers.append(seen["init"])
+        if run == 0:
+            assert seen["count"] == 3
+    assert answers[0] == pynvml.NVML_SUCCESS
+    assert set(answers) <= {pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_DRIVER_NOT_LOADED}
+    assert pynvml.NVML_ERROR_DRIVER_NOT_LOADED in answers
