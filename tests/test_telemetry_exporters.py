@@ -18,6 +18,7 @@ from fakeplugin.model import GpuDevice
 from fakeplugin.telemetry import counters, exposition, samples
 from fakeplugin.telemetry.attribution import Use
 from fakeplugin.telemetry.exporters import DEFAULT_EXPORTER_RELEASE, RELEASES, exporter_release
+from fakeplugin.telemetry.load import Load
 from fakeplugin.telemetry.samples import NodeState
 from fakeplugin.telemetry.source import KubeletAttribution
 
@@ -45,15 +46,17 @@ def devices(gpus: list[dict[str, Any]], **node: Any) -> list[GpuDevice]:
 def render(
     state: NodeState, release: str, *, pod_uid: bool = False, chosen: list[counters.Counter] | None = None
 ) -> str:
-    series = samples.node_series(
-        state, chosen or counters.default(), release=exporter_release(release), pod_uid=pod_uid
-    )
-    return b"".join(exposition.blocks(series)).decode()
+    exporter = exporter_release(release)
+    series = samples.node_series(state, chosen or counters.default(), release=exporter, pod_uid=pod_uid)
+    return b"".join(exposition.blocks(series, by_name=exporter.expfmt)).decode()
 
 
 def rows(text: str, metric: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of the metric's samples, by GPU and GPU instance (from 4.6.0-4.8.3 the exporter
+    orders them by their label set: test_the_order_and_numbers_of_4_6_0)."""
     [family] = [f for f in text_string_to_metric_families(text) if f.name == metric]
-    return [(dict(s.labels), s.value) for s in family.samples]
+    found = [(dict(s.labels), s.value) for s in family.samples]
+    return sorted(found, key=lambda row: (int(row[0]["gpu"]), int(row[0].get("GPU_I_ID", -1))))
 
 
 def use(device: GpuDevice, *, pod: str = "trainer-0", uid: str = UID) -> Use:
@@ -159,7 +162,7 @@ FABRIC_CSV = (
 
 
 def fabric_values(text: str) -> list[tuple[float, float]]:
-    """(mask, summary) of each GPU."""
+    """(mask, summary) of each GPU, by index."""
     masks = rows(text, "DCGM_FI_DEV_FABRIC_HEALTH_MASK")
     summaries = rows(text, "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY")
     return [(m, s) for (_, m), (_, s) in zip(masks, summaries, strict=True)]
@@ -192,3 +195,45 @@ def test_fabric_health_on_4_8_4_healthy_then_after_a_fabric_fault() -> None:
     assert {f.name for f in text_string_to_metric_families(a100)} == {"DCGM_FI_DEV_GPU_TEMP"}
     assert samples.is_simulated(chosen[1], exporter_release("4.6.1-4.8.4"))
     assert not samples.is_simulated(chosen[1], exporter_release("4.6.0-4.8.3"))
+
+
+def signature(labels: dict[str, str]) -> str:
+    """render_metrics.go `labelSignature` (7ad58324): pairs sorted by name, `<len>:<name>=<len>:<value>;`."""
+    return "".join(f"{len(k)}:{k}={len(v.encode())}:{v};" for k, v in sorted(labels.items()))
+
+
+def test_the_order_and_numbers_of_4_6_0() -> None:
+    """From 4.6.0-4.8.3 `Render` writes through expfmt: families sorted by name, a family's samples by their
+    label signature, values as Go's strconv.FormatFloat(v, 'g', -1, 64) (the expected texts below printed by
+    Go 1.26.8); 4.5.3-4.8.2's template keeps field-ID order, GPU order and `%f` doubles."""
+    found = devices([{"profile": "h200", "count": 4}])
+    state = NodeState(
+        NODE,
+        found,
+        uses=[use(found[2]), use(found[2], pod="trainer-1")],
+        loads={found[1].name: Load(90, 90)},
+        energy_mj={found[0].uuid: 1234567},
+    )
+    new, old = render(state, "4.6.0-4.8.3"), render(state, "4.5.3-4.8.2")
+    names = [f.name for f in text_string_to_metric_families(new)]
+    assert names == sorted(names) and names != [f.name for f in text_string_to_metric_families(old)]
+    for family in text_string_to_metric_families(new):
+        signatures = [signature(dict(s.labels)) for s in family.samples]
+        assert signatures == sorted(signatures), family.name
+        assert len(family.samples) == 5  # four GPUs, the third one's series once per container
+    old_gpus = [s.labels["gpu"] for s in next(text_string_to_metric_families(old)).samples]
+    assert old_gpus == ["0", "1", "2", "2", "3"]
+
+    def line(text: str, metric: str, gpu: str) -> str:
+        [found] = [x for x in text.splitlines() if x.startswith(f'{metric}{{gpu="{gpu}"')]
+        return found.rsplit(" ", 1)[1]
+
+    for metric, gpu, before, after in (
+        ("DCGM_FI_DEV_POWER_USAGE", "0", "84.000000", "84"),  # H200 idle: 12 % of 700 W
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "0", "1234567", "1.234567e+06"),
+        ("DCGM_FI_PROF_PCIE_TX_BYTES", "1", "3600000000", "3.6e+09"),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "1", "0.900000", "0.9"),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0", "0.000000", "0"),
+        ("DCGM_FI_DEV_GPU_TEMP", "0", "33", "33"),
+    ):
+        assert (line(old, metric, gpu), line(new, metric, gpu)) == (before, after), metric

@@ -30,6 +30,9 @@ class ExporterRelease:
     mig_instance_attribution: bool
     dra_pod_uid: bool  # --kubernetes-enable-pod-uid adds pod_uid to DRA-attributed series too
     fabric_health: bool  # DCGM_FI_DEV_FABRIC_HEALTH_MASK/_SUMMARY have series when a counters file names them
+    # The exposition written by prometheus/common's expfmt (telemetry.expfmt): families by name, samples by
+    # their label set, Go's shortest floats; else 4.5.3-4.8.2's template (telemetry.exposition).
+    expfmt: bool
 
 
 RELEASES = MappingProxyType(
@@ -42,11 +45,13 @@ RELEASES = MappingProxyType(
             mig_instance_attribution=False,
             dra_pod_uid=False,
             fabric_health=False,
+            expfmt=False,
         ),
         # Tag 4.6.0-4.8.3 (PR #711, 2026-07-14), read at 7ad58324, the commit its release notes link:
         # `hostname` (renamed by #655, commit d5e5f510); DRA v1 with MIG devices mapped to their GPU
         # instance (#654, #664: transformation/dra.go `buildDeviceMapping`, kubernetes.go `draMappingKey`).
-        # The DRA path sets no pod_uid (kubernetes.go `Process`; dcgm-exporter #718).
+        # The DRA path sets no pod_uid (kubernetes.go `Process`; dcgm-exporter #718). The renderer is
+        # rendermetrics/render_metrics.go `Render` over expfmt.
         "4.6.0-4.8.3": ExporterRelease(
             "4.6.0-4.8.3",
             "7ad58324b4447b64dc3dedf946b889b648b7f476",
@@ -54,11 +59,13 @@ RELEASES = MappingProxyType(
             mig_instance_attribution=True,
             dra_pod_uid=False,
             fabric_health=False,
+            expfmt=True,
         ),
         # Exporter 4.8.4 with DCGM 4.6.1 (PR #745, merged 2026-09-18). [U] The tag string follows the
         # project's `<DCGM>-<exporter>` tags and the images published as 4.6.1-4.8.4(-distroless); the tag
         # and its source are not in the snapshots read here. From #745's notes and #738 (fixes #718):
         # `pod_uid` on DRA-attributed series with --kubernetes-enable-pod-uid; opt-in fabric health fields.
+        # [U] The renderer and the DRA MIG mapping taken to be 4.6.0-4.8.3's (#745 lists no change to them).
         "4.6.1-4.8.4": ExporterRelease(
             "4.6.1-4.8.4",
             "",
@@ -66,6 +73,7 @@ RELEASES = MappingProxyType(
             mig_instance_attribution=True,
             dra_pod_uid=True,
             fabric_health=True,
+            expfmt=True,
         ),
     }
 )

@@ -34,6 +34,7 @@ from fakeplugin.drivers.gpu import smi
 from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.mig import gpu_instance_id, memory_slices
 from fakeplugin.model import GpuDevice
+from fakeplugin.telemetry import expfmt
 from fakeplugin.telemetry.attribution import Use, dra_attribution
 from fakeplugin.telemetry.counters import Counter
 from fakeplugin.telemetry.exporters import FABRIC_HEALTH_FIELD_IDS, ExporterRelease, exporter_release
@@ -95,10 +96,11 @@ class Entity:
         return self.uuid if self.gi_id is None else f"{self.gpu.index}-{self.gi_id}"
 
 
-# counter → its series in order, each (labels, attributes, value): the label text inside the braces in two
-# parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
-# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings.
-Series = dict[Counter, list[tuple[str, str, str]]]
+# counter → its series in order, each (labels, attributes, value, order): the label text inside the braces in
+# two parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
+# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings;
+# `order` the sample's place in its family where the release sorts them (expfmt.label_signature), else "".
+Series = dict[Counter, list[tuple[str, str, str, str]]]
 
 
 def entities(devices: Iterable[GpuDevice]) -> list[Entity]:
@@ -335,19 +337,25 @@ def node_series(
         base += sorted(_labels(labels, fields, device).items())
         prefix = ",".join(f'{k}="{v}"' for k, v in base)
         entries = attribution.get(entity.key) or [{}]
-        suffixes = [_text(who) for who in entries]
+        suffixes = [(_text(who), _order(release, base, who)) for who in entries]
         for counter in metrics:
             value = fields.get(counter.field_id)
             if value is None:
                 continue
+            shown = expfmt.go_float(value) if release.expfmt else value
             append = series.setdefault(counter, []).append
             if counter.field_id == 230:  # attributes of its own, sorted among the attribution's
                 for who in entries:
-                    append((prefix, _text(xid_attributes(value) | who), value))
+                    attributes = xid_attributes(value) | who
+                    append((prefix, _text(attributes), shown, _order(release, base, attributes)))
                 continue
-            for suffix in suffixes:
-                append((prefix, suffix, value))
+            for suffix, order in suffixes:
+                append((prefix, suffix, shown, order))
     return series
+
+
+def _order(release: ExporterRelease, labels: list[tuple[str, str]], attributes: Mapping[str, str]) -> str:
+    return expfmt.label_signature([*labels, *attributes.items()]) if release.expfmt else ""
 
 
 def _instance_key(device: GpuDevice) -> str:

@@ -214,7 +214,8 @@ class Telemetry:
                     state, self._counters, series, release=self._release, pod_uid=self._pod_uid
                 )
             self._energy = energy  # entities not rendered now are dropped
-            return exposition.blocks(series)  # made outside the lock: `series` is this render's
+            # made outside the lock: `series` is this render's
+            return exposition.blocks(series, by_name=self._release.expfmt)
 
     def _integrate(self, powers: dict[str, float], now: float, into: dict[str, _Energy]) -> dict[str, int]:
         out: dict[str, int] = {}
