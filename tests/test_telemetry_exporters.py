@@ -21,6 +21,7 @@ from fakeplugin.telemetry.exporters import DEFAULT_EXPORTER_RELEASE, RELEASES, e
 from fakeplugin.telemetry.load import Load
 from fakeplugin.telemetry.samples import NodeState
 from fakeplugin.telemetry.source import KubeletAttribution
+from tests.harness.dashboard import DASHBOARD_PANELS, DASHBOARD_VARIABLES, Sample, label_values, selected
 
 NODE = "gpu-node-1"
 UID = "0d4c2a7e-5b1f-4e8a-9c3d-6f2b1a0e9d87"
@@ -237,3 +238,29 @@ def test_the_order_and_numbers_of_4_6_0() -> None:
         ("DCGM_FI_DEV_GPU_TEMP", "0", "33", "33"),
     ):
         assert (line(old, metric, gpu), line(new, metric, gpu)) == (before, after), metric
+
+
+@pytest.mark.parametrize("release", list(HOSTNAME_LABEL))
+def test_nvidias_dashboard_selects_every_gpu_of_every_endpoint(release: str) -> None:
+    """NVIDIA's Grafana dashboard (tests/harness/dashboard.py) against two endpoints as Prometheus scrapes
+    them (`instance` the target's, added at scrape): a kubelet node's plugin with two H200s, a fleet with a
+    node of one; its variables find both endpoints and both GPU indexes, every per-GPU panel's selector each
+    of the three GPUs, the aggregating ones something. tests/e2e/test_prometheus.py asks a real Prometheus."""
+    targets = {
+        "127.0.0.1:9400": NodeState(NODE, devices([{"profile": "h200", "count": 2}])),
+        "127.0.0.1:9401": NodeState("sim-gpu", devices([{"profile": "h200"}])),
+    }
+    scraped: list[Sample] = [
+        (family.name, {**sample.labels, "instance": instance})
+        for instance, state in targets.items()
+        for family in text_string_to_metric_families(render(state, release))
+        for sample in family.samples
+    ]
+    variables = {name: label_values(scraped, query) for name, query in DASHBOARD_VARIABLES.items()}
+    assert variables == {"instance": sorted(targets), "gpu": ["0", "1"]}
+    for expr in DASHBOARD_PANELS:
+        found = selected(scraped, expr, variables)
+        gpus = sorted((labels["instance"], labels["gpu"]) for _, labels in found)
+        assert gpus == [("127.0.0.1:9400", "0"), ("127.0.0.1:9400", "1"), ("127.0.0.1:9401", "0")], expr
+    # A legend or a per-node variable reads the node from the release's label: on every series.
+    assert all(HOSTNAME_LABEL[release] in labels for _, labels in scraped)

@@ -29,6 +29,7 @@ import yaml
 from fakeplugin.cluster import prometheus
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.testing import FakepluginCluster, claim_pod, resource_claim
+from tests.harness.dashboard import DASHBOARD_PANELS
 from tests.harness.docblocks import Ref, block
 from tests.harness.host import require_cluster_host, require_prometheus
 from tests.harness.kube import wait_for
@@ -40,18 +41,6 @@ SIMULATED = "sim-gpu"
 NAMESPACE = "team-a"
 OTHER = "team-b"
 TIMEOUT = 60.0  # seconds: many scrape and evaluation intervals
-# NVIDIA/dcgm-exporter 4.5.3-4.8.2 grafana/dcgm-exporter-dashboard.json: its variable
-# `label_values(DCGM_FI_DEV_GPU_TEMP, instance)` and its panels' queries, as they stand there.
-DASHBOARD_PANELS = (
-    'DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"}',
-    'avg(DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"})',
-    'DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"}',
-    'sum(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"})',
-    'DCGM_FI_DEV_SM_CLOCK{instance=~"$instance", gpu=~"$gpu"} * 1000000',
-    'DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}',
-    'DCGM_FI_DEV_FB_USED{instance=~"$instance", gpu=~"$gpu"}',
-    'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}',
-)
 DOC_QUERIES = Ref("docs/prometheus.md", 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}')
 INVENTORY = {
     "driverVersion": "580.159.04",
