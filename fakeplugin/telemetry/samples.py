@@ -230,7 +230,7 @@ def values(
         out[393] = out[394] = out[395] = 0  # remapped rows (uncorrectable, correctable), remap failure
     if device.board.nvlinks:
         out[449] = 0  # DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: no NVLink traffic is simulated
-    if fabric and not instance:  # [U] a GPU instance's: DCGM's fabric fields are the physical GPU's
+    if fabric and not instance:  # [U] none on GPU instances: the fabric is the physical GPU's
         out |= fabric_health(device)
     out[526] = 0  # DCGM_FI_DEV_VGPU_LICENSE_STATUS: not a licensed vGPU [U]
     if dcp_supported(device):
