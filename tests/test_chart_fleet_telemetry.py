@@ -31,6 +31,7 @@ from tests.harness.chart import (
     only,
     parse_with_env,
     plugin_container,
+    refusal,
     render,
 )
 from tests.harness.rbac import (
@@ -211,6 +212,34 @@ def test_telemetry_port_path_and_service_follow_the_values(helm: Path) -> None:
         "/var/lib/k0s/kubelet/pod-resources"
     )
     assert [o for o in objs if o["kind"] == "Service"] == []  # telemetry.service.enabled: false
+
+
+def test_telemetry_exporter_release_and_pod_uid_reach_serve_and_fleet(
+    helm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """telemetry.exporterRelease and .podUID become the plugin's and the fleet's flags (the exporter's own
+    variable for the pod UID); the default is what GPU Operator v26.7.0 deploys; an unknown release is
+    refused by the schema."""
+    default = fleet_render(helm, "--set", "telemetry.enabled=true")
+    chosen = fleet_render(
+        helm, "--set", "telemetry.enabled=true,telemetry.exporterRelease=4.6.1-4.8.4,telemetry.podUID=true"
+    )
+    fields = {"spec.nodeName": "n", "metadata.uid": "u", "metadata.namespace": NAMESPACE}
+    for objs, release, pod_uid in ((default, "4.6.0-4.8.3", False), (chosen, "4.6.1-4.8.4", True)):
+        serving = [plugin_container(objs)] + [
+            o["spec"]["template"]["spec"]["containers"][0]
+            for o in objs
+            if o["kind"] == "Deployment" and o["metadata"]["name"].startswith(f"{RELEASE}-fleet-")
+        ]
+        assert len(serving) == 3  # the plugin and the two shards of the fleet values
+        for container in serving:
+            env = env_of(container)
+            assert env["FAKEPLUGIN_TELEMETRY_EXPORTER_RELEASE"] == release
+            assert ("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID" in env) is pod_uid
+            with monkeypatch.context() as patched:
+                args = parse_with_env(patched, container, fields)
+            assert (args.telemetry_exporter_release, args.kubernetes_enable_pod_uid) == (release, pod_uid)
+    assert "exporterRelease" in refusal(helm, "--set", "telemetry.exporterRelease=4.8.4")
 
 
 def test_telemetry_grants_exactly_its_extra_calls(helm: Path) -> None:

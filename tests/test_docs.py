@@ -294,11 +294,11 @@ def a_conftest(b: Block, tmp: Path) -> None:
 
 def a_counters_file(b: Block) -> None:
     """A counters file: what --telemetry-counters reads, every record a simulated field."""
-    from fakeplugin.telemetry import counters, samples
+    from fakeplugin.telemetry import counters, exporters, samples
 
     chosen = counters.parse(b.text, str(b))
     assert [c.field for c in chosen][:2] == ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]
-    assert all(samples.is_simulated(c) for c in chosen)
+    assert all(samples.is_simulated(c, exporters.exporter_release(None)) for c in chosen)
 
 
 def the_action_workflow(b: Block) -> None:

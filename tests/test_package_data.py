@@ -304,7 +304,7 @@ def test_the_installed_wheel_runs_what_reads_package_data(
     assert {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_XID_ERRORS"} <= set(families)
     (xid,) = families["DCGM_FI_DEV_XID_ERRORS"].samples
     assert xid.value == 0 and xid.labels["err_code"] == "0" and xid.labels["err_msg"] == "No Error"
-    assert xid.labels["modelName"] == "NVIDIA RTX A5000" and xid.labels["Hostname"] == A5000_NODE
+    assert xid.labels["modelName"] == "NVIDIA RTX A5000" and xid.labels["hostname"] == A5000_NODE
     assert "xid-messages" not in serve.output() and "render failed" not in serve.output()
     assert serve_exit == 0, serve.output()[-4000:]
 

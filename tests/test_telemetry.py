@@ -19,13 +19,18 @@ from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.profiles import profile_names
 from fakeplugin.telemetry import counters, exposition, samples, uses
+from fakeplugin.telemetry.attribution import Use
 from fakeplugin.telemetry.counters import CountersError
+from fakeplugin.telemetry.exporters import exporter_release
 from fakeplugin.telemetry.load import IDLE, Load, LoadError, busiest, format_load, parse_load
-from fakeplugin.telemetry.samples import NodeState, Use
+from fakeplugin.telemetry.samples import NodeState
 from fakeplugin.telemetry.source import Telemetry
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "dcgm-exporter-4.5.3-4.8.2.txt"
+# The golden and these tests are the release 4.5.3-4.8.2's shape (its `Hostname`, its DRA keys); what later
+# releases change is tests/test_telemetry_exporters.py's.
+RELEASE = exporter_release("4.5.3-4.8.2")
 NODE = "gpu-node-1"
 
 
@@ -39,7 +44,7 @@ def devices(gpus: list[dict[str, Any]], node: str = NODE) -> list[GpuDevice]:
 def render(*states: NodeState, chosen: list[counters.Counter] | None = None) -> str:
     series: samples.Series = {}
     for state in states:
-        samples.node_series(state, chosen or counters.default(), series)
+        samples.node_series(state, chosen or counters.default(), series, release=RELEASE)
     return b"".join(exposition.blocks(series)).decode()
 
 
@@ -151,7 +156,7 @@ def test_shipped_default_is_the_exporters_file_with_its_release_in_the_header() 
     chosen = counters.default()
     assert [c.field for c in chosen if c.is_label] == ["DCGM_FI_DRIVER_VERSION"]
     assert len(chosen) == 26
-    assert all(samples.is_simulated(c) for c in chosen)
+    assert all(samples.is_simulated(c, RELEASE) for c in chosen)
 
 
 def test_counters_file_comments_whitespace_legacy_and_exporter_names(tmp_path: Path) -> None:
@@ -452,7 +457,15 @@ def test_fleet_uses_follow_the_kubelets_list() -> None:
         ("main", "shared-gpu", "gpu-2"),
     ]
     assert got[0] == Use(
-        "trainer-0", "team-a", "main", "trainer-0-gpus", "team-a", "gpu.nvidia.com", NODE, "gpu-0"
+        "trainer-0",
+        "team-a",
+        "main",
+        "trainer-0-gpus",
+        "team-a",
+        "gpu.nvidia.com",
+        NODE,
+        "gpu-0",
+        pod_uid=trainer["metadata"]["uid"],  # the pod's, for --kubernetes-enable-pod-uid
     )
 
 
@@ -526,7 +539,9 @@ def test_energy_counter_integrates_power_and_nodes_render_by_name() -> None:
     now = [100.0]
     attribution = Fixed({})
     views = [View("z-node", devices(H200, node="z-node")), View(NODE, devices(H200))]
-    telemetry = Telemetry(lambda: views, attribution, counters.default(), clock=lambda: now[0])
+    telemetry = Telemetry(
+        lambda: views, attribution, counters.default(), release=RELEASE, clock=lambda: now[0]
+    )
 
     def energy() -> dict[tuple[str, str], float]:
         text = b"".join(telemetry.render()).decode()

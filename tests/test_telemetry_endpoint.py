@@ -3,6 +3,7 @@ and the kubelet PodResources client against a real gRPC server on a unix socket.
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import gzip
 import http.client
@@ -17,9 +18,9 @@ import grpc
 import pytest
 
 from fakeplugin._proto.podresources.v1 import api_pb2, api_pb2_grpc
+from fakeplugin.telemetry.attribution import Use
 from fakeplugin.telemetry.endpoint import Endpoint, SharedRender, parse_endpoint
 from fakeplugin.telemetry.podresources import PodResources, uses_of
-from fakeplugin.telemetry.samples import Use
 
 BODY = b"# HELP X x\n# TYPE X gauge\nX 1\n" * 2000  # 64 KB, a node's worth
 
@@ -254,7 +255,17 @@ def test_uses_of_the_kubelets_answer() -> None:
     assert uses_of(answer()) == EXPECTED
 
 
-def test_start_endpoint_refuses_a_bad_counters_file_or_address(tmp_path: Path) -> None:
+def flags(endpoint: str, counters: str = "", release: str = "4.6.0-4.8.3") -> argparse.Namespace:
+    """The telemetry flags of serve and fleet, as argparse gives them."""
+    return argparse.Namespace(
+        telemetry_endpoint=endpoint,
+        telemetry_counters=counters,
+        telemetry_exporter_release=release,
+        kubernetes_enable_pod_uid=False,
+    )
+
+
+def test_start_endpoint_refuses_a_bad_counters_file_address_or_release(tmp_path: Path) -> None:
     """serve and fleet start through start_endpoint: a bad flag is fatal at start, naming it."""
     from fakeplugin.telemetry.counters import CountersError
     from fakeplugin.telemetry.source import ClaimWatch, FleetAttribution
@@ -264,10 +275,16 @@ def test_start_endpoint_refuses_a_bad_counters_file_or_address(tmp_path: Path) -
     bad.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, ok\nDCGM_FI_NOPE, gauge, no\n")
     attribution = FleetAttribution(lambda node: [], ClaimWatch())  # never started: no claims
     with pytest.raises(CountersError, match=f"{bad}:2: unknown field 'DCGM_FI_NOPE'"):
-        start_endpoint("127.0.0.1:0", str(bad), list, attribution)
+        start_endpoint(flags("127.0.0.1:0", str(bad)), list, attribution)
     with pytest.raises(ValueError, match="--telemetry-endpoint 'nowhere'"):
-        start_endpoint("nowhere", "", list, attribution)
-    server = start_endpoint("127.0.0.1:0", "", list, attribution)
+        start_endpoint(flags("nowhere"), list, attribution)
+    with pytest.raises(ValueError) as bad_release:
+        start_endpoint(flags("127.0.0.1:0", release="4.8.4"), list, attribution)
+    assert str(bad_release.value) == (
+        '--telemetry-exporter-release: unknown dcgm-exporter release "4.8.4"; '
+        "known: 4.5.3-4.8.2, 4.6.0-4.8.3, 4.6.1-4.8.4"
+    )
+    server = start_endpoint(flags("127.0.0.1:0"), list, attribution)
     try:
         assert get(server.port) == (200, b"")  # no nodes yet: no series, and no HELP without series
     finally:

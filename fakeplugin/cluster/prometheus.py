@@ -105,7 +105,7 @@ def endpoints(kubelet_nodes: list[ClusterNode], simulated: list[ClusterNode], sh
 def config(targets: Mapping[str, int], rules: tuple[Path, ...]) -> dict[str, Any]:
     """prometheus.yml: every telemetry endpoint (process name → port) one target of job `fakeplugin`,
     labelled with its process (`plugin/<node>`, `fleet`), its own labels kept (honor_labels: the exporter's
-    pod, namespace and Hostname win over any target label, as users scrape dcgm-exporter)."""
+    pod, namespace and hostname win over any target label, as users scrape dcgm-exporter)."""
     return {
         "global": {"scrape_interval": INTERVAL, "scrape_timeout": INTERVAL, "evaluation_interval": INTERVAL},
         "rule_files": [str(p) for p in rules],

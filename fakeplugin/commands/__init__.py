@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fakeplugin import DEFAULT_DRIVER_NAME, consumableshares, featuregates, releases
 from fakeplugin.cluster import versions
 from fakeplugin.cluster.binaries import DEFAULT_STATE_DIR
+from fakeplugin.telemetry import exporters
 
 if TYPE_CHECKING:
     from fakeplugin.runtime.emulation import Emulation
@@ -214,6 +215,20 @@ SHARED: dict[str, dict[str, Any]] = {
         "naming the metrics --telemetry-endpoint serves; empty: dcgm-exporter 4.5.3-4.8.2's "
         "default-counters.csv (shipped); an unknown field is an error naming its line",
     ),
+    "--telemetry-exporter-release": dict(
+        env="FAKEPLUGIN_TELEMETRY_EXPORTER_RELEASE",
+        default=exporters.DEFAULT_EXPORTER_RELEASE,
+        metavar="RELEASE",
+        help="the NVIDIA dcgm-exporter release --telemetry-endpoint renders as (its label names, DRA "
+        f"attribution, fields: docs/telemetry.md); known: {exporters.known_exporters()}",
+    ),
+    # dcgm-exporter's own flag and variable (pkg/cmd/app.go CLIKubernetesEnablePodUID).
+    "--kubernetes-enable-pod-uid": dict(
+        env="DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
+        action="store_true",
+        help="--telemetry-endpoint adds pod_uid to DRA-attributed series, as dcgm-exporter's flag does "
+        "from release 4.6.1-4.8.4 on (earlier releases set it on device-plugin series only: none here)",
+    ),
     "--fake-device-nodes": dict(
         env="FAKE_DEVICE_NODES",
         action="store_true",
@@ -224,8 +239,15 @@ SHARED: dict[str, dict[str, Any]] = {
 
 
 def telemetry_flags(parser: argparse.ArgumentParser) -> None:
-    """--telemetry-endpoint and --telemetry-counters (fakeplugin.telemetry)."""
-    shared_flags(parser, "--telemetry-endpoint", "--telemetry-counters")
+    """--telemetry-endpoint, --telemetry-counters, --telemetry-exporter-release and
+    --kubernetes-enable-pod-uid (fakeplugin.telemetry)."""
+    shared_flags(
+        parser,
+        "--telemetry-endpoint",
+        "--telemetry-counters",
+        "--telemetry-exporter-release",
+        "--kubernetes-enable-pod-uid",
+    )
 
 
 def shared_flags(parser: argparse.ArgumentParser, *names: str) -> None:

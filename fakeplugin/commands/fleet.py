@@ -56,7 +56,7 @@ prepared: it labels the daemon pod, enters the node into its ComputeDomainClique
 The ComputeDomain controller (`fakeplugin compute-domain-controller`) must run in the cluster.
 
 With --telemetry-endpoint the fleet serves one dcgm-exporter-compatible /metrics for all its nodes (the
-Hostname label is the node), each container's devices derived from its pod and claims as the node's
+hostname label is the node), each container's devices derived from its pod and claims as the node's
 kubelet would list them (pod, namespace, container, dra_* labels; docs/telemetry.md).
 """
 
@@ -288,10 +288,5 @@ def start_telemetry(args: argparse.Namespace, fleet: Fleet, kube: FleetKube, sto
         return [p for name in gpus.names() if isinstance(p := gpus.get(name), DeviceStates)]
 
     claims = ClaimWatch()
-    start_endpoint(
-        args.telemetry_endpoint,
-        args.telemetry_counters,
-        nodes,
-        FleetAttribution(fleet.kubelet.pods_on, claims),
-    )
+    start_endpoint(args, nodes, FleetAttribution(fleet.kubelet.pods_on, claims))
     threading.Thread(target=claims.run, args=(kube, stop), name="telemetry-claims", daemon=True).start()

@@ -271,4 +271,4 @@ def start_telemetry(args: argparse.Namespace, plugin: NodePlugin, kube: Kube) ->
     if not isinstance(plugin, DeviceStates):  # an optional capability (runtime.driver)
         raise ValueError("--telemetry-endpoint: only with --plugin gpus (compute-domains has no GPUs)")
     attribution = KubeletAttribution(PodResources(Path(args.pod_resources_kubelet_socket)), kube.get)
-    start_endpoint(args.telemetry_endpoint, args.telemetry_counters, lambda: [plugin], attribution)
+    start_endpoint(args, lambda: [plugin], attribution)

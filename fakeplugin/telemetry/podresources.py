@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 
 from fakeplugin._proto.podresources.v1 import api_pb2, api_pb2_grpc
-from fakeplugin.telemetry.samples import Use
+from fakeplugin.telemetry.attribution import Use
 
 log = logging.getLogger(__name__)
 

@@ -1,28 +1,21 @@
-"""One node's GPUs at one moment → dcgm-exporter's series (pure).
+"""One node's GPUs at one moment → dcgm-exporter's series (pure), as the release chosen
+(telemetry.exporters) renders them.
 
-What NVIDIA/dcgm-exporter 4.5.3-4.8.2 does, and where (paths in that repository):
+What NVIDIA/dcgm-exporter 4.5.3-4.8.2 does, and where (paths in that repository; later releases differ as
+exporters.py says):
 - entities (`devicemonitoring/device_monitoring.go`, the default `-d f`, flex): a GPU without MIG devices
   is one entity; a GPU with MIG devices is its GPU instances only (the parent has no series of its own);
   GPUs in index order, a GPU's instances after each other (we order them by GPU instance ID [U]);
 - labels (`collector/gpu_collector.go` `toMetric`, `rendermetrics/render_metrics.go`): `gpu` and `device`
   (`nvidia<N>`) are DCGM's GPU ID, the NVML index; `UUID` the GPU's (a GPU instance's: its parent's);
   `pci_bus_id` NVML's form `00000000:3B:00.0`; `modelName` the product name; GPU instances add
-  `GPU_I_PROFILE` (the profile) and `GPU_I_ID` (NVML's GPU instance ID); `Hostname` (the node's name, as
-  `hostname/hostname.go` takes NODE_NAME); every `label` counter (e.g. `DCGM_FI_DRIVER_VERSION`) as a label
-  named by its field; then attributes: `err_code`, `err_msg` on `DCGM_FI_DEV_XID_ERRORS`
-  (`xidErrCodeToText`, xid-messages.txt here) and the DRA attribution below;
+  `GPU_I_PROFILE` (the profile) and `GPU_I_ID` (NVML's GPU instance ID); `Hostname` (`hostname` from
+  4.6.0-4.8.3: the node's name, as `hostname/hostname.go` takes NODE_NAME); every `label` counter (e.g.
+  `DCGM_FI_DRIVER_VERSION`) as a label named by its field; then attributes: `err_code`, `err_msg` on
+  `DCGM_FI_DEV_XID_ERRORS` (`xidErrCodeToText`, xid-messages.txt here) and the DRA attribution;
 - values: DCGM's int64 fields as `%d`, doubles (`DCGM_FI_DEV_POWER_USAGE`, the `DCGM_FI_PROF_*` ratios)
   as `%f`; a field DCGM reports blank has no series (`skipDCGMValue`).
-- DRA attribution (`transformation/kubernetes.go` `toDeviceToPodsDRA`, `Process`; `dra.go`): every
-  container's claim devices of driver gpu.nvidia.com (hard-coded upstream, `DRAGPUDriverName`) are mapped
-  through the ResourceSlices to a key: a GPU's `uuid`, a MIG device's `parentUUID` (with its `profile` and
-  `uuid`); one pod+container per key (the first claim device wins); a series whose ID (`GetIDOfType`, the
-  default `gpu-uuid`: the UUID; a GPU instance's series: `<gpu>-<GPU_I_ID>`) has entries is replaced by one
-  copy per entry with `pod`, `namespace`, `container`, `dra_claim_name`, `dra_claim_namespace`,
-  `dra_driver_name`, `dra_pool_name`, `dra_device_name` (and for a MIG device `dra_mig_profile`,
-  `dra_mig_device_uuid`). So a device shared by several containers has a series for each, with the same
-  value; and in flex mode a MIG device's use matches no series (its key is the parent's UUID, whose GPU
-  has no series; its instance's series are keyed `<gpu>-<id>`): exactly so upstream (dcgm-exporter #714).
+- DRA attribution: telemetry.attribution.
 
 What a GPU shows (the load model, docs/telemetry.md): every value is a function of the device's load
 (fakeplugin.telemetry.load), so an idle allocated GPU looks exactly like an unallocated one; idle values are
@@ -41,10 +34,13 @@ from fakeplugin.drivers.gpu import smi
 from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.mig import gpu_instance_id, memory_slices
 from fakeplugin.model import GpuDevice
+from fakeplugin.telemetry import expfmt
+from fakeplugin.telemetry.attribution import Use, dra_attribution
 from fakeplugin.telemetry.counters import Counter
+from fakeplugin.telemetry.exporters import FABRIC_HEALTH_FIELD_IDS, ExporterRelease, exporter_release
+from fakeplugin.telemetry.fabrichealth import fabric_health
 from fakeplugin.telemetry.load import IDLE, Load, busiest
 
-DRA_GPU_DRIVER = "gpu.nvidia.com"  # transformation/const.go DRAGPUDriverName
 _MIB = 1024 * 1024
 # DCGM fields whose type is double (DCGM_FT_DOUBLE), printed `%f`: power and the DCP ratios 1001..1008.
 # [U] from DCGM's field documentation and real exporter output (dcgm-exporter #512, gpu-monitoring-tools
@@ -66,21 +62,6 @@ FULL_TEMPERATURE_RISE_C = 45  # 33 °C idle → 78 °C
 MEM_COPY_SHARE = 0.5  # memory-copy utilization per percent of SM utilization
 TENSOR_SHARE = 0.4  # tensor pipe active per unit of graphics engine active
 PCIE_FULL_BYTES_PER_SECOND = 4_000_000_000  # host traffic at full load, each direction
-
-
-@dataclass(frozen=True)
-class Use:
-    """One container's use of one device through a claim: a PodResources `List` entry (a container's
-    dynamic resource's claim resource), from the kubelet or derived from the claim and its pods."""
-
-    pod: str
-    namespace: str
-    container: str
-    claim_name: str
-    claim_namespace: str
-    driver: str
-    pool: str
-    device: str
 
 
 @dataclass(frozen=True)
@@ -115,10 +96,11 @@ class Entity:
         return self.uuid if self.gi_id is None else f"{self.gpu.index}-{self.gi_id}"
 
 
-# counter → its series in order, each (labels, attributes, value): the label text inside the braces in two
-# parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
-# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings.
-Series = dict[Counter, list[tuple[str, str, str]]]
+# counter → its series in order, each (labels, attributes, value, order): the label text inside the braces in
+# two parts, the entity's labels (shared by all its series) and its attributes (`,k="v"`..., shared by the
+# series of one attribution entry), so a fleet's hundreds of thousands of series share their strings;
+# `order` the sample's place in its family where the release sorts them (expfmt.label_signature), else "".
+Series = dict[Counter, list[tuple[str, str, str, str]]]
 
 
 def entities(devices: Iterable[GpuDevice]) -> list[Entity]:
@@ -207,9 +189,18 @@ def _gpu_load(entity: Entity, loads: Mapping[str, Load], siblings: Sequence[Enti
     return Load(min(total // slices, 100), min(memory // slices, 100))
 
 
-def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, energy_mj: int) -> dict[int, str]:
+def values(
+    entity: Entity,
+    own: Load,
+    gpu: Load,
+    fault: DeviceFault | None,
+    energy_mj: int,
+    *,
+    fabric: bool = False,
+) -> dict[int, str]:
     """DCGM field ID → value as the exporter prints it, for every field fakeplugin simulates on this
-    entity; `own`: the entity's load, `gpu`: the physical GPU's (the same for a GPU)."""
+    entity; `own`: the entity's load, `gpu`: the physical GPU's (the same for a GPU); `fabric`: with the
+    fabric health fields (telemetry.fabrichealth)."""
     device, instance = entity.gpu, entity.gi_id is not None
     out: dict[int, float | int] = {}
     clocks = _CLOCKS_MHZ.get(device.profile)
@@ -239,6 +230,8 @@ def values(entity: Entity, own: Load, gpu: Load, fault: DeviceFault | None, ener
         out[393] = out[394] = out[395] = 0  # remapped rows (uncorrectable, correctable), remap failure
     if device.board.nvlinks:
         out[449] = 0  # DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: no NVLink traffic is simulated
+    if fabric and not instance:  # [U] none on GPU instances: the fabric is the physical GPU's
+        out |= fabric_health(device)
     out[526] = 0  # DCGM_FI_DEV_VGPU_LICENSE_STATUS: not a licensed vGPU [U]
     if dcp_supported(device):
         active = own.utilization / 100
@@ -267,7 +260,10 @@ def _physical_uuid(device: GpuDevice) -> str:
     return (device.parent_uuid or device.uuid) if device.mig is not None else device.uuid
 
 
-def is_simulated(counter: Counter) -> bool:
+def is_simulated(counter: Counter, release: ExporterRelease) -> bool:
+    """Whether `counter` can have series under `release` (the fabric health fields from 4.6.1-4.8.4)."""
+    if counter.field_id in FABRIC_HEALTH_FIELD_IDS:
+        return release.fabric_health
     return counter.field_id in SIMULATED_FIELD_IDS or (counter.is_label and counter.field in LABEL_FIELDS)
 
 
@@ -288,38 +284,6 @@ def xid_attributes(value: str) -> dict[str, str]:
     }
 
 
-def _attribution(state: NodeState) -> dict[str, list[dict[str, str]]]:
-    """Series ID → attribute sets, one per pod+container (toDeviceToPodsDRA)."""
-    by_name = {d.name: d for d in state.devices}
-    out: dict[str, list[dict[str, str]]] = {}
-    seen: dict[str, set[tuple[str, str, str]]] = {}
-    for use in state.uses:
-        device = by_name.get(use.device)
-        if use.driver != DRA_GPU_DRIVER or device is None or use.pool != state.hostname:
-            continue  # the exporter knows only gpu.nvidia.com slices; ours are the node's pool
-        key = device.parent_uuid if device.mig is not None else device.uuid
-        if not key:
-            continue
-        who = (use.pod, use.namespace, use.container)
-        if who in seen.setdefault(key, set()):
-            continue
-        seen[key].add(who)
-        attributes = {
-            "pod": use.pod,
-            "namespace": use.namespace,
-            "container": use.container,
-            "dra_claim_name": use.claim_name,
-            "dra_claim_namespace": use.claim_namespace,
-            "dra_driver_name": use.driver,
-            "dra_pool_name": use.pool,
-            "dra_device_name": use.device,
-        }
-        if device.mig is not None:
-            attributes |= {"dra_mig_profile": device.mig.profile, "dra_mig_device_uuid": device.uuid}
-        out.setdefault(key, []).append(attributes)
-    return out
-
-
 def _labels(counters: Sequence[Counter], fields: Mapping[int, str], device: GpuDevice) -> dict[str, str]:
     """The `label` counters' labels: a simulated field's value, or the device's identity string."""
     out: dict[str, str] = {}
@@ -331,12 +295,25 @@ def _labels(counters: Sequence[Counter], fields: Mapping[int, str], device: GpuD
     return out
 
 
-def node_series(state: NodeState, counters: Sequence[Counter], into: Series | None = None) -> Series:
-    """The node's series per counter, appended to `into` (a fleet's nodes one after another)."""
+DEFAULT_EXPORTER = exporter_release(None)
+
+
+def node_series(
+    state: NodeState,
+    counters: Sequence[Counter],
+    into: Series | None = None,
+    *,
+    release: ExporterRelease = DEFAULT_EXPORTER,
+    pod_uid: bool = False,
+) -> Series:
+    """The node's series per counter as `release` renders them, appended to `into` (a fleet's nodes one
+    after another); `pod_uid`: the exporter's --kubernetes-enable-pod-uid."""
     series: Series = {} if into is None else into
     metrics = sorted(c for c in counters if not c.is_label)
     labels = [c for c in counters if c.is_label]
-    attribution = _attribution(state)
+    attribution = dra_attribution(
+        state.devices, state.uses, state.hostname, release, _instance_key, pod_uid=pod_uid
+    )
     found = entities(state.devices)
     loads = folded_loads(state.devices, state.loads)
     for entity in found:
@@ -344,7 +321,9 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
         own = loads.get(device.name, IDLE)
         fault = state.faults.get(device.name)  # a GPU instance: its MIG device's entry
         energy = state.energy_mj.get(entity_key_of(entity), 0)
-        fields = values(entity, own, _gpu_load(entity, loads, found), fault, energy)
+        fields = values(
+            entity, own, _gpu_load(entity, loads, found), fault, energy, fabric=release.fabric_health
+        )
         base = [
             ("gpu", str(device.index)),
             ("UUID", entity.uuid),
@@ -354,23 +333,34 @@ def node_series(state: NodeState, counters: Sequence[Counter], into: Series | No
         ]
         if entity.gi_id is not None and device.mig is not None:
             base += [("GPU_I_PROFILE", device.mig.profile), ("GPU_I_ID", str(entity.gi_id))]
-        base.append(("Hostname", state.hostname))
+        base.append((release.hostname_label, state.hostname))
         base += sorted(_labels(labels, fields, device).items())
         prefix = ",".join(f'{k}="{v}"' for k, v in base)
         entries = attribution.get(entity.key) or [{}]
-        suffixes = [_text(who) for who in entries]
+        suffixes = [(_text(who), _order(release, base, who)) for who in entries]
         for counter in metrics:
             value = fields.get(counter.field_id)
             if value is None:
                 continue
+            shown = expfmt.go_float(value) if release.expfmt else value
             append = series.setdefault(counter, []).append
             if counter.field_id == 230:  # attributes of its own, sorted among the attribution's
                 for who in entries:
-                    append((prefix, _text(xid_attributes(value) | who), value))
+                    attributes = xid_attributes(value) | who
+                    append((prefix, _text(attributes), shown, _order(release, base, attributes)))
                 continue
-            for suffix in suffixes:
-                append((prefix, suffix, value))
+            for suffix, order in suffixes:
+                append((prefix, suffix, shown, order))
     return series
+
+
+def _order(release: ExporterRelease, labels: list[tuple[str, str]], attributes: Mapping[str, str]) -> str:
+    return expfmt.label_signature([*labels, *attributes.items()]) if release.expfmt else ""
+
+
+def _instance_key(device: GpuDevice) -> str:
+    """A MIG device's GPU instance's series ID (deviceinfo/device_info.go GetGPUInstanceIdentifier)."""
+    return f"{device.index}-{gpu_instance_id(device)}"
 
 
 def _text(attributes: Mapping[str, str]) -> str:

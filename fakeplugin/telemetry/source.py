@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -25,10 +25,12 @@ from fakeplugin.kube import Kube
 from fakeplugin.runtime.driver import DeviceStates
 from fakeplugin.runtime.informer import Source, list_and_watch
 from fakeplugin.telemetry import exposition, samples, uses
+from fakeplugin.telemetry.attribution import Use
 from fakeplugin.telemetry.counters import Counter
+from fakeplugin.telemetry.exporters import ExporterRelease
 from fakeplugin.telemetry.load import ANNOTATION, Load, LoadError
 from fakeplugin.telemetry.podresources import PodResources
-from fakeplugin.telemetry.samples import NodeState, Use
+from fakeplugin.telemetry.samples import NodeState
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +75,18 @@ class KubeletAttribution:
         self._reported = Reported()
 
     def read(self, node: str) -> tuple[list[Use], dict[str, Load]]:
-        found = self._podresources.uses()
+        listed = self._podresources.uses()
         claims = {
             key: obj
-            for key in {(u.claim_namespace, u.claim_name) for u in found}
+            for key in {(u.claim_namespace, u.claim_name) for u in listed}
             if (obj := self._fetch("resource.k8s.io/v1", "resourceclaims", *key)) is not None
         }
         pods = {
             key: obj
-            for key in {(u.namespace, u.pod) for u in found}
+            for key in {(u.namespace, u.pod) for u in listed}
             if (obj := self._fetch("v1", "pods", *key)) is not None
         }
+        found = [replace(u, pod_uid=uses.pod_uid(pods.get((u.namespace, u.pod)))) for u in listed]
         return found, uses.device_loads(found, claims, pods, self._reported)
 
     def _fetch(self, version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -182,11 +185,15 @@ class Telemetry:
         attribution: Attribution,
         counters: Sequence[Counter],
         *,
+        release: ExporterRelease = samples.DEFAULT_EXPORTER,
+        pod_uid: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._nodes = nodes
         self._attribution = attribution
         self._counters = list(counters)
+        self._release = release
+        self._pod_uid = pod_uid  # the exporter's --kubernetes-enable-pod-uid
         self._clock = clock
         self._energy: dict[str, _Energy] = {}
         self._lock = threading.Lock()  # one render at a time: the energy table is its state
@@ -203,9 +210,12 @@ class Telemetry:
                 listed = list(devices.values())
                 mj = self._integrate(samples.entity_powers(listed, loads), now, energy)
                 state = NodeState(view.node_name, listed, faults, found, loads, mj)
-                samples.node_series(state, self._counters, series)
+                samples.node_series(
+                    state, self._counters, series, release=self._release, pod_uid=self._pod_uid
+                )
             self._energy = energy  # entities not rendered now are dropped
-            return exposition.blocks(series)  # made outside the lock: `series` is this render's
+            # made outside the lock: `series` is this render's
+            return exposition.blocks(series, by_name=self._release.expfmt)
 
     def _integrate(self, powers: dict[str, float], now: float, into: dict[str, _Energy]) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fakeplugin.telemetry import counters as counters_file
 from fakeplugin.telemetry.endpoint import Endpoint, parse_endpoint
+from fakeplugin.telemetry.exporters import exporter_release
 from fakeplugin.telemetry.samples import is_simulated
 from fakeplugin.telemetry.source import Attribution, NodeView, Telemetry
 
@@ -15,24 +17,27 @@ log = logging.getLogger(__name__)
 
 
 def start_endpoint(
-    endpoint: str, counters: str, nodes: Callable[[], Sequence[NodeView]], attribution: Attribution
+    args: argparse.Namespace, nodes: Callable[[], Sequence[NodeView]], attribution: Attribution
 ) -> Endpoint:
-    """Serve `/metrics` on `endpoint` (--telemetry-endpoint) with the counters of the file `counters`
-    (--telemetry-counters; empty: the default). ValueError (CountersError) names the flag or file line;
-    OSError: the address cannot be bound."""
-    host, port = parse_endpoint(endpoint)
+    """Serve `/metrics` on --telemetry-endpoint with the counters of --telemetry-counters (empty: the
+    default) as the dcgm-exporter release --telemetry-exporter-release renders them, with pod_uid where
+    --kubernetes-enable-pod-uid and the release say. ValueError (CountersError) names the flag or file
+    line; OSError: the address cannot be bound."""
+    host, port = parse_endpoint(args.telemetry_endpoint)
+    release = exporter_release(args.telemetry_exporter_release)
+    counters = args.telemetry_counters
     chosen = counters_file.load(Path(counters) if counters else None)
-    quiet = [c.field for c in chosen if not is_simulated(c)]
+    quiet = [c.field for c in chosen if not is_simulated(c, release)]
     if quiet:
         log.warning(
             "telemetry: fakeplugin does not simulate %s: no series for them (as DCGM's blank values)",
             ", ".join(quiet),
         )
-    telemetry = Telemetry(nodes, attribution, chosen)
+    telemetry = Telemetry(nodes, attribution, chosen, release=release, pod_uid=args.kubernetes_enable_pod_uid)
     server = Endpoint(telemetry.render, host, port).start()
     log.info(
         "telemetry (dcgm-exporter %s) on http://%s:%d/metrics, %d counters from %s",
-        counters_file.EXPORTER_RELEASE,
+        release.name,
         host,
         server.port,
         len(chosen),

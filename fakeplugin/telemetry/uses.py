@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fakeplugin.fleet import podclaims, stages
+from fakeplugin.telemetry.attribution import Use
 from fakeplugin.telemetry.load import Load, LoadError, effective, object_load
-from fakeplugin.telemetry.samples import Use
 
 Obj = Mapping[str, Any]
 ClaimKey = tuple[str, str]  # (namespace, name)
@@ -30,6 +30,11 @@ def active(pod: Obj) -> bool:
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
     return (meta.get("annotations") or {}).get(stages.PREPARED) == "true"
+
+
+def pod_uid(pod: Obj | None) -> str:
+    """The pod's metadata.uid, as the exporter reads it from the API ("" when the pod is unread)."""
+    return str(((pod or {}).get("metadata") or {}).get("uid") or "")
 
 
 def pod_uses(pod: Obj, claims: Mapping[ClaimKey, Obj]) -> list[Use]:
@@ -61,6 +66,7 @@ def pod_uses(pod: Obj, claims: Mapping[ClaimKey, Obj]) -> list[Use]:
                         driver=result.get("driver", ""),
                         pool=result.get("pool", ""),
                         device=result.get("device", ""),
+                        pod_uid=pod_uid(pod),
                     )
                 )
     return out

@@ -29,6 +29,7 @@ import yaml
 from fakeplugin.cluster import prometheus
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.testing import FakepluginCluster, claim_pod, resource_claim
+from tests.harness.dashboard import DASHBOARD_PANELS
 from tests.harness.docblocks import Ref, block
 from tests.harness.host import require_cluster_host, require_prometheus
 from tests.harness.kube import wait_for
@@ -40,18 +41,6 @@ SIMULATED = "sim-gpu"
 NAMESPACE = "team-a"
 OTHER = "team-b"
 TIMEOUT = 60.0  # seconds: many scrape and evaluation intervals
-# NVIDIA/dcgm-exporter 4.5.3-4.8.2 grafana/dcgm-exporter-dashboard.json: its variable
-# `label_values(DCGM_FI_DEV_GPU_TEMP, instance)` and its panels' queries, as they stand there.
-DASHBOARD_PANELS = (
-    'DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"}',
-    'avg(DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"})',
-    'DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"}',
-    'sum(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"})',
-    'DCGM_FI_DEV_SM_CLOCK{instance=~"$instance", gpu=~"$gpu"} * 1000000',
-    'DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}',
-    'DCGM_FI_DEV_FB_USED{instance=~"$instance", gpu=~"$gpu"}',
-    'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}',
-)
 DOC_QUERIES = Ref("docs/prometheus.md", 'DCGM_FI_DEV_GPU_UTIL{namespace="team-a"}')
 INVENTORY = {
     "driverVersion": "580.159.04",
@@ -156,8 +145,8 @@ def test_every_telemetry_endpoint_is_a_target_that_is_up(cluster: FakepluginClus
     per_node = wait_for(
         lambda: (
             {
-                s["metric"]["Hostname"]: value(s)
-                for s in query(url, "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)")
+                s["metric"]["hostname"]: value(s)
+                for s in query(url, "count by (hostname) (DCGM_FI_DEV_GPU_UTIL)")
             }
             or None
         ),
@@ -177,8 +166,8 @@ def test_a_claim_pods_gpu_carries_its_pod_and_claim_as_scraped(
         timeout=TIMEOUT,
     )
     labels = sample["metric"]
-    assert {k: labels.get(k) for k in ("Hostname", "UUID", "namespace", "pod", "container")} == {
-        "Hostname": NODE,
+    assert {k: labels.get(k) for k in ("hostname", "UUID", "namespace", "pod", "container")} == {
+        "hostname": NODE,
         "UUID": device["uuid"],
         "namespace": NAMESPACE,
         "pod": "train",
@@ -192,7 +181,7 @@ def test_a_claim_pods_gpu_carries_its_pod_and_claim_as_scraped(
     assert (labels.get("dra_pool_name"), labels.get("dra_device_name")) == (device["pool"], device["device"])
     assert labels["job"] == "fakeplugin" and labels["fakeplugin_process"] == f"plugin/{NODE}"
     # The other GPU of the node is free: its series have no pod.
-    (free,) = query(url, f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{NODE}",UUID!="{device["uuid"]}"}}')
+    (free,) = query(url, f'DCGM_FI_DEV_GPU_UTIL{{hostname="{NODE}",UUID!="{device["uuid"]}"}}')
     assert "pod" not in free["metric"] and value(free) == 0.0
 
 
@@ -206,8 +195,8 @@ def test_a_simulated_nodes_claim_pod_is_attributed_through_the_fleet(
         timeout=TIMEOUT,
     )
     labels = sample["metric"]
-    assert {k: labels.get(k) for k in ("Hostname", "UUID", "container", "fakeplugin_process")} == {
-        "Hostname": SIMULATED,
+    assert {k: labels.get(k) for k in ("hostname", "UUID", "container", "fakeplugin_process")} == {
+        "hostname": SIMULATED,
         "UUID": device["uuid"],
         "container": "ctr",
         "fakeplugin_process": "fleet",
@@ -285,7 +274,7 @@ def test_the_xid_alert_fires_on_an_injected_xid_and_clears_after(
     cluster.faults.set_device_faults(NODE, f"{claim_pod_on_node['device']}=xid:79")
     try:
         (alert,) = wait_for(lambda: firing(url, uuid), what="GPUXidError firing", timeout=TIMEOUT)
-        assert alert["labels"]["Hostname"] == NODE and alert["labels"]["pod"] == "train"
+        assert alert["labels"]["hostname"] == NODE and alert["labels"]["pod"] == "train"
         assert alert["labels"]["severity"] == "critical"
         assert float(alert["value"]) == 79.0
         assert alert["annotations"]["summary"].endswith(f"of {NODE} reported XID 79")

@@ -106,7 +106,7 @@ def test_mig_devices_have_their_own_series(telemetry_cluster: tuple[Cluster, int
     instances = sorted(int(lb["GPU_I_ID"]) for lb, _ in temps if lb.get("GPU_I_PROFILE") == "1g.5gb")
     assert instances == [7, 8, 9, 10, 11, 12, 13]
     full = [lb for lb, _ in temps if "GPU_I_PROFILE" not in lb]
-    assert [(lb["modelName"], lb["Hostname"], lb["DCGM_FI_DRIVER_VERSION"]) for lb in full] == [
+    assert [(lb["modelName"], lb["hostname"], lb["DCGM_FI_DRIVER_VERSION"]) for lb in full] == [
         ("NVIDIA H200", NODE, "580.159.04")
     ]
     assert {lb["modelName"] for lb, _ in temps if "GPU_I_PROFILE" in lb} == {"NVIDIA A100-SXM4-40GB"}
@@ -212,7 +212,7 @@ def test_the_fleet_endpoint_attributes_simulated_nodes(
     cluster, _ = telemetry_cluster
     wait_for(lambda: answering(fleet_port), what="the fleet's endpoint", timeout=60)
     temps = wait_for(lambda: series(fleet_port, "DCGM_FI_DEV_GPU_TEMP"), what="the fleet's series")
-    assert sorted((lb["Hostname"], lb["gpu"]) for lb, _ in temps) == [(SIMULATED, "0"), (SIMULATED, "1")]
+    assert sorted((lb["hostname"], lb["gpu"]) for lb, _ in temps) == [(SIMULATED, "0"), (SIMULATED, "1")]
     apply(
         cluster,
         NAMESPACE,
@@ -233,7 +233,7 @@ def test_the_fleet_endpoint_attributes_simulated_nodes(
         what="the simulated pod's GPU at 70 %",
         timeout=60,
     )
-    assert (labels["Hostname"], labels["dra_pool_name"], labels["dra_device_name"]) == (
+    assert (labels["hostname"], labels["dra_pool_name"], labels["dra_device_name"]) == (
         SIMULATED,
         SIMULATED,
         result["device"],

@@ -19,6 +19,7 @@ Unit and contract tests (tests/*.py):
 - computedomain: compute-domain.nvidia.com's test names, a fabric inventory, claims and configs, and `Api`
   (the plugin's API calls answered from dicts).
 - golden: `check_golden` against tests/golden/.
+- dashboard: NVIDIA's Grafana dashboard for dcgm-exporter, its queries and a selector evaluator.
 - opaqueconfig: opaque device configs in one allocation (`result`, `entry`, `gpu_config`, `allocation`)
   and what prepare.opaqueconfig makes of them (`configs`, `settings`, `error_of`), for
   tests/test_opaqueconfig*.py.

@@ -408,7 +408,7 @@ def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindClust
         # Sets: a GPU in use has a series per container using it.
         temps = families["DCGM_FI_DEV_GPU_TEMP"].samples
         assert {s.labels["UUID"] for s in temps} == uuids, scraped.stdout[-3000:]
-        assert {s.labels["Hostname"] for s in temps} == {node}
+        assert {s.labels["hostname"] for s in temps} == {node}
         xids = families["DCGM_FI_DEV_XID_ERRORS"].samples
         assert {s.labels["UUID"] for s in xids} == uuids, scraped.stdout[-3000:]
         for sample in xids:  # the message is the exporter's, from the XID table (package data)
