@@ -192,14 +192,10 @@ if ((KIND)); then
 fi
 if ((BUILD)); then  # what the later tiers need, while `local` runs
   if ((KIND)); then
-    # The kind tier's images, then what it installs: a release of HEAD (its image archive and packaged chart,
-    # tests/kind/conftest.py) and the prior release's image (tests/kind/test_upgrade.py: its own call
-    # then finds it in docker's build cache).
+    # The kind tier's images and what it installs: a release of HEAD (tests/kind/conftest.py) and the prior
+    # release's image (tests/kind/test_upgrade.py: its own call then finds it in docker's build cache).
     rm -rf "$REPORTS/kind-release" "$REPORTS/prior-release"
-    # shellcheck disable=SC2016  # $1 and $2: the inner shell's arguments
-    background kind-images bash -c 'hack/kind/images.sh && hack/kind/prior-release.sh "$1" &&
-      hack/release.sh --local --allow-dirty --out "$2" --image-repository fakeplugin.local/fakeplugin' \
-      _ "$REPORTS/prior-release" "$REPORTS/kind-release"
+    background kind-images hack/kind/tier-builds.sh "$REPORTS/prior-release" "$REPORTS/kind-release"
   fi
   # What a local cluster runs (no helm: no chart test on this minor but with --long).
   seed_only=(--only "$(.venv/bin/python -c 'from fakeplugin.cluster.binaries import CLUSTER_BINARIES as B; print(",".join(B))')")
