@@ -16,14 +16,17 @@ from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
 from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
 from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
+from fakeplugin.drivers.gpu.publish.nodelabels import gpu_node_labels, operator_labels
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 
 __all__ = [
     "SPLIT_COUNTERS_SINCE",
     "GpuDriver",
     "device_classes",
+    "gpu_node_labels",
     "instance_types",
     "node_devices",
     "node_slices",
+    "operator_labels",
     "smi",
 ]
