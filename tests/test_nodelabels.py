@@ -1,0 +1,340 @@
+"""The GPU Operator's node labels (fakeplugin.drivers.gpu.publish.nodelabels) and the inventory's
+`gpuOperator`. Expected values are written out here from GPU Feature Discovery's rules
+(NVIDIA/k8s-device-plugin v0.20.0 `internal/lm/`) applied by hand to the inventory and the profiles' NVML
+values, not computed by the code under test: product = NVML name with blanks as `-`; memory = NVML
+memory.total in MiB; family from the compute capability (8.x below 8.9: ampere); MIG `single` puts
+`<model>-MIG-<profile>` and the MIG device's attributes on `nvidia.com/gpu.*`, `mixed` one
+`nvidia.com/mig-<profile>.*` resource per profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakeplugin.drivers.gpu import gpu_node_labels, operator_labels
+from fakeplugin.fleet.nodeobjects import LABEL_KEYS, label_patch, simulated_nodes
+from fakeplugin.inventory import Inventory, InventoryError, load_inventory, parse_inventory
+
+STAMP = 1_780_000_000
+LAB = Path("examples/seed-lab.yaml")
+A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
+T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"
+CLUSTER_POLICY_DEPLOY = {
+    f"nvidia.com/gpu.deploy.{o}": "true"
+    for o in (
+        "driver",
+        "gpu-feature-discovery",
+        "container-toolkit",
+        "device-plugin",
+        "dcgm",
+        "dcgm-exporter",
+        "node-status-exporter",
+        "operator-validator",
+    )
+}
+# The seed lab's driverVersion "580.126.20" and cudaDriverVersion "13.0", split as nvml.go does.
+VERSIONS = {
+    "nvidia.com/cuda.driver.major": "580",
+    "nvidia.com/cuda.driver.minor": "126",
+    "nvidia.com/cuda.driver.rev": "20",
+    "nvidia.com/cuda.runtime.major": "13",
+    "nvidia.com/cuda.runtime.minor": "0",
+    "nvidia.com/cuda.driver-version.major": "580",
+    "nvidia.com/cuda.driver-version.minor": "126",
+    "nvidia.com/cuda.driver-version.revision": "20",
+    "nvidia.com/cuda.driver-version.full": "580.126.20",
+    "nvidia.com/cuda.runtime-version.major": "13",
+    "nvidia.com/cuda.runtime-version.minor": "0",
+    "nvidia.com/cuda.runtime-version.full": "13.0",
+}
+# What every ClusterPolicy GPU node carries whatever its GPUs.
+COMMON = {
+    "nvidia.com/gfd.timestamp": str(STAMP),
+    "nvidia.com/gpu.machine": "Standard-PC-Q35-ICH9-2009",  # "Standard PC (Q35 + ICH9, 2009)" sanitised
+    "nvidia.com/mps.capable": "false",
+    "nvidia.com/vgpu.present": "false",
+    "nvidia.com/mig.strategy": "single",
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu-driver-upgrade-state": "upgrade-done",
+    **VERSIONS,
+    **CLUSTER_POLICY_DEPLOY,
+}
+
+
+def labels_of(doc: dict[str, Any], node: str, **kwargs: Any) -> dict[str, str]:
+    inv = parse_inventory(doc, source="inv.yaml")
+    entry = inv.node_entry(node)
+    assert entry is not None
+    return operator_labels(inv, entry, timestamp=STAMP, **kwargs)
+
+
+def node_doc(gpus: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
+    return {
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        **top,
+        "nodes": [{"name": "n", "gpus": gpus}],
+    }
+
+
+def test_the_seed_labs_a5000_node_has_gfds_labels_by_default() -> None:
+    inv = load_inventory(LAB)
+    entry = inv.node_entry(A5000_NODE)
+    assert entry is not None and entry.gpu_operator == "clusterPolicy"
+    assert operator_labels(inv, entry, timestamp=STAMP) == {
+        **COMMON,
+        "nvidia.com/gpu.product": "NVIDIA-RTX-A5000",  # NVML "NVIDIA RTX A5000"
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.memory": "23028",  # 24146608128 bytes with ECC on (the lab's 23028Mi)
+        "nvidia.com/gpu.family": "ampere",  # compute capability 8.6
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "6",
+        "nvidia.com/gpu.mode": "unknown",  # no capture gives the A5000's PCI class
+        "nvidia.com/mig.capable": "false",
+    }
+
+
+def test_the_seed_labs_t10_node_counts_both_gpus() -> None:
+    labels = labels_of(yaml.safe_load(LAB.read_text()), T10_NODE)
+    keys = ("product", "count", "memory", "family", "compute.major", "compute.minor")
+    assert {k: labels[f"nvidia.com/gpu.{k}"] for k in keys} == {
+        "product": "NVIDIA-T10",
+        "count": "2",
+        "memory": "15360",  # 16106127360 bytes
+        "family": "turing",  # 7.5: 7.x from 7.5 on
+        "compute.major": "7",
+        "compute.minor": "5",
+    }
+
+
+def test_a_two_part_driver_version_has_an_empty_revision() -> None:
+    labels = labels_of(node_doc([{"profile": "t4"}], driverVersion="580.95"), "n")
+    assert labels["nvidia.com/cuda.driver-version.full"] == "580.95"
+    assert labels["nvidia.com/cuda.driver-version.revision"] == labels["nvidia.com/cuda.driver.rev"] == ""
+
+
+def test_a_captured_3d_controller_is_in_compute_mode() -> None:
+    labels = labels_of(node_doc([{"profile": "h200", "count": 2}]), "n")
+    assert labels["nvidia.com/gpu.mode"] == "compute"  # the H200 capture: class 0x3, subclass 0x2
+    assert labels["nvidia.com/gpu.family"] == "hopper"
+    assert labels["nvidia.com/gpu.memory"] == "143771"
+
+
+def test_a_mig_capable_gpu_without_a_layout_gets_the_mig_managers_labels() -> None:
+    labels = labels_of(node_doc([{"profile": "a100-40gb"}]), "n")
+    assert labels["nvidia.com/mig.capable"] == "true"
+    assert labels["nvidia.com/gpu.deploy.mig-manager"] == "true"
+    assert labels["nvidia.com/mig.config"] == "all-disabled"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    assert labels["nvidia.com/gpu.memory"] == "40960"
+
+
+A100_MIG = [{"profile": "a100-40gb", "count": 2, "mig": [{"profile": "1g.5gb", "count": 7}]}]
+# The 1g.5gb MIG device of an A100-SXM4-40GB (the profile's NVML values): 4864 MiB, 14 SMs, 1 slice, 1 CE.
+ONE_G_5GB = {
+    "memory": "4864",
+    "multiprocessors": "14",
+    "slices.gi": "1",
+    "slices.ci": "1",
+    "engines.copy": "1",
+    "engines.decoder": "0",
+    "engines.encoder": "0",
+    "engines.jpeg": "0",
+    "engines.ofa": "0",
+}
+
+
+def test_mig_strategy_single_labels_the_mig_devices_as_the_gpu() -> None:
+    labels = labels_of(node_doc(A100_MIG), "n")
+    gpu = {k.removeprefix("nvidia.com/gpu."): v for k, v in labels.items() if k.startswith("nvidia.com/gpu.")}
+    assert {k: v for k, v in gpu.items() if not k.startswith("deploy.")} == {
+        "product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "count": "14",
+        "replicas": "1",
+        "sharing-strategy": "none",
+        **ONE_G_5GB,
+        "family": "ampere",  # the full GPU's, which the MIG labels do not overwrite
+        "compute.major": "8",
+        "compute.minor": "0",
+        "machine": "Standard-PC-Q35-ICH9-2009",
+        "mode": "unknown",
+        "present": "true",
+    }
+    assert labels["nvidia.com/mig.strategy"] == "single"
+    assert "nvidia.com/mig.config" not in labels  # a layout is the user's mig.config
+    assert not any(k.startswith("nvidia.com/mig-") for k in labels)
+
+
+@pytest.mark.parametrize(
+    "gpus",
+    [
+        pytest.param(
+            [{"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 2}, {"profile": "2g.10gb"}]}],
+            id="two profiles",
+        ),
+        pytest.param([{"profile": "a100-40gb", "mig": []}], id="MIG on, no device"),
+        pytest.param(
+            [{"profile": "a100-40gb", "mig": [{"profile": "1g.5gb"}]}, {"profile": "a100-40gb"}],
+            id="MIG on and off",
+        ),
+    ],
+)
+def test_mig_strategy_single_of_a_layout_it_cannot_label_is_invalid(gpus: list[dict[str, Any]]) -> None:
+    labels = labels_of(node_doc(gpus), "n")
+    assert {
+        k: labels[f"nvidia.com/gpu.{k}"] for k in ("product", "count", "replicas", "sharing-strategy")
+    } == {
+        "product": "NVIDIA-A100-SXM4-40GB-MIG-INVALID",
+        "count": "0",
+        "replicas": "0",
+        "sharing-strategy": "",
+    }
+    assert labels["nvidia.com/gpu.memory"] == "0"
+
+
+def test_mig_strategy_mixed_labels_each_profile_as_its_own_resource() -> None:
+    gpus = [
+        {"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 2}, {"profile": "1g.5gb+me"}]},
+        {"profile": "a100-40gb", "mig": [{"profile": "3g.20gb"}]},
+    ]
+    labels = labels_of(node_doc(gpus), "n", mig_strategy="mixed")
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
+    # The full GPUs: MIG-enabled, labelled without sharing (replicas 0).
+    assert {k: labels[f"nvidia.com/gpu.{k}"] for k in ("product", "count", "replicas", "memory")} == {
+        "product": "NVIDIA-A100-SXM4-40GB",
+        "count": "2",
+        "replicas": "0",
+        "memory": "40960",
+    }
+    mig = {k: v for k, v in labels.items() if k.startswith("nvidia.com/mig-")}
+    base = {"replicas": "1", "sharing-strategy": "none"}
+    expected = {
+        "1g.5gb": {"product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "count": "2", **base, **ONE_G_5GB},
+        "1g.5gb.me": {  # `+me` becomes `.me` in the resource name and the product
+            "product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me",
+            "count": "1",
+            **base,
+            **ONE_G_5GB,
+            "engines.decoder": "1",
+            "engines.jpeg": "1",
+            "engines.ofa": "1",
+        },
+        "3g.20gb": {
+            "product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+            "count": "1",
+            **base,
+            "memory": "19968",
+            "multiprocessors": "42",
+            "slices.gi": "3",
+            "slices.ci": "3",
+            "engines.copy": "3",
+            "engines.decoder": "2",
+            "engines.encoder": "0",
+            "engines.jpeg": "0",
+            "engines.ofa": "0",
+        },
+    }
+    assert mig == {f"nvidia.com/mig-{p}.{k}": v for p, attrs in expected.items() for k, v in attrs.items()}
+
+
+def test_several_models_are_labelled_as_the_first_gpus_model() -> None:
+    labels = labels_of(node_doc([{"profile": "t4"}, {"profile": "l40s", "count": 2}]), "n")
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"]) == ("Tesla-T4", "1")
+    assert labels["nvidia.com/gpu.mode"] == "unknown"
+
+
+def test_gpu_cluster_mode_has_only_its_deploy_labels_and_none_has_nothing() -> None:
+    doc = node_doc([{"profile": "h200"}], gpuOperator="gpuCluster")
+    deploy = ("driver", "dra-driver", "dra-validator", "dcgm-dra", "dcgm-exporter-dra")
+    assert labels_of(doc, "n") == {
+        "nvidia.com/gpu.present": "true",
+        **{f"nvidia.com/gpu.deploy.{o}": "true" for o in deploy},
+    }
+    assert labels_of({**doc, "gpuOperator": "none"}, "n") == {}
+
+
+def test_a_node_entry_overrides_the_files_mode_and_a_node_without_gpus_has_none() -> None:
+    doc = {
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0",
+        "gpuOperator": "none",
+        "nodes": [
+            {"name": "a", "gpus": [{"profile": "t4"}], "gpuOperator": "clusterPolicy"},
+            {"name": "b", "gpus": [{"profile": "t4"}]},
+            {"name": "cpu", "gpuOperator": "clusterPolicy"},
+        ],
+    }
+    assert labels_of(doc, "a")["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert labels_of(doc, "b") == {}
+    assert labels_of(doc, "cpu") == {}
+
+
+def test_the_inventorys_own_labels_win_over_the_operators() -> None:
+    doc = node_doc([{"profile": "t4"}])
+    doc["nodes"][0]["labels"] = {"nvidia.com/gpu.product": "mine", "zone": "z1"}
+    inv = parse_inventory(doc)
+    entry = inv.node_entry("n")
+    assert entry is not None
+    labels = gpu_node_labels(inv, entry, timestamp=STAMP)
+    assert (labels["nvidia.com/gpu.product"], labels["zone"], labels["nvidia.com/gpu.count"]) == (
+        "mine",
+        "z1",
+        "1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "problem"),
+    [
+        (
+            "top",
+            "ClusterPolicy",
+            'inv.yaml: gpuOperator: unknown GPU Operator mode "ClusterPolicy"; one of: ',
+        ),
+        ("node", "gpu-cluster", 'inv.yaml: nodes[0].gpuOperator: unknown GPU Operator mode "gpu-cluster"'),
+        ("node", True, "inv.yaml: nodes[0].gpuOperator: must be a string, got"),
+    ],
+)
+def test_a_bad_gpu_operator_names_the_file_and_field(where: str, value: Any, problem: str) -> None:
+    doc = node_doc([{"profile": "t4"}])
+    (doc if where == "top" else doc["nodes"][0])["gpuOperator"] = value
+    with pytest.raises(InventoryError) as err:
+        parse_inventory(doc, source="inv.yaml")
+    assert problem in str(err.value)
+    assert "clusterPolicy, gpuCluster, none" in str(err.value) or problem.endswith("got")
+
+
+def fleet_inventory(tmp_path: Path, gpus: list[dict[str, Any]]) -> Inventory:
+    path = tmp_path / "inventory.yaml"
+    doc = {
+        **node_doc(gpus),
+        "nodes": [{"name": "sim", "kubelet": False, "labels": {"zone": "z"}, "gpus": gpus}],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return load_inventory(path)
+
+
+def test_a_new_mig_layout_relabels_a_fleet_node_and_leaves_a_users_label(tmp_path: Path) -> None:
+    before = simulated_nodes(fleet_inventory(tmp_path, [{"profile": "h200"}]), timestamp=STAMP)["sim"]
+    assert (before["nvidia.com/gpu.product"], before["nvidia.com/mig.config"]) == (
+        "NVIDIA-H200",
+        "all-disabled",
+    )
+    # The Node as the fleet made it (the keys it gave in LABEL_KEYS), and a label a user added since.
+    meta = {"labels": {**before, "team": "a"}, "annotations": {LABEL_KEYS: ",".join(sorted(before))}}
+    layout = [{"profile": "h200", "mig": [{"profile": "1g.18gb", "count": 7}]}]
+    after = simulated_nodes(fleet_inventory(tmp_path, layout), timestamp=STAMP + 60)["sim"]
+    patch = label_patch(meta, after, "owner")
+    assert patch is not None
+    changed = patch["metadata"]["labels"]
+    assert changed["nvidia.com/gpu.product"] == "NVIDIA-H200-MIG-1g.18gb"
+    assert changed["nvidia.com/gpu.count"] == "7"
+    assert changed["nvidia.com/gpu.memory"] == "16384"
+    assert changed["nvidia.com/gfd.timestamp"] == str(STAMP + 60)
+    assert changed["nvidia.com/mig.config"] is None  # ours, no longer given: removed
+    assert "team" not in changed and "zone" not in changed  # a user's label and an unchanged one: untouched
