@@ -17,51 +17,10 @@ import yaml
 from fakeplugin.drivers.gpu import gpu_node_labels, operator_labels
 from fakeplugin.fleet.nodeobjects import LABEL_KEYS, label_patch, simulated_nodes
 from fakeplugin.inventory import Inventory, InventoryError, load_inventory, parse_inventory
+from tests.harness.seedlab import A5000, GPU_OPERATOR_LABELS, T10
 
 STAMP = 1_780_000_000
 LAB = Path("examples/seed-lab.yaml")
-A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
-T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"
-CLUSTER_POLICY_DEPLOY = {
-    f"nvidia.com/gpu.deploy.{o}": "true"
-    for o in (
-        "driver",
-        "gpu-feature-discovery",
-        "container-toolkit",
-        "device-plugin",
-        "dcgm",
-        "dcgm-exporter",
-        "node-status-exporter",
-        "operator-validator",
-    )
-}
-# The seed lab's driverVersion "580.126.20" and cudaDriverVersion "13.0", split as nvml.go does.
-VERSIONS = {
-    "nvidia.com/cuda.driver.major": "580",
-    "nvidia.com/cuda.driver.minor": "126",
-    "nvidia.com/cuda.driver.rev": "20",
-    "nvidia.com/cuda.runtime.major": "13",
-    "nvidia.com/cuda.runtime.minor": "0",
-    "nvidia.com/cuda.driver-version.major": "580",
-    "nvidia.com/cuda.driver-version.minor": "126",
-    "nvidia.com/cuda.driver-version.revision": "20",
-    "nvidia.com/cuda.driver-version.full": "580.126.20",
-    "nvidia.com/cuda.runtime-version.major": "13",
-    "nvidia.com/cuda.runtime-version.minor": "0",
-    "nvidia.com/cuda.runtime-version.full": "13.0",
-}
-# What every ClusterPolicy GPU node carries whatever its GPUs.
-COMMON = {
-    "nvidia.com/gfd.timestamp": str(STAMP),
-    "nvidia.com/gpu.machine": "Standard-PC-Q35-ICH9-2009",  # "Standard PC (Q35 + ICH9, 2009)" sanitised
-    "nvidia.com/mps.capable": "false",
-    "nvidia.com/vgpu.present": "false",
-    "nvidia.com/mig.strategy": "single",
-    "nvidia.com/gpu.present": "true",
-    "nvidia.com/gpu-driver-upgrade-state": "upgrade-done",
-    **VERSIONS,
-    **CLUSTER_POLICY_DEPLOY,
-}
 
 
 def labels_of(doc: dict[str, Any], node: str, **kwargs: Any) -> dict[str, str]:
@@ -80,36 +39,13 @@ def node_doc(gpus: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
     }
 
 
-def test_the_seed_labs_a5000_node_has_gfds_labels_by_default() -> None:
+@pytest.mark.parametrize("node", [A5000, T10])
+def test_the_seed_labs_gpu_nodes_have_gfds_labels_by_default(node: str) -> None:
     inv = load_inventory(LAB)
-    entry = inv.node_entry(A5000_NODE)
+    entry = inv.node_entry(node)
     assert entry is not None and entry.gpu_operator == "clusterPolicy"
-    assert operator_labels(inv, entry, timestamp=STAMP) == {
-        **COMMON,
-        "nvidia.com/gpu.product": "NVIDIA-RTX-A5000",  # NVML "NVIDIA RTX A5000"
-        "nvidia.com/gpu.count": "1",
-        "nvidia.com/gpu.replicas": "1",
-        "nvidia.com/gpu.sharing-strategy": "none",
-        "nvidia.com/gpu.memory": "23028",  # 24146608128 bytes with ECC on (the lab's 23028Mi)
-        "nvidia.com/gpu.family": "ampere",  # compute capability 8.6
-        "nvidia.com/gpu.compute.major": "8",
-        "nvidia.com/gpu.compute.minor": "6",
-        "nvidia.com/gpu.mode": "unknown",  # no capture gives the A5000's PCI class
-        "nvidia.com/mig.capable": "false",
-    }
-
-
-def test_the_seed_labs_t10_node_counts_both_gpus() -> None:
-    labels = labels_of(yaml.safe_load(LAB.read_text()), T10_NODE)
-    keys = ("product", "count", "memory", "family", "compute.major", "compute.minor")
-    assert {k: labels[f"nvidia.com/gpu.{k}"] for k in keys} == {
-        "product": "NVIDIA-T10",
-        "count": "2",
-        "memory": "15360",  # 16106127360 bytes
-        "family": "turing",  # 7.5: 7.x from 7.5 on
-        "compute.major": "7",
-        "compute.minor": "5",
-    }
+    expected = {**GPU_OPERATOR_LABELS[node], "nvidia.com/gfd.timestamp": str(STAMP)}
+    assert operator_labels(inv, entry, timestamp=STAMP) == expected
 
 
 def test_a_two_part_driver_version_has_an_empty_revision() -> None:
