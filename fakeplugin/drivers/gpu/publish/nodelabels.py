@@ -18,6 +18,7 @@ The entry's `gpuOperator` picks the operator's mode:
   manager's default `all-disabled` (`deployments/gpu-operator/values.yaml`) where none is set), and the
   driver upgrade controller's `nvidia.com/gpu-driver-upgrade-state=upgrade-done` (`upgradePolicy.autoUpgrade`
   is on by default; the key and value: `vendor/github.com/NVIDIA/k8s-operator-libs/pkg/upgrade/consts.go`).
+  These are v26.3.1's, the reference lab's operator; v26.7.0's ClusterPolicy adds `gpu.deploy.client`.
 - `gpuCluster` (v26.7.0's DRA mode): no GFD at all, only `gpu.present` and that mode's deploy labels
   (v26.7.0, commit 10ee5b3638b89e11e949412aafa5ba99279c3721, `controllers/state_manager.go`:
   `gpuClusterStateLabels`).
