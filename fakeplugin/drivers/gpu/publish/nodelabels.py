@@ -30,8 +30,9 @@ Where GFD reads what a simulated node does not have, the choice is ours:
   the reference lab's nodes and both H200 captures are: QEMU's q35 machine names itself
   `Standard PC (Q35 + ICH9, 2009)` (the value a V100 node with the operator shows as
   `Standard-PC-Q35-ICH9-2009`), the same for every node.
-- `gpu.mode` is the PCI class of every GPU (0x0300 graphics, 0x0302 compute): the profile's `pciClass`,
-  and `unknown` where no capture gives it, as GFD writes when it cannot read the class.
+- `gpu.mode` is the PCI class of every GPU (0x0300 graphics, 0x0302 compute; GFD's README says "display",
+  its code writes `graphics`): the profile's `pciClass`, and `unknown` where no capture gives it, as GFD
+  writes when it cannot read the class.
 - Several GPU models on one node: GFD makes one labeller per model name from Go maps, so which model's
   `gpu.product`, `gpu.count`, `gpu.memory` win depends on map order; we take the first GPU's model
   (full GPUs over MIG-enabled ones, as GFD orders its two groups).
