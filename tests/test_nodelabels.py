@@ -15,8 +15,10 @@ import pytest
 import yaml
 
 from fakeplugin.drivers.gpu import gpu_node_labels, operator_labels
-from fakeplugin.fleet.nodeobjects import LABEL_KEYS, label_patch, simulated_nodes
+from fakeplugin.fleet import nodeobjects
+from fakeplugin.fleet.nodeobjects import LABEL_KEYS, NodeOwner, label_patch, simulated_nodes
 from fakeplugin.inventory import Inventory, InventoryError, load_inventory, parse_inventory
+from fakeplugin.inventory.file import InventoryFile
 from tests.harness.seedlab import A5000, GPU_OPERATOR_LABELS, T10
 
 STAMP = 1_780_000_000
@@ -274,3 +276,46 @@ def test_a_new_mig_layout_relabels_a_fleet_node_and_leaves_a_users_label(tmp_pat
     assert changed["nvidia.com/gfd.timestamp"] == str(STAMP + 60)
     assert changed["nvidia.com/mig.config"] is None  # ours, no longer given: removed
     assert "team" not in changed and "zone" not in changed  # a user's label and an unchanged one: untouched
+
+
+class Nodes:
+    """The Node calls NodeOwner.sync makes, on a dict (a merge patch of labels and annotations)."""
+
+    def __init__(self) -> None:
+        self.metas: dict[str, dict[str, Any]] = {}
+
+    def list(self, path: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
+        return [{"metadata": m} for m in self.metas.values()], "1"
+
+    def create(self, path: str, body: dict[str, Any]) -> None:
+        self.metas[body["metadata"]["name"]] = body["metadata"]
+
+    def patch(self, path: str, body: dict[str, Any]) -> None:
+        meta = self.metas[path.rsplit("/", 1)[1]]
+        for key in ("labels", "annotations"):
+            merged = {**meta[key], **body["metadata"][key]}
+            meta[key] = {k: v for k, v in merged.items() if v is not None}
+
+    def delete(self, path: str) -> None:
+        del self.metas[path.rsplit("/", 1)[1]]
+
+
+def test_a_fleet_relabels_its_nodes_when_the_inventory_changes_not_on_every_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ticks = iter(range(STAMP, STAMP + 10_000, 100))  # a clock 100 s on at every look
+    monkeypatch.setattr(nodeobjects.time, "time", lambda: next(ticks))
+    path = tmp_path / "inventory.yaml"
+    doc = {**node_doc([]), "nodes": [{"name": "sim", "kubelet": False, "gpus": [{"profile": "t4"}]}]}
+    path.write_text(yaml.safe_dump(doc))
+    nodes, inventory = Nodes(), InventoryFile(path)
+    owner = NodeOwner(nodes, inventory, owner="o", owns=lambda _: True)  # type: ignore[arg-type]
+    assert owner.sync() == (1, 0, 0)
+    stamp = nodes.metas["sim"]["labels"]["nvidia.com/gfd.timestamp"]
+    assert owner.sync() == (0, 0, 0)  # GFD's timestamp is the labels', not the sync's
+    doc["nodes"][0]["gpus"] = [{"profile": "t4", "count": 2}]
+    path.write_text(yaml.safe_dump(doc))
+    assert inventory.reload_if_changed()
+    assert owner.sync() == (0, 1, 0)
+    labels = nodes.metas["sim"]["labels"]
+    assert labels["nvidia.com/gpu.count"] == "2" and int(labels["nvidia.com/gfd.timestamp"]) > int(stamp)
