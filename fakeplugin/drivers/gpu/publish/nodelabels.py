@@ -55,7 +55,6 @@ PREFIX = "nvidia.com/"
 PRESENT = "nvidia.com/gpu.present"
 # QEMU's q35 DMI product name (see the module's docstring).
 MACHINE = "Standard PC (Q35 + ICH9, 2009)"
-MIG_STRATEGIES = ("none", "single", "mixed")
 DEFAULT_MIG_STRATEGY = "single"  # gpu-operator values.yaml `mig.strategy`
 MIG_CONFIG_DEFAULT = "all-disabled"  # gpu-operator values.yaml `migManager.config.default`
 # gpu-operator state_manager.go: gpuStateLabels[container] (v26.3.1) and gpuClusterStateLabels (v26.7.0).
@@ -95,7 +94,8 @@ def operator_labels(
     inventory: Inventory, entry: NodeEntry, *, timestamp: int, mig_strategy: str = DEFAULT_MIG_STRATEGY
 ) -> dict[str, str]:
     """The GPU Operator's labels of a node of `entry` (its `gpu_operator` mode); none without GPUs, where
-    the operator deploys nothing. `timestamp`: when GFD labelled (seconds since the epoch)."""
+    the operator deploys nothing. `timestamp`: when GFD labelled (seconds since the epoch);
+    `mig_strategy`: GFD's `none`, `single` or `mixed`."""
     gpus = [g for g in entry.gpus for _ in range(g.count)]  # GFD's devices, in minor order
     if not gpus or entry.gpu_operator == "none":
         return {}
