@@ -8,17 +8,20 @@ memory.total in MiB; family from the compute capability (8.x below 8.9: ampere);
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from fakeplugin.drivers.gpu import gpu_node_labels, operator_labels
+from fakeplugin.drivers.gpu import GpuDriver, gpu_node_labels, operator_labels
 from fakeplugin.fleet import nodeobjects
 from fakeplugin.fleet.nodeobjects import LABEL_KEYS, NodeOwner, label_patch, simulated_nodes
 from fakeplugin.inventory import Inventory, InventoryError, load_inventory, parse_inventory
 from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.runtime.driver import NodeDirs
+from fakeplugin.runtime.emulation import emulation
 from tests.harness.seedlab import A5000, GPU_OPERATOR_LABELS, T10
 
 STAMP = 1_780_000_000
@@ -319,3 +322,51 @@ def test_a_fleet_relabels_its_nodes_when_the_inventory_changes_not_on_every_sync
     assert owner.sync() == (0, 1, 0)
     labels = nodes.metas["sim"]["labels"]
     assert labels["nvidia.com/gpu.count"] == "2" and int(labels["nvidia.com/gfd.timestamp"]) > int(stamp)
+
+
+def test_the_gpu_plugin_keeps_its_nodes_operator_labels_and_only_those(tmp_path: Path) -> None:
+    """serve --gpu-operator-labels (drivers.gpu.labeller) through the GpuNode the runtime drives: labels at
+    the Node's first sight, nothing while nothing changed, relabelled by an inventory edit, removed at close;
+    a user's label and the inventory's own are never in a patch."""
+    path = tmp_path / "inventory.yaml"
+    doc = {**node_doc([]), "nodes": [{"name": "n", "labels": {"zone": "z"}, "gpus": [{"profile": "h200"}]}]}
+    path.write_text(yaml.safe_dump(doc))
+    inventory = InventoryFile(path)
+    node = Nodes()
+    node.metas["n"] = {"name": "n", "uid": "u1", "labels": {"zone": "z", "team": "a"}, "annotations": {}}
+    sent: list[dict[str, Any]] = []
+
+    def patch(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        sent.append(body)
+        node.patch(f"/api/v1/nodes/{name}", body)
+        return {}
+
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    plugin = GpuDriver(emulation(release=""), node_labels=patch).node(
+        "n", inventory, dirs=dirs, boot_id="b", get_claim=lambda ns, n: {}
+    )
+    plugin.set_node({"metadata": copy.deepcopy(node.metas["n"])})
+    labels = node.metas["n"]["labels"]
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/mig.config"]) == (
+        "NVIDIA-H200",
+        "all-disabled",
+    )
+    assert (labels["team"], labels["zone"]) == ("a", "z")
+    assert len(sent) == 1 and {"team", "zone"}.isdisjoint(sent[0]["metadata"]["labels"])
+    plugin.set_node({"metadata": copy.deepcopy(node.metas["n"])})  # the informer brings our own patch back
+    assert len(sent) == 1
+
+    doc["nodes"][0]["gpus"] = [{"profile": "h200", "mig": [{"profile": "1g.18gb", "count": 7}]}]
+    path.write_text(yaml.safe_dump(doc))
+    assert inventory.reload_if_changed()
+    plugin.refresh()
+    labels = node.metas["n"]["labels"]
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"]) == (
+        "NVIDIA-H200-MIG-1g.18gb",
+        "7",
+    )
+    assert "nvidia.com/mig.config" not in labels
+
+    plugin.close()
+    assert node.metas["n"]["labels"] == {"zone": "z", "team": "a"}
+    assert "fakeplugin.dev/gpu-operator-labels" not in node.metas["n"]["annotations"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from fakeplugin.drivers.gpu import gpu_node_labels
+from fakeplugin.drivers.gpu import gpu_node_labels, owned_labels_patch
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.inventory import Inventory
 from fakeplugin.inventory.file import InventoryFile
@@ -92,15 +92,7 @@ def label_patch(meta: Obj, want: Mapping[str, str], owner: str) -> Obj | None:
     """The merge-patch of a Node's metadata (`meta`) that gives it the labels `want` and the owner label,
     and removes those the inventory gave before but no longer gives (their keys are in LABEL_KEYS; any
     other label, e.g. one a user added, stays); None when nothing changes."""
-    have = meta.get("labels") or {}
-    target = {**want, OWNER_LABEL: owner}
-    before = set(filter(None, (meta.get("annotations") or {}).get(LABEL_KEYS, "").split(",")))
-    labels: dict[str, str | None] = {k: v for k, v in target.items() if have.get(k) != v}
-    labels.update({k: None for k in sorted(before - set(want)) if k in have})
-    keys = ",".join(sorted(want))
-    if not labels and keys == ",".join(sorted(before)):
-        return None
-    return {"metadata": {"labels": labels, "annotations": {LABEL_KEYS: keys}}}
+    return owned_labels_patch(meta, want, LABEL_KEYS, {OWNER_LABEL: owner})
 
 
 def cluster_role_owner(kube: Kube, name: str) -> Obj:

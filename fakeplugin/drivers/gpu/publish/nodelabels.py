@@ -45,12 +45,15 @@ Where GFD reads what a simulated node does not have, the choice is ours:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fakeplugin.inventory import GpuEntry, Inventory, NodeEntry
 from fakeplugin.profiles import MigProfile
 
 MIB = 1024 * 1024
+# On a kubelet node whose plugin keeps these labels (serve --gpu-operator-labels): the keys it gave.
+OWNED_ANNOTATION = "fakeplugin.dev/gpu-operator-labels"
 PREFIX = "nvidia.com/"
 PRESENT = "nvidia.com/gpu.present"
 # QEMU's q35 DMI product name (see the module's docstring).
@@ -126,6 +129,31 @@ def gpu_node_labels(inventory: Inventory, entry: NodeEntry, *, timestamp: int) -
     """Every label a node of `entry` gets from us: the GPU Operator's, then the entry's own (its `labels`
     and the clique label of a fabric), which win where they name the same key."""
     return operator_labels(inventory, entry, timestamp=timestamp) | entry.node_labels
+
+
+def owned_labels_patch(
+    meta: Mapping[str, Any], want: Mapping[str, str], annotation: str, also: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The merge patch of a Node's metadata (`meta`) that gives it the labels `want` (and `also`, not
+    recorded), removes those it gave before but no longer gives (their keys are the value of `annotation`;
+    any other label, e.g. one a user added, stays) and records `want`'s keys; None when nothing changes."""
+    have = meta.get("labels") or {}
+    before = set(filter(None, (meta.get("annotations") or {}).get(annotation, "").split(",")))
+    labels: dict[str, str | None] = {k: v for k, v in {**want, **(also or {})}.items() if have.get(k) != v}
+    labels.update({k: None for k in sorted(before - set(want)) if k in have})
+    keys = ",".join(sorted(want))
+    if not labels and keys == ",".join(sorted(before)):
+        return None
+    return {"metadata": {"labels": labels, "annotations": {annotation: keys}}}
+
+
+def owned_labels_removal(meta: Mapping[str, Any], annotation: str) -> dict[str, Any] | None:
+    """The merge patch that removes the labels `annotation` lists, and the annotation; None without it."""
+    owned = (meta.get("annotations") or {}).get(annotation)
+    if owned is None:
+        return None
+    labels = {k: None for k in sorted(filter(None, owned.split(",")))}
+    return {"metadata": {"labels": labels, "annotations": {annotation: None}}}
 
 
 def _deploy(operands: Iterable[str]) -> dict[str, str]:
