@@ -135,7 +135,9 @@ def test_cluster_nodes_from_the_seed_lab_plus_workers() -> None:
         ("worker-1", False, 0, -1),
         ("worker-2", False, 0, -1),
     ]
-    assert nodes[0].labels == {"tier": "gpu"}
+    # The inventory's labels and the GPU Operator's (tests/test_nodelabels.py), on GPU nodes only.
+    assert (nodes[0].labels["tier"], nodes[0].labels["nvidia.com/gpu.count"]) == ("gpu", "2")
+    assert (nodes[1].labels, nodes[3].labels) == ({}, {})
     clash = parse_inventory(
         {"driverVersion": "580.1", "cudaDriverVersion": "13.0", "nodes": [{"name": "worker-1"}]}
     )
@@ -148,6 +150,7 @@ def test_fabric_nodes_get_the_gpu_clique_label_and_the_compute_domain_side() -> 
     inventory = parse_inventory({
         "driverVersion": "580.126.20",
         "cudaDriverVersion": "13.0",
+        "gpuOperator": "none",  # no GPU Operator: the clique label is the inventory's alone
         "nodes": [
             {"name": "gb200-0", "gpus": [{"profile": "gb200"}], "fabric": {"clique": 3, "clusterUUID": uuid}},
             {"name": "t10", "gpus": [{"profile": "t10"}]},

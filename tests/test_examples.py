@@ -93,10 +93,14 @@ def test_each_rack_is_its_own_clique_and_the_kubelet_node_has_none() -> None:
     for rack, clique in (("a", RACK_A), ("b", RACK_B)):
         trays = [n for name, n in nodes.items() if name.startswith(f"gb200-rack-{rack}-")]
         assert len(trays) == 18
-        assert all(not n.kubelet and n.labels == {"rack": rack, GPU_CLIQUE_LABEL: clique} for n in trays)
+        # The entry's labels and its clique's, beside the GPU Operator's (tests/test_nodelabels.py).
+        mine = {"rack": rack, GPU_CLIQUE_LABEL: clique}
+        assert all(not n.kubelet and n.labels.items() >= mine.items() for n in trays)
+        assert {n.labels["nvidia.com/gpu.product"] for n in trays} == {"NVIDIA-GB200"}
         assert inv.node_entry(f"gb200-rack-{rack}-0").clique_id == clique
     hgx = nodes["hgx-b200"]
-    assert (hgx.kubelet, hgx.labels, inv.node_entry("hgx-b200").clique_id) == (True, {}, "")
+    assert (hgx.kubelet, inv.node_entry("hgx-b200").clique_id) == (True, "")
+    assert GPU_CLIQUE_LABEL not in hgx.labels and "rack" not in hgx.labels
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from fakeplugin.inventory import Inventory, load_inventory
 INVENTORY = {
     "driverVersion": "580.126.20",
     "cudaDriverVersion": "13.0",
+    "gpuOperator": "none",  # the inventory's labels alone (the operator's: tests/test_nodelabels.py)
     "nodes": [
         {"name": "real-0", "gpus": [{"profile": "t10", "count": 1}]},  # a kubelet node: not the fleet's
         {"selector": {"matchLabels": {"pool": "a"}}, "gpus": [{"profile": "t10", "count": 1}]},

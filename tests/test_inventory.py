@@ -224,8 +224,8 @@ def test_every_problem_is_reported_at_once() -> None:
         "inv.yaml: nodes[0].gpus[0].count: must be at least 1, got 0",
         f'inv.yaml: nodes[0].gpus[1].profile: unknown profile "nope" (known: {KNOWN})',
         "inv.yaml: nodes[1].extra: unknown field "
-        "(known fields: cpus, fabric, gpus, instanceType, kubelet, labels, name, namePrefix, numaNodes, "
-        "replicas, selector)",
+        "(known fields: cpus, fabric, gpuOperator, gpus, instanceType, kubelet, labels, name, namePrefix, "
+        "numaNodes, replicas, selector)",
         'inv.yaml: nodes[1].name: duplicate node name "n" (also nodes[0])',
     ]
 

@@ -45,7 +45,12 @@ class Plugins:
             Path(state.inventory),
             self._store.layout,
             self._store.dirs(node),
-            [*state.plugin_args, *components.telemetry_args(state.telemetry_ports, name)],
+            # The node's GPU Operator labels, set at `up` (state.cluster_nodes), kept current by its plugin.
+            [
+                "--gpu-operator-labels",
+                *state.plugin_args,
+                *components.telemetry_args(state.telemetry_ports, name),
+            ],
         )
         env = components.python_env(os.environ, Path(fakeplugin.__file__).resolve().parents[1])
         self._processes.launch(name, [argv], env=env)

@@ -10,6 +10,7 @@ import fcntl
 import json
 import logging
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
+from fakeplugin.drivers.gpu import gpu_node_labels
 from fakeplugin.inventory import Inventory
 
 log = logging.getLogger("fakeplugin.cluster")
@@ -52,19 +54,22 @@ class ClusterNode:
 
 
 def cluster_nodes(
-    inventory: Inventory, simulated_nodes: int, *, autoscaled: bool = False
+    inventory: Inventory, simulated_nodes: int, *, autoscaled: bool = False, timestamp: int | None = None
 ) -> list[ClusterNode]:
     """The inventory's named nodes (by name, and every node of a namePrefix entry), then `simulated_nodes`
-    plain API-only nodes (worker-1...); none at all only when `autoscaled` (Karpenter makes them).
+    plain API-only nodes (worker-1...); none at all only when `autoscaled` (Karpenter makes them). A
+    node's labels are the entry's and the GPU Operator's, labelled at `timestamp` (default: now).
 
     Selector and instanceType entries name no node: they only decide what is published on matching nodes.
     """
     nodes: list[ClusterNode] = []
     kubelets = 0
+    stamp = int(time.time()) if timestamp is None else timestamp
     for entry in inventory.nodes:
+        labels = gpu_node_labels(inventory, entry, timestamp=stamp)
         for name in entry.node_names():
             index = kubelets if entry.kubelet else -1
-            nodes.append(ClusterNode(name, entry.kubelet, entry.node_labels, entry.gpu_count, index))
+            nodes.append(ClusterNode(name, entry.kubelet, labels, entry.gpu_count, index))
             kubelets += entry.kubelet
     taken = {n.name for n in nodes}
     for i in range(1, simulated_nodes + 1):

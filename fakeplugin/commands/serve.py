@@ -170,6 +170,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compute-domains: set the nvidia.com/gpu.clique node label (historically set by "
         "gpu-feature-discovery) to the node's clique ID at start and when it changes; removed at stop",
     )
+    flag(
+        p,
+        "--gpu-operator-labels",
+        env="GPU_OPERATOR_LABELS",
+        action="store_true",
+        help="gpus: keep the GPU Operator's labels of the node's inventory entry (its gpuOperator mode: GPU "
+        "Feature Discovery's nvidia.com/gpu.product, ...) on its Node, current when the inventory changes, "
+        "removed at stop; only the labels it gave are changed",
+    )
     shared_flags(p, "--binding-conditions", "--device-status")
     p.set_defaults(func=run)
 
@@ -178,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.faults import devicehealth
     from fakeplugin.inventory.file import InventoryFile
-    from fakeplugin.kube import Kube, new_api_client
+    from fakeplugin.kube import NODES, Kube, new_api_client
     from fakeplugin.runtime.bootid import read_boot_id
     from fakeplugin.runtime.claims import CheckedClaims
     from fakeplugin.runtime.driver import DeviceHealth, NodeDirs
@@ -193,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--node-name (or NODE_NAME) is required")
     if args.device_status and args.plugin == COMPUTE_DOMAINS:
         raise ValueError("--device-status reports GPU and MIG devices: only with --plugin gpus")
+    if args.gpu_operator_labels and args.plugin == COMPUTE_DOMAINS:
+        raise ValueError("--gpu-operator-labels: only with --plugin gpus (one plugin labels the node)")
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     driver_name = plugin_driver_name(args)
     emulation = emulated(args, inventory.inventory.driver_release, driver_name)
@@ -203,7 +214,11 @@ def run(args: argparse.Namespace) -> int:
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 4))
     boot_id = read_boot_id(Path(args.boot_id_file))  # BootIdError: fatal at start
     driver: GpuDriver | ComputeDomainDriver = GpuDriver(
-        emulation, device_status=kube.replace if args.device_status else None
+        emulation,
+        device_status=kube.replace if args.device_status else None,
+        node_labels=(lambda name, body: kube.patch(f"{NODES}/{name}", body))
+        if args.gpu_operator_labels
+        else None,
     )
     if args.plugin == COMPUTE_DOMAINS:  # imported only here: the GPU plugin's start need not pay for it
         from fakeplugin.drivers.computedomain import ComputeDomainDriver, DomainClient

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from fakeplugin.drivers.gpu import gpu_node_labels, owned_labels_patch
 from fakeplugin.fleet.stages import KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
 from fakeplugin.inventory import Inventory
 from fakeplugin.inventory.file import InventoryFile
@@ -71,17 +73,18 @@ def simulated_node(
 
 
 def simulated_nodes(
-    inventory: Inventory, owns: Callable[[str], bool] = lambda _: True
+    inventory: Inventory, owns: Callable[[str], bool] = lambda _: True, *, timestamp: int = 0
 ) -> dict[str, dict[str, str]]:
-    """Node name → its labels (the entry's, and the clique label of a fabric), for every `kubelet: false`
-    node the inventory names that `owns` accepts."""
+    """Node name → its labels (the entry's, the clique label of a fabric, the GPU Operator's as labelled at
+    `timestamp`), for every `kubelet: false` node the inventory names that `owns` accepts."""
     nodes: dict[str, dict[str, str]] = {}
     for entry in inventory.nodes:
         if entry.kubelet:
             continue
+        labels = gpu_node_labels(inventory, entry, timestamp=timestamp)
         for name in entry.node_names():
             if owns(name):
-                nodes[name] = entry.node_labels
+                nodes[name] = labels
     return nodes
 
 
@@ -89,15 +92,7 @@ def label_patch(meta: Obj, want: Mapping[str, str], owner: str) -> Obj | None:
     """The merge-patch of a Node's metadata (`meta`) that gives it the labels `want` and the owner label,
     and removes those the inventory gave before but no longer gives (their keys are in LABEL_KEYS; any
     other label, e.g. one a user added, stays); None when nothing changes."""
-    have = meta.get("labels") or {}
-    target = {**want, OWNER_LABEL: owner}
-    before = set(filter(None, (meta.get("annotations") or {}).get(LABEL_KEYS, "").split(",")))
-    labels: dict[str, str | None] = {k: v for k, v in target.items() if have.get(k) != v}
-    labels.update({k: None for k in sorted(before - set(want)) if k in have})
-    keys = ",".join(sorted(want))
-    if not labels and keys == ",".join(sorted(before)):
-        return None
-    return {"metadata": {"labels": labels, "annotations": {LABEL_KEYS: keys}}}
+    return owned_labels_patch(meta, want, LABEL_KEYS, {OWNER_LABEL: owner})
 
 
 def cluster_role_owner(kube: Kube, name: str) -> Obj:
@@ -131,10 +126,15 @@ class NodeOwner:
         self._owns = owns
         self._owner_ref = owner_ref
         self._foreign: set[str] = set()  # names taken by Nodes we did not make (logged once)
+        # The inventory last labelled from and when: GFD's timestamp changes with the labels, not every sync.
+        self._stamped: tuple[Inventory | None, int] = (None, 0)
 
     def sync(self) -> tuple[int, int, int]:
         """One pass; (created, relabelled, deleted)."""
-        want = simulated_nodes(self._inventory.inventory, self._owns)
+        inventory = self._inventory.inventory
+        if inventory is not self._stamped[0]:
+            self._stamped = (inventory, int(time.time()))
+        want = simulated_nodes(inventory, self._owns, timestamp=self._stamped[1])
         ours, _ = self._kube.list(NODES, label_selector=f"{OWNER_LABEL}={self._owner}", metadata_only=True)
         have = {n["metadata"]["name"]: n["metadata"] for n in ours if self._owns(n["metadata"]["name"])}
         created = relabelled = deleted = 0

@@ -25,6 +25,7 @@ Fields:
 | `driverVersion` | `"N.N"`, `"N.N.N"` | required | driver version as NVML prints it, `580.95.05` [1] |
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
 | `driverRelease` | string | `"0.5.0"` | NVIDIA release emulated: `25.12`, `0.4.1`, `0.5.0-dev`, `0.5.0` [7] |
+| `gpuOperator` | `clusterPolicy`, `gpuCluster`, `none` | `clusterPolicy` | GPU Operator node labels [11] |
 | `nodes[]` | list | required | at least one entry: a node by name, many by prefix or by selector, a type |
 | `nodes[].name` | string | one of the four | exact node name (DNS subdomain) |
 | `nodes[].namePrefix` | string | one of the four | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
@@ -36,6 +37,7 @@ Fields:
 | `nodes[].instanceType.zones` | label values | `[zone-a]` | the zones it is offered in |
 | `nodes[].instanceType.architecture` | `amd64`, `arm64` | `amd64` | its nodes' `kubernetes.io/arch` |
 | `nodes[].labels` | map | `{}` | labels the local test cluster sets on the node; the plugin ignores them |
+| `nodes[].gpuOperator` | as `gpuOperator` | the top level's | this entry's nodes' GPU Operator mode [11] |
 | `nodes[].kubelet` | bool | true with GPUs | local test cluster: real kubelet, or kwok-simulated (false) |
 | `nodes[].numaNodes` | integer 1..16 | 1 + top `numaNode` | NUMA nodes of each node; absent: unknown [8] |
 | `nodes[].cpus` | integer | 16 per GPU | logical CPUs, split evenly over the NUMA nodes in blocks [8] |
@@ -90,6 +92,10 @@ Fields:
     `node.kubernetes.io/instance-type: <name>` whose nodes are always simulated (kwok's, served by
     `fakeplugin fleet`), and one instance type of Karpenter's kwok provider, whose ResourceSlice
     templates are this entry's devices (drivers.gpu.publish.instancetypes). Without GPUs: a CPU-only type.
+[11] The node labels NVIDIA's GPU Operator gives a node with GPUs (drivers.gpu.publish.nodelabels,
+    docs/emulation.md): `clusterPolicy`, its default mode (GPU Feature Discovery's labels, `gpu.present`,
+    `gpu.deploy.*`); `gpuCluster`, its DRA mode (`gpu.present` and that mode's `gpu.deploy.*`, no GPU
+    Feature Discovery); `none`, no operator. A node entry's value overrides the top level's.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -132,4 +138,6 @@ MAX_NODE_MEMORY = 64 << 40  # 64Ti: the largest single hosts (HPE/SGI shared-mem
 MAX_ZONES = 16
 DEFAULT_ZONES = ("zone-a",)
 ARCHITECTURES = ("amd64", "arm64")  # kubernetes.io/arch of an instanceType's nodes
+# gpuOperator: the GPU Operator's modes (a ClusterPolicy, a GPUCluster) and none; the first is the default.
+GPU_OPERATOR_MODES = ("clusterPolicy", "gpuCluster", "none")
 LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from fakeplugin import releases
 from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
-from fakeplugin.inventory.fields import ARCHITECTURES, CPUS_PER_GPU
+from fakeplugin.inventory.fields import ARCHITECTURES, CPUS_PER_GPU, GPU_OPERATOR_MODES
 from fakeplugin.model import Fabric
 from fakeplugin.profiles import MigProfile, Profile
 
@@ -66,6 +66,7 @@ class NodeEntry:
     cpus: int = CPUS_PER_GPU  # a multiple of numa_nodes
     fabric: Fabric | None = None
     instance_type: InstanceType | None = None  # then match_labels is {INSTANCE_TYPE_LABEL: its name}
+    gpu_operator: str = GPU_OPERATOR_MODES[0]  # its own gpuOperator, else the file's
 
     @property
     def clique_id(self) -> str:
@@ -119,6 +120,7 @@ class Inventory:
     nodes: tuple[NodeEntry, ...]
     source: str  # file name, for messages
     driver_release: str = releases.DEFAULT_RELEASE  # a name in fakeplugin.releases.RELEASES
+    gpu_operator: str = GPU_OPERATOR_MODES[0]  # the top level's; each NodeEntry has its own, resolved
 
     def node_entry(self, node_name: str, labels: dict[str, str] | None = None) -> NodeEntry | None:
         """The entry serving `node_name`: by name or name prefix first, else the first matching selector."""

@@ -1,6 +1,6 @@
 """A `nodes[]` entry of the inventory read and checked: how it names its nodes (name, namePrefix and replicas,
-selector, instanceType), labels, NUMA nodes and CPUs, fabric, its GPUs (inventory.gpus) (pure; every problem
-with its field path, collected in a yamlschema.Problems)."""
+selector, instanceType), labels, NUMA nodes and CPUs, fabric, GPU Operator mode, its GPUs (inventory.gpus)
+(pure; every problem with its field path, collected in a yamlschema.Problems)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fakeplugin.inventory.fields import (
     CPUS_PER_GPU,
     DEFAULT_CLUSTER_UUID,
     DEFAULT_ZONES,
+    GPU_OPERATOR_MODES,
     INSTANCE_TYPE_LABEL,
     MAX_CLIQUE,
     MAX_CPUS,
@@ -34,8 +35,11 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _CLUSTER_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 
 
-def parse_node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
-    """The `nodes[]` entry `raw` at `path`; None (its problems added to `p`) when it cannot be made."""
+def parse_node(
+    p: Problems, raw: Any, path: str, gpu_operator: str = GPU_OPERATOR_MODES[0]
+) -> NodeEntry | None:
+    """The `nodes[]` entry `raw` at `path`; None (its problems added to `p`) when it cannot be made.
+    `gpu_operator`: the file's mode, which the entry's own `gpuOperator` overrides."""
     m = p.mapping(
         raw,
         path,
@@ -51,6 +55,7 @@ def parse_node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
             "cpus",
             "fabric",
             "instanceType",
+            "gpuOperator",
         ),
     )
     if m is None:
@@ -110,7 +115,21 @@ def parse_node(p: Problems, raw: Any, path: str) -> NodeEntry | None:
         cpus=cpus,
         fabric=fabric,
         instance_type=instance_type,
+        gpu_operator=parse_gpu_operator(p, m, path, gpu_operator),
     )
+
+
+def parse_gpu_operator(p: Problems, m: dict[str, Any], path: str, default: str) -> str:
+    """`gpuOperator` of the mapping `m` at `path` (the top level, or a node entry), `default` when absent."""
+    if "gpuOperator" not in m:
+        return default
+    value = p.string(m, "gpuOperator", path)
+    if value is not None and value not in GPU_OPERATOR_MODES:
+        p.add(
+            join(path, "gpuOperator"),
+            f'unknown GPU Operator mode "{shorten(value)}"; one of: {", ".join(GPU_OPERATOR_MODES)}',
+        )
+    return value if value in GPU_OPERATOR_MODES else default
 
 
 def _labels(p: Problems, m: dict[str, Any], key: str, path: str) -> dict[str, str] | None:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin import releases
-from fakeplugin.inventory.fields import LIMITS, MAX_GPUS, MAX_NODES, MAX_NODES_PER_CLIQUE
+from fakeplugin.inventory.fields import GPU_OPERATOR_MODES, LIMITS, MAX_GPUS, MAX_NODES, MAX_NODES_PER_CLIQUE
 from fakeplugin.inventory.model import Inventory, NodeEntry
-from fakeplugin.inventory.nodes import parse_node
+from fakeplugin.inventory.nodes import parse_gpu_operator, parse_node
 from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml, read_document, shorten
 
 _DRIVER_VERSION = re.compile(r"^\d{1,5}\.\d{1,5}(\.\d{1,5})?$")
@@ -43,7 +43,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
         data,
         "",
         required=("driverVersion", "cudaDriverVersion", "nodes"),
-        optional=("driverRelease",),
+        optional=("driverRelease", "gpuOperator"),
         hints=not_config,
     )
     if top is None:
@@ -51,13 +51,14 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     driver = _version(p, top, "driverVersion", _DRIVER_VERSION, '"580.95.05" or "580.95"')
     cuda = _version(p, top, "cudaDriverVersion", _CUDA_VERSION, '"13.0"')
     release = _release(p, top)
+    operator = parse_gpu_operator(p, top, "", GPU_OPERATOR_MODES[0])
     raw_nodes = p.sequence(top, "nodes", "")
     if raw_nodes == []:
         p.add("nodes", "must list at least one node")
     if raw_nodes is not None and len(raw_nodes) > MAX_NODES:
         p.add("nodes", f"{len(raw_nodes)} entries; at most {MAX_NODES} (Kubernetes' largest cluster)")
         raise InventoryError(p.lines)
-    nodes = [parse_node(p, raw, f"nodes[{i}]") for i, raw in enumerate(raw_nodes or [])]
+    nodes = [parse_node(p, raw, f"nodes[{i}]", operator) for i, raw in enumerate(raw_nodes or [])]
     named = sum(n.replicas for n in nodes if n is not None and n.match_labels is None)
     if named > MAX_NODES:
         p.add("nodes", f"{named} nodes named (replicas counted); at most {MAX_NODES}")
@@ -75,6 +76,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
         nodes=tuple(nodes),
         source=source,
         driver_release=release,
+        gpu_operator=operator,
     )
 
 

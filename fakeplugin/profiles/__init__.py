@@ -58,6 +58,7 @@ ADDRESSING_MODES = ("HMM", "ATS", "None")
 
 _CC = re.compile(r"^\d+\.\d+$")
 _HEX16 = re.compile(r"^0x[0-9a-f]{4}$")
+_HEX24 = re.compile(r"^0x[0-9a-f]{6}$")
 _MIB = 1024 * 1024
 _NVLINKS_WHY = "NVLink 4 and 5, Hopper and Blackwell: 18 per GPU"
 _GPU_NUMA_WHY = "Grace-Blackwell: 8 per GPU"
@@ -132,6 +133,8 @@ class Profile:
     smi: SmiValues
     source: str
     notes: str
+    # PCI class code as sysfs `class` holds it (0x030200: 3D controller); None where no capture gives it.
+    pci_class: int | None = None
 
     def memory_bytes(self, ecc: bool) -> int | None:
         """NVML memory.total in this ECC mode, None if no real value is known."""
@@ -185,7 +188,7 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
             "memory",
             "eccDefault",
         ),
-        optional=("addressingMode", "mig", "smi", "notes"),
+        optional=("addressingMode", "mig", "smi", "notes", "pciClass"),
     )
     if m is None:
         raise ProfileError(p.lines)
@@ -196,6 +199,9 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
     if cc is not None and not _CC.match(cc):
         p.add("cudaComputeCapability", f'must look like "8.6", got "{cc}"')
     device_id = _hex16(p, m, "pciDeviceId", "")
+    pci_class = p.string(m, "pciClass", "") if "pciClass" in m else None
+    if pci_class is not None and not _HEX24.match(pci_class):
+        p.add("pciClass", f'must be 6 lower-case hex digits like "0x030200", got "{pci_class}"')
     ecc_default = p.boolean(m, "eccDefault", "")
     ecc_on = ecc_off = None
     mem = p.mapping(m["memory"], "memory", optional=("eccOn", "eccOff")) if "memory" in m else None
@@ -226,6 +232,7 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
         smi=smi,
         source=src,
         notes=notes,
+        pci_class=int(pci_class, 16) if pci_class and _HEX24.match(pci_class) else None,
     )
 
 

@@ -26,6 +26,63 @@ WORKERS = {f"worker-{i}": {"node-role.kubernetes.io/worker": ""} for i in (1, 2,
 WITHIN = 6 * INVENTORY_POLL_SECONDS  # a poll, the publisher's update, the API server: a few seconds
 
 
+def _gpu_operator_labels(product: str, count: int, memory_mib: int, family: str, cc: str) -> dict[str, str]:
+    """A seed-lab GPU node's GPU Operator labels (ClusterPolicy, the default) but GFD's timestamp, written
+    out by hand from GFD v0.20.0's rules (NVIDIA/k8s-device-plugin `internal/lm/`) and the operator's
+    (NVIDIA/gpu-operator v26.3.1 `controllers/state_manager.go`): the lab's driverVersion 580.126.20 and
+    cudaDriverVersion 13.0 split at the dots, the NVML name with blanks as `-`, memory.total in MiB."""
+    major, minor = cc.split(".")
+    deploy = (
+        "driver",
+        "gpu-feature-discovery",
+        "container-toolkit",
+        "device-plugin",
+        "dcgm",
+        "dcgm-exporter",
+        "node-status-exporter",
+        "operator-validator",
+    )
+    return {
+        "nvidia.com/cuda.driver.major": "580",
+        "nvidia.com/cuda.driver.minor": "126",
+        "nvidia.com/cuda.driver.rev": "20",
+        "nvidia.com/cuda.runtime.major": "13",
+        "nvidia.com/cuda.runtime.minor": "0",
+        "nvidia.com/cuda.driver-version.major": "580",
+        "nvidia.com/cuda.driver-version.minor": "126",
+        "nvidia.com/cuda.driver-version.revision": "20",
+        "nvidia.com/cuda.driver-version.full": "580.126.20",
+        "nvidia.com/cuda.runtime-version.major": "13",
+        "nvidia.com/cuda.runtime-version.minor": "0",
+        "nvidia.com/cuda.runtime-version.full": "13.0",
+        "nvidia.com/gpu.machine": "Standard-PC-Q35-ICH9-2009",  # "Standard PC (Q35 + ICH9, 2009)" sanitised
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(count),
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.memory": str(memory_mib),
+        "nvidia.com/gpu.family": family,
+        "nvidia.com/gpu.compute.major": major,
+        "nvidia.com/gpu.compute.minor": minor,
+        "nvidia.com/gpu.mode": "unknown",  # no capture gives these boards' PCI class
+        "nvidia.com/mig.capable": "false",
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/mps.capable": "false",
+        "nvidia.com/vgpu.present": "false",
+        "nvidia.com/gpu.present": "true",
+        **{f"nvidia.com/gpu.deploy.{o}": "true" for o in deploy},
+        "nvidia.com/gpu-driver-upgrade-state": "upgrade-done",
+    }
+
+
+# Each GPU node's: NVML "NVIDIA T10", 15360 MiB, CC 7.5 (turing from 7.5 on); "NVIDIA RTX A5000", 23028 MiB
+# with ECC on (the lab's capacity), CC 8.6 (ampere below 8.9).
+GPU_OPERATOR_LABELS = {
+    T10: _gpu_operator_labels("NVIDIA-T10", 2, 15360, "turing", "7.5"),
+    A5000: _gpu_operator_labels("NVIDIA-RTX-A5000", 1, 23028, "ampere", "8.6"),
+}
+
+
 def seed_lab_cluster_inventory(path: Path) -> Path:
     """examples/seed-lab.yaml with the lab's GPU-node label and its three plain workers added."""
     inventory = yaml.safe_load(SEED_LAB.read_text())

@@ -2,6 +2,7 @@
 runtime: its kubelet plugin and everything only it is made of.
 
 plugin.py   GpuDriver and GpuNode: the runtime's Driver and NodePlugin (a node's NodeDevices and Preparer)
+labeller.py the GPU Operator's labels kept on the plugin's own Node (serve --gpu-operator-labels)
 publish/    what a node publishes: inventory entry → GPU devices → ResourceSlices; DeviceClasses; Karpenter's
             instance types (pure, but NodeDevices, which follows the inventory file)
 prepare/    a claim → checkpoint, CDI spec and fake nvidia-smi data on the host (cdispec, smi, checkpoint,
@@ -16,14 +17,18 @@ from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
 from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
 from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
+from fakeplugin.drivers.gpu.publish.nodelabels import gpu_node_labels, operator_labels, owned_labels_patch
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 
 __all__ = [
     "SPLIT_COUNTERS_SINCE",
     "GpuDriver",
     "device_classes",
+    "gpu_node_labels",
     "instance_types",
     "node_devices",
     "node_slices",
+    "operator_labels",
+    "owned_labels_patch",
     "smi",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from fakeplugin.drivers.gpu.labeller import OperatorLabeller, PatchNode
 from fakeplugin.drivers.gpu.prepare.devicestatus import StatusWriter
 from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
 from fakeplugin.drivers.gpu.publish.node import NodeDevices
@@ -27,7 +28,9 @@ class GpuDriver:
     """`sync_checkpoints`: fsync each node's checkpoint before it replaces the old one (as the kubelet's
     checkpoint store does); a fleet turns it off, see fakeplugin.commands.fleet. `device_status`: with
     `--device-status`, the PUT (Kube.replace) that writes prepared claims' status.devices
-    (prepare.devicestatus); None: never written, as by NVIDIA's releases."""
+    (prepare.devicestatus); None: never written, as by NVIDIA's releases. `node_labels`: with
+    `--gpu-operator-labels`, the merge patch of a Node that keeps the GPU Operator's labels on it
+    (labeller.py); None: the plugin writes no label."""
 
     def __init__(
         self,
@@ -35,10 +38,12 @@ class GpuDriver:
         *,
         sync_checkpoints: bool = True,
         device_status: Callable[[str, Obj], Obj] | None = None,
+        node_labels: PatchNode | None = None,
     ) -> None:
         self.emulation = emulation
         self.sync_checkpoints = sync_checkpoints
         self.device_status = device_status
+        self.node_labels = node_labels
 
     @property
     def name(self) -> str:
@@ -95,6 +100,9 @@ class GpuNode:
                 replace=driver.device_status,
                 log_level=self._log_level,
             )
+        self._labeller = None
+        if driver.node_labels is not None:
+            self._labeller = OperatorLabeller(driver.node_labels, node_name, inventory)
         # One Preparer per node: it owns the node's checkpoint and files.
         self._preparer = GpuPreparer(
             driver_name=e.driver_name,
@@ -134,9 +142,13 @@ class GpuNode:
                 "every claim" if unprepare_faults else "claims that had one at Prepare only",
             )
             self._unprepare_faults = unprepare_faults
+        if self._labeller is not None:
+            self._labeller.node_changed(meta)
         return self._devices.set_node(meta.get("labels") or {}, meta["uid"], annotations)
 
     def refresh(self) -> bool:
+        if self._labeller is not None:
+            self._labeller.inventory_changed()
         return self._devices.refresh()
 
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
@@ -176,4 +188,6 @@ class GpuNode:
         return self._preparer.prepared_claims()
 
     def close(self) -> None:
+        if self._labeller is not None:
+            self._labeller.close()
         self._preparer.close()

@@ -7,4 +7,5 @@ node.py           NodeDevices: one node's devices and desired slices, reloaded w
 slices.py         devices → a pool's contents (pure; fakeplugin.resourceslices wraps them)
 deviceclasses.py  the chart's DeviceClasses with the real CEL (pure)
 instancetypes.py  the inventory's instanceType entries → Karpenter's kwok instance types (pure)
+nodelabels.py     inventory entry → the GPU Operator's node labels (GPU Feature Discovery's and its own; pure)
 """
