@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 
 from fakeplugin.drivers.gpu.prepare.devicestatus import StatusWriter
 from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
@@ -27,7 +28,9 @@ class GpuDriver:
     """`sync_checkpoints`: fsync each node's checkpoint before it replaces the old one (as the kubelet's
     checkpoint store does); a fleet turns it off, see fakeplugin.commands.fleet. `device_status`: with
     `--device-status`, the PUT (Kube.replace) that writes prepared claims' status.devices
-    (prepare.devicestatus); None: never written, as by NVIDIA's releases."""
+    (prepare.devicestatus); None: never written, as by NVIDIA's releases. `nvml_library`: the built mock
+    NVML library (`serve --nvml-library`) every claim's CDI spec mounts with its devices' NVML descriptions;
+    None: containers get no NVML."""
 
     def __init__(
         self,
@@ -35,10 +38,12 @@ class GpuDriver:
         *,
         sync_checkpoints: bool = True,
         device_status: Callable[[str, Obj], Obj] | None = None,
+        nvml_library: Path | None = None,
     ) -> None:
         self.emulation = emulation
         self.sync_checkpoints = sync_checkpoints
         self.device_status = device_status
+        self.nvml_library = nvml_library
 
     @property
     def name(self) -> str:
@@ -110,6 +115,7 @@ class GpuNode:
             boot_id=boot_id,
             sync_checkpoint=driver.sync_checkpoints,
             read_unprepare_faults=lambda: self._unprepare_faults,
+            nvml_library=driver.nvml_library,
         )
 
     @property
