@@ -34,11 +34,10 @@ from fakeplugin.drivers.gpu.prepare.smi import (
 )
 from fakeplugin.mig import gpu_instance_id
 from fakeplugin.model import GpuDevice
+from fakeplugin.nvml import DESCRIPTION_CONTAINER_DIR
 from fakeplugin.nvml.build import LIBRARY_NAME
 from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 
-DESCRIPTION_ENV = "FAKEPLUGIN_NVML_DESCRIPTION"  # read by nvml.c; unset: DESCRIPTION_CONTAINER_DIR
-DESCRIPTION_CONTAINER_DIR = "/run/fakeplugin/nvml"
 FORMAT = 1
 MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
 _MIB = 1024 * 1024
