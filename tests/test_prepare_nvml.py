@@ -147,6 +147,25 @@ def test_a_plugin_started_with_the_library_gives_earlier_claims_nvml_at_their_ne
     assert str(nvml_library) in node.spec_path(claim).read_text()
 
 
+def test_a_plugin_started_with_the_library_removes_descriptions_of_claims_it_does_not_hold(
+    node: Node, nvml_library: Path
+) -> None:
+    kept, gone = node.add(ref(1), result("gpu-0")), node.add(ref(2), result("gpu-1"))
+    node.preparer(nvml_library=nvml_library).prepare([kept, gone])
+    # A plugin restarted without the library unprepares a claim: its description stays behind.
+    assert node.preparer().unprepare([gone]) == {gone.uid: ""}
+    assert list(descriptions(node)) == [f"{kept.uid}-gpu-0.nvml", f"{gone.uid}-gpu-1.nvml"]
+    directory = nvmldata.data_dir(node.plugin_dir)
+    (directory / "notes.nvml").write_text("not a claim's")
+
+    node.preparer(nvml_library=nvml_library)
+    assert list(descriptions(node)) == [f"{kept.uid}-gpu-0.nvml", "notes.nvml"]
+
+    node.boot_id_file.write_text("0b00b00b-0000-4000-8000-000000000002\n")  # a reboot: no claim is prepared
+    node.preparer(nvml_library=nvml_library)
+    assert list(descriptions(node)) == ["notes.nvml"]
+
+
 def test_a_starting_plugin_removes_stale_description_temp_files(node: Node, nvml_library: Path) -> None:
     claim = node.add(ref(1), result("gpu-1"))
     node.preparer(nvml_library=nvml_library).prepare([claim])

@@ -10,7 +10,7 @@ those of a plugin before NVML existed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from fakeplugin import cdi
@@ -113,6 +113,19 @@ class ClaimFiles:
                 f"prepare devices failed: write NVML description {nvmldata.data_dir(self._plugin_dir)}: {e}"
             )
             raise ClaimError(prepare_error(ref, message)) from e
+
+    def remove_orphan_descriptions(self, claims: Collection[str]) -> None:
+        """Remove the NVML descriptions of claims not in `claims` (the checkpoint's UIDs); a file that cannot
+        be removed is logged and kept. At start, under the node lock (with the library only)."""
+        from fakeplugin.drivers.gpu.prepare import nvmldata  # as in present
+
+        for path in nvmldata.orphans(self._plugin_dir, claims):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as e:
+                log.warning("NVML description %s of no prepared claim kept, cannot remove it: %s", path, e)
+            else:
+                log.info("removed NVML description %s of no prepared claim", path)
 
     def upgrade_specs(self, uids: Iterable[str]) -> None:
         """Bring the CDI specs of these prepared claims to the current shape where an earlier version wrote

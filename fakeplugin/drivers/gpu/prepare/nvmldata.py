@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 
 FORMAT = 1
 MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
+_SUFFIX = ".nvml"  # description.c reads the files of this suffix
+_UID_LENGTH = 36  # a claim UID, as the API server makes it: a UUID's canonical form
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
 _COMPUTE_INSTANCE_ID = 0  # the one compute instance spanning its GPU instance, as the driver creates it
@@ -112,7 +114,7 @@ def mig_section(device: GpuDevice) -> dict[str, str]:
 
 def file_name(device_name: str) -> str:
     """The name of a device's description file."""
-    return f"{device_name}.nvml"
+    return f"{device_name}{_SUFFIX}"
 
 
 def render_device(device: GpuDevice) -> str:
@@ -198,3 +200,20 @@ def remove_claim_data(plugin_dir: Path, claim_uid: str, device_names: Iterable[s
     for name in device_names:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(claim_data_path(plugin_dir, claim_uid, name))
+
+
+def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
+    """The description files of claims other than `claims` (UIDs): `<claimUID>-<device>.nvml` files whose
+    UID is not one of them. Temp files (prepare.stale) and other names are not ours to judge."""
+    try:
+        names = sorted(os.listdir(data_dir(plugin_dir)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [
+        data_dir(plugin_dir) / name
+        for name in names
+        if name.endswith(".nvml")
+        and name[36:37] == "-"
+        and not name.startswith(".")
+        and name[:36] not in claims
+    ]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -132,12 +132,18 @@ class GpuPreparer(NodePreparer[GpuRequest]):
             # the awk program first (the script runs it, upgraded specs mount it), the script once every
             # spec that mounts it mounts the program too (an earlier script was self-contained).
             smi.install_program(self._plugin_dir)
+            claims: Collection[str] = ()
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 checkpoint = self._checkpoint.load()
                 self._checkpoint.save(checkpoint)
                 completed = ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
+                claims = checkpoint.claims.keys()
+            if self._nvml:
+                # Descriptions of claims the checkpoint no longer holds: unprepared by a plugin without the
+                # library, or prepared in an earlier boot.
+                self._files.remove_orphan_descriptions(claims)
             smi.install_script(self._plugin_dir)
 
     def _request(self, claim: Claim) -> GpuRequest | PrepareResult:
