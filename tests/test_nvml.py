@@ -20,7 +20,7 @@ import pynvml
 import pytest
 import yaml
 
-from fakeplugin import mig, quantity
+from fakeplugin import mig, nvml, quantity
 from fakeplugin.drivers.gpu.prepare import nvmldata, smi
 from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
 from fakeplugin.inventory import parse_inventory
@@ -303,7 +303,7 @@ def test_default_description_directory(nvml_library: Path) -> None:
     _, stderr = probe(nvml_library.parent, None)
     assert f"description {nvmldata.DESCRIPTION_CONTAINER_DIR}: cannot read it" in stderr.splitlines()[0]
     source = Path(build.__file__).parent
-    assert f'#define DESCRIPTION_ENV "{nvmldata.DESCRIPTION_ENV}"' in (source / "nvml.c").read_text()
+    assert f'#define DESCRIPTION_ENV "{nvml.DESCRIPTION_ENV}"' in (source / "nvml.c").read_text()
     assert f'#define DEFAULT_DIR "{nvmldata.DESCRIPTION_CONTAINER_DIR}"' in (source / "nvml.c").read_text()
     assert f"#define FORMAT {nvmldata.FORMAT}\n" in (source / "description.c").read_text()
 

@@ -19,6 +19,7 @@ import pynvml
 import pytest
 import yaml
 
+from fakeplugin import nvml
 from fakeplugin.drivers.gpu.prepare import nvmldata
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.inventory import parse_inventory
@@ -107,7 +108,7 @@ def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_pa
         args = ["raw"] if run % 4 == 1 else []
         done = subprocess.run(
             [sys.executable, str(PROBE), *args],
-            env={**sanitized, nvmldata.DESCRIPTION_ENV: str(path)},
+            env={**sanitized, nvml.DESCRIPTION_ENV: str(path)},
             capture_output=True,
             text=True,
             timeout=60,

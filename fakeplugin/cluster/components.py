@@ -362,6 +362,11 @@ def plugin_argv(
     ]
 
 
+def nvml_args(library: Path | None) -> list[str]:
+    """A GPU plugin's `--nvml-library` (fakeplugin.nvml), when the library was built."""
+    return [] if library is None else [f"--nvml-library={library}"]
+
+
 def telemetry_args(ports: Mapping[str, int], process: str) -> list[str]:
     """A plugin's or fleet's `--telemetry-endpoint` on loopback, when the state gave `process` a port
     (`cluster up --with prometheus`); after the user's --plugin-args, so Prometheus' target is the one."""

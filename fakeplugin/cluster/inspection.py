@@ -6,6 +6,7 @@ container, a plugin's call log. `Cluster` (local.py) is this plus starting, stop
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,14 @@ class Inspection:
         it: see fakeplugin.cluster.crirecords.run_in_container_view."""
         record = self.container_record(namespace, pod, container)
         return crirecords.run_in_container_view(record, script, *args)
+
+    def run_as_container(
+        self, namespace: str, pod: str, container: str, argv: Sequence[str], *, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a host command as the container: its env and NVML (fakeplugin.cluster.crirecords
+        .run_as_container)."""
+        record = self.container_record(namespace, pod, container)
+        return crirecords.run_as_container(record, argv, timeout=timeout)
 
     def call_log(self, node: str) -> Path:
         """The call log of a kubelet node's plugin: every gRPC call it answered (see server.calllog)."""

@@ -1,9 +1,12 @@
 """`fakeplugin serve` on the kubelet nodes of a local cluster: started like NVIDIA's chart runs the
 driver (DeviceClasses first), restarted, and waited for until its slices are published and the kubelet
-has registered it (a NotifyRegistrationStatus with registered=true in the node's call log)."""
+has registered it (a NotifyRegistrationStatus with registered=true in the node's call log). Each GPU
+plugin gets the mock NVML library (fakeplugin.nvml), built into the build cache once, so its claims'
+containers get NVML; where no C compiler builds it, one warning, and containers get no NVML."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -13,15 +16,32 @@ from typing import Any
 
 import fakeplugin
 from fakeplugin import DEFAULT_DRIVER_NAME
-from fakeplugin.cluster import components
+from fakeplugin.cluster import binaries, components
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
 from fakeplugin.drivers.gpu import device_classes
 from fakeplugin.inventory import Inventory
+from fakeplugin.nvml.build import NvmlBuildError, build
 from fakeplugin.server.calllog import CALL_LOG_NAME, read_calls
 
 log = logging.getLogger("fakeplugin.cluster")
+
+
+@functools.cache  # once per process: built in seconds, then found in the cache; one warning at most
+def nvml_library(cache_root: Path) -> Path | None:
+    """The mock NVML library under `cache_root` (fakeplugin.nvml.build: compiled once per source); None,
+    with one warning naming the compiler's complaint, where it cannot be built (no C compiler): the
+    cluster runs and its containers get no NVML."""
+    try:
+        return build(cache_root)
+    except NvmlBuildError as e:
+        log.warning(
+            "the mock NVML library cannot be built, so containers get no NVML (docs/emulation.md, NVML in "
+            "the container; install a C compiler, or set CC): %s",
+            e,
+        )
+        return None
 
 
 class Plugins:
@@ -37,9 +57,11 @@ class Plugins:
         log.info("DeviceClasses of %s created (as NVIDIA's chart does)", DEFAULT_DRIVER_NAME)
 
     def start(self, node: ClusterNode) -> None:
-        """Start the node's plugin with the state's extra flags; returns at once (see wait_published)."""
+        """Start the node's plugin with the mock NVML library (when it builds) and the state's extra flags
+        (after it: `--plugin-args --nvml-library=` turns NVML off); returns at once (see wait_published)."""
         state = self._store.require()
         name = f"plugin/{node.name}"
+        library = nvml_library(binaries.cache_root())
         argv = components.plugin_argv(
             sys.executable,
             Path(state.inventory),
@@ -48,6 +70,7 @@ class Plugins:
             # The node's GPU Operator labels, set at `up` (state.cluster_nodes), kept current by its plugin.
             [
                 "--gpu-operator-labels",
+                *components.nvml_args(library),
                 *state.plugin_args,
                 *components.telemetry_args(state.telemetry_ports, name),
             ],

@@ -42,6 +42,8 @@ what it does:
      DCGM_FI_* series), each container's devices named by the kubelet's PodResources List
      (--pod-resources-kubelet-socket) with pod, namespace, container and dra_* labels; load them with
      `fakeplugin fault pod|claim NS/NAME --gpu-load 90` (docs/telemetry.md)
+  6. with --nvml-library: each claim's containers get the mock NVML library and a description of
+     exactly their devices, so NVML-based software (pynvml, Ray, go-nvml) lists the claim's GPUs
 
 --plugin picks which of NVIDIA's two kubelet plugins this is (the chart runs both on a GPU node):
   gpus             gpu.nvidia.com: the node's GPUs, MIG devices, opaque GpuConfig/MigDeviceConfig
@@ -57,6 +59,8 @@ examples:
       --kubelet-registrar-directory-path /tmp/kl/plugins_registry \\
       --kubelet-plugins-directory-path /tmp/kl/plugins --cdi-root /tmp/kl/cdi
   NODE_NAME=gpu-node-1 fakeplugin serve --inventory inv.yaml --telemetry-endpoint 127.0.0.1:9400
+  NODE_NAME=gpu-node-1 fakeplugin serve --inventory inv.yaml \\
+      --nvml-library ~/.cache/fakeplugin/nvml/<hash>/libnvidia-ml.so.1
   NODE_NAME=gb200-rack-a-0 NAMESPACE=nvidia-dra-driver-gpu fakeplugin serve --plugin compute-domains \\
       --inventory /etc/fakeplugin/inventory.yaml
 """
@@ -180,7 +184,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "removed at stop; only the labels it gave are changed",
     )
     shared_flags(p, "--binding-conditions", "--device-status")
+    flag(
+        p,
+        "--nvml-library",
+        env="FAKEPLUGIN_NVML_LIBRARY",
+        default="",
+        metavar="FILE",
+        help="GPU plugin: the mock NVML library, a libnvidia-ml.so.1 built from fakeplugin's C source "
+        "(fakeplugin/nvml) by fakeplugin.nvml.build.build(CACHE_DIR) with the system's C compiler; "
+        "`fakeplugin cluster up` builds and passes it. Each claim's CDI spec then mounts it where a "
+        "container finds libnvidia-ml.so.1 by name (/usr/lib/<arch>-linux-gnu, /usr/lib64) and, per device, "
+        "the NVML description Prepare writes into <plugins dir>/<driver>/nvml/, so NVML in the container "
+        "(pynvml, Ray, go-nvml) lists exactly the GPUs or MIG devices of its requests (docs/emulation.md, "
+        "NVML in the container); empty: containers get no NVML",
+    )
     p.set_defaults(func=run)
+
+
+def nvml_library(value: str, plugin: str) -> Path | None:
+    """--nvml-library checked at start: None when empty, else its absolute path; ValueError names the flag
+    and the path when it is no library (missing, not a file, unreadable, no ELF header) or the plugin is
+    not the GPU plugin."""
+    if not value:
+        return None
+    if plugin == COMPUTE_DOMAINS:
+        raise ValueError(f"--nvml-library {value}: only with --plugin gpus (compute-domains has no GPUs)")
+    path = Path(value).absolute()  # a CDI mount's host path is absolute
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise ValueError(f"--nvml-library {path}: no such file") from None
+    except OSError as e:  # a directory, no permission
+        raise ValueError(f"--nvml-library {path}: cannot read it: {e.strerror or e}") from None
+    if not path.is_file():
+        raise ValueError(f"--nvml-library {path}: not a regular file")
+    if head != b"\x7fELF":
+        raise ValueError(
+            f"--nvml-library {path}: not a shared library (no ELF header); build it with "
+            "fakeplugin.nvml.build.build(cache_root)"
+        )
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--device-status reports GPU and MIG devices: only with --plugin gpus")
     if args.gpu_operator_labels and args.plugin == COMPUTE_DOMAINS:
         raise ValueError("--gpu-operator-labels: only with --plugin gpus (one plugin labels the node)")
+    library = nvml_library(args.nvml_library, args.plugin)  # before any connection
     inventory = InventoryFile(Path(args.inventory))  # InventoryError names the file and field
     driver_name = plugin_driver_name(args)
     emulation = emulated(args, inventory.inventory.driver_release, driver_name)
@@ -213,12 +258,15 @@ def run(args: argparse.Namespace) -> int:
     # and its writes, plus the node watch, plus telemetry's reads of load annotations.
     kube = Kube(new_api_client(args.kubeconfig or None, connections=threads + DRA_EXTRA_THREADS + 4))
     boot_id = read_boot_id(Path(args.boot_id_file))  # BootIdError: fatal at start
+    if library is not None:
+        log.info("NVML: claims' containers get the mock library %s and their devices' descriptions", library)
     driver: GpuDriver | ComputeDomainDriver = GpuDriver(
         emulation,
         device_status=kube.replace if args.device_status else None,
         node_labels=(lambda name, body: kube.patch(f"{NODES}/{name}", body))
         if args.gpu_operator_labels
         else None,
+        nvml_library=library,
     )
     if args.plugin == COMPUTE_DOMAINS:  # imported only here: the GPU plugin's start need not pay for it
         from fakeplugin.drivers.computedomain import ComputeDomainDriver, DomainClient

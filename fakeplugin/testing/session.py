@@ -4,6 +4,7 @@ running our plugin, e.g. kind with the chart), with the helpers tests need. See 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import time
@@ -254,6 +255,21 @@ class FakepluginCluster:
     ) -> subprocess.CompletedProcess[str]:
         """Run a script mounted into the container (a container path) in the container's view."""
         return self.local.run_in_container_view(namespace, pod, container, script, *args)
+
+    def run_as_container(
+        self, namespace: str, pod: str, container: str, command: str | Sequence[str], *, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command of this host ("python3 my_probe.py" or an argv) as the container would run it:
+        with the container's env (the host's below it, the host's PATH) and its NVML: `LD_LIBRARY_PATH`
+        starts at a temporary directory holding a link `libnvidia-ml.so.1` to the library CDI mounted into
+        the container, `FAKEPLUGIN_NVML_DESCRIPTION` names one holding links to the description files CDI
+        mounted (so NVML lists exactly the container's GPUs). No chroot: the command sees the host's
+        files, not the container's other mounts. Never raises for its exit status; local clusters only."""
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not argv:
+            raise ValueError("empty command")
+        local = self._require_local("run_as_container")
+        return local.run_as_container(namespace, pod, container, argv, timeout=timeout)
 
     def restart_kubelet(self, node: str) -> None:
         """Stop and start a node's kubelet; returns once it is healthy."""

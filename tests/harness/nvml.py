@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fakeplugin import nvml
 from fakeplugin.drivers.gpu.prepare import nvmldata
 from fakeplugin.model import GpuDevice
 
@@ -21,10 +22,10 @@ PROBE = Path(__file__).with_name("nvml_probe.py")
 def probe(library_dir: Path, description: Path | None, *args: str) -> tuple[dict[str, Any], str]:
     """What the probe prints (JSON) and its stderr, `libnvidia-ml.so.1` found in `library_dir`;
     `description`: the directory the library reads (None: its default)."""
-    env = {k: v for k, v in os.environ.items() if k != nvmldata.DESCRIPTION_ENV}
+    env = {k: v for k, v in os.environ.items() if k != nvml.DESCRIPTION_ENV}
     env["LD_LIBRARY_PATH"] = str(library_dir)
     if description is not None:
-        env[nvmldata.DESCRIPTION_ENV] = str(description)
+        env[nvml.DESCRIPTION_ENV] = str(description)
     done = subprocess.run(
         [sys.executable, str(PROBE), *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 
 from fakeplugin.drivers.gpu.labeller import OperatorLabeller, PatchNode
 from fakeplugin.drivers.gpu.prepare.devicestatus import StatusWriter
@@ -30,7 +31,9 @@ class GpuDriver:
     `--device-status`, the PUT (Kube.replace) that writes prepared claims' status.devices
     (prepare.devicestatus); None: never written, as by NVIDIA's releases. `node_labels`: with
     `--gpu-operator-labels`, the merge patch of a Node that keeps the GPU Operator's labels on it
-    (labeller.py); None: the plugin writes no label."""
+    (labeller.py); None: the plugin writes no label. `nvml_library`: the built mock NVML library
+    (`serve --nvml-library`) every claim's CDI spec mounts with its devices' NVML descriptions; None:
+    containers get no NVML."""
 
     def __init__(
         self,
@@ -39,11 +42,13 @@ class GpuDriver:
         sync_checkpoints: bool = True,
         device_status: Callable[[str, Obj], Obj] | None = None,
         node_labels: PatchNode | None = None,
+        nvml_library: Path | None = None,
     ) -> None:
         self.emulation = emulation
         self.sync_checkpoints = sync_checkpoints
         self.device_status = device_status
         self.node_labels = node_labels
+        self.nvml_library = nvml_library
 
     @property
     def name(self) -> str:
@@ -118,6 +123,7 @@ class GpuNode:
             boot_id=boot_id,
             sync_checkpoint=driver.sync_checkpoints,
             read_unprepare_faults=lambda: self._unprepare_faults,
+            nvml_library=driver.nvml_library,
         )
 
     @property

@@ -1,5 +1,7 @@
 """The description the mock NVML library (fakeplugin/nvml) reads in a container: one file per device the
-container got, `<DESCRIPTION_CONTAINER_DIR>/<device>.nvml`, written from the device model (pure).
+container got, `<DESCRIPTION_CONTAINER_DIR>/<device>.nvml`, rendered from the device model (pure), and the
+files Prepare writes on the host, `<plugin_dir>/nvml/<claimUID>-<device>.nvml` (one flat directory, as
+the fake nvidia-smi's data files: written before the claim's CDI spec that mounts them, removed after it).
 
 One file per device, as the fake nvidia-smi's data files, so each device's CDI edits can mount its own
 and a container sees exactly the devices of its requests. The values come from the same places as the
@@ -14,11 +16,16 @@ under their GPU in placement order. The format is the one `fakeplugin/nvml/descr
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fakeplugin.atomicfile import write_atomic
 from fakeplugin.drivers.gpu.prepare.smi import (
+    DATA_MODE,
     IDLE_POWER_FRACTION,
     IDLE_TEMPERATURE_C,
     mount,
@@ -27,13 +34,14 @@ from fakeplugin.drivers.gpu.prepare.smi import (
 )
 from fakeplugin.mig import gpu_instance_id
 from fakeplugin.model import GpuDevice
+from fakeplugin.nvml import DESCRIPTION_CONTAINER_DIR
 from fakeplugin.nvml.build import LIBRARY_NAME
 from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 
-DESCRIPTION_ENV = "FAKEPLUGIN_NVML_DESCRIPTION"  # read by nvml.c; unset: DESCRIPTION_CONTAINER_DIR
-DESCRIPTION_CONTAINER_DIR = "/run/fakeplugin/nvml"
 FORMAT = 1
 MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
+_SUFFIX = ".nvml"  # description.c reads the files of this suffix
+_UID_LENGTH = 36  # a claim UID, as the API server makes it: a UUID's canonical form
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
 _COMPUTE_INSTANCE_ID = 0  # the one compute instance spanning its GPU instance, as the driver creates it
@@ -106,7 +114,7 @@ def mig_section(device: GpuDevice) -> dict[str, str]:
 
 def file_name(device_name: str) -> str:
     """The name of a device's description file."""
-    return f"{device_name}.nvml"
+    return f"{device_name}{_SUFFIX}"
 
 
 def render_device(device: GpuDevice) -> str:
@@ -166,3 +174,46 @@ def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[d
     """Device-level CDI mounts: the device's description file, into the directory the library reads."""
     in_container = f"{DESCRIPTION_CONTAINER_DIR}/{file_name(device.name)}"
     return [mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]
+
+
+# -- files -------------------------------------------------------------------------------------------------
+
+
+def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> None:
+    """Write the description file of each of the claim's devices (each atomically: a container never
+    reads half a file, and a killed writer leaves a temp file prepare.stale removes)."""
+    data_dir(plugin_dir).mkdir(parents=True, exist_ok=True)
+    for device in devices:
+        # Lives for one boot, like the CDI spec that mounts it.
+        text = render_device(device)
+        write_atomic(
+            claim_data_path(plugin_dir, claim_uid, device.name), text.encode(), mode=DATA_MODE, sync=False
+        )
+
+
+def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:
+    return all(claim_data_path(plugin_dir, claim_uid, name).is_file() for name in device_names)
+
+
+def remove_claim_data(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> None:
+    """Remove the description files of the claim's `device_names`; nothing there is fine."""
+    for name in device_names:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(claim_data_path(plugin_dir, claim_uid, name))
+
+
+def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
+    """The description files of claims other than `claims` (UIDs): `<claimUID>-<device>.nvml` files whose
+    UID is not one of them. Temp files (prepare.stale) and other names are not ours to judge."""
+    try:
+        names = sorted(os.listdir(data_dir(plugin_dir)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [
+        data_dir(plugin_dir) / name
+        for name in names
+        if name.endswith(".nvml")
+        and name[36:37] == "-"
+        and not name.startswith(".")
+        and name[:36] not in claims
+    ]

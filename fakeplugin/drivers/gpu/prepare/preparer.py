@@ -11,25 +11,27 @@ Prepare, per claim (one claim's failure never touches the others; its message go
       ├▶ PrepareCompleted: return its devices (CDI spec and nvidia-smi data written again if they vanished)
       └▶ PrepareStarted (an attempt died midway): roll back, then as for a new claim:
     ─▶ overlap check ─▶ write PrepareStarted (all claims of the batch at once) ─▶ opaque configs
-    (prepare.opaqueconfig: typed settings) ─▶ nvidia-smi data + CDI spec on disk ─▶ write PrepareCompleted
-    (the batch's claims that got that far, at once)
+    (prepare.opaqueconfig: typed settings) ─▶ nvidia-smi data (+ NVML descriptions, with the library) + CDI
+    spec on disk ─▶ write PrepareCompleted (the batch's claims that got that far, at once)
 
 Unprepare, per claim: its unprepare-error annotation (outside the lock; a GET only where it can apply,
 faults.claimfaults; not found or unreachable ⇒ no fault: Unprepare never waits for the API server to
 work) ─▶ [node lock, batched likewise]
-unknown ⇒ success; otherwise remove the CDI spec and the claim's nvidia-smi data, drop the entry; one
-checkpoint write per batch.
+unknown ⇒ success; otherwise remove the CDI spec and the claim's nvidia-smi data (and NVML descriptions),
+drop the entry; one checkpoint write per batch.
 
 Invariants: a CDI spec exists only for a claim the checkpoint holds (at least PrepareStarted), and
-PrepareCompleted is written only once the spec is on disk. Prepare is idempotent: a completed claim is
-answered from the checkpoint with the same devices and CDI IDs.
+PrepareCompleted is written only once the spec is on disk; the data files a spec mounts (nvidia-smi's,
+NVML's) are written before it and removed after it, by the checkpoint entry's devices, so a rollback or an
+Unprepare finds them all. Prepare is idempotent: a completed claim is answered from the checkpoint with the
+same devices and CDI IDs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -57,6 +59,8 @@ class GpuPreparer(NodePreparer[GpuRequest]):
     as publish.node.NodeDevices): each claim reads one snapshot of it.
     `get_claim`: Unprepare's read of a claim's unprepare-error (faults.claimfaults).
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (prepare.cdispec).
+    `nvml_library` (the built mock NVML library, fakeplugin.nvml.build): the CDI specs mount it, and each
+    device's NVML description (prepare.nvmldata) written beside the nvidia-smi data; None: no NVML.
     `read_unprepare_faults()`: the node asks for every Unprepare to read its claim's unprepare-error
     (faults.claimfaults; else only claims that had one at their Prepare are read).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
@@ -87,6 +91,7 @@ class GpuPreparer(NodePreparer[GpuRequest]):
         consumable_shares: str = consumableshares.DISABLED,
         sleep: Callable[[float], None] = time.sleep,
         read_unprepare_faults: Callable[[], bool] = claimfaults.never,
+        nvml_library: Path | None = None,
     ) -> None:
         super().__init__(plugin_dir, lock_timeout=lock_timeout)
         self._driver_name, self._cdi_root, self._plugin_dir = driver_name, cdi_root, plugin_dir
@@ -106,8 +111,13 @@ class GpuPreparer(NodePreparer[GpuRequest]):
             sync=sync_checkpoint,
             release=release or releases.get(None),
         )
+        self._nvml = nvml_library is not None
         self._files = ClaimFiles(
-            driver_name=driver_name, cdi_root=cdi_root, plugin_dir=plugin_dir, device_nodes=device_nodes
+            driver_name=driver_name,
+            cdi_root=cdi_root,
+            plugin_dir=plugin_dir,
+            device_nodes=device_nodes,
+            nvml_library=nvml_library,
         )
 
     def _startup(self) -> None:
@@ -115,17 +125,25 @@ class GpuPreparer(NodePreparer[GpuRequest]):
         self._plugin_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             # No writer is midway: we hold the lock.
-            stale.remove_stale_files(self._cdi_root, self._plugin_dir, driver_name=self._driver_name)
+            stale.remove_stale_files(
+                self._cdi_root, self._plugin_dir, driver_name=self._driver_name, nvml=self._nvml
+            )
             # The fake nvidia-smi, replacing an older plugin's version before any spec of ours mounts it:
             # the awk program first (the script runs it, upgraded specs mount it), the script once every
             # spec that mounts it mounts the program too (an earlier script was self-contained).
             smi.install_program(self._plugin_dir)
+            claims: Collection[str] = ()
             if self._checkpoint.path.exists():
                 # Rewriting it turns an earlier boot's checkpoint into this boot's empty one, once.
                 checkpoint = self._checkpoint.load()
                 self._checkpoint.save(checkpoint)
                 completed = ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
+                claims = checkpoint.claims.keys()
+            if self._nvml:
+                # Descriptions of claims the checkpoint no longer holds: unprepared by a plugin without the
+                # library, or prepared in an earlier boot.
+                self._files.remove_orphan_descriptions(claims)
             smi.install_script(self._plugin_dir)
 
     def _request(self, claim: Claim) -> GpuRequest | PrepareResult:
@@ -221,7 +239,7 @@ class GpuPreparer(NodePreparer[GpuRequest]):
             if not self._files.present(r.ref, entry.devices):
                 # e.g. a reboot emptied a tmpfs CDI root while the checkpoint survived
                 log.info(
-                    "claim %s is prepared but its CDI spec or nvidia-smi data is missing: writing both", r.ref
+                    "claim %s is prepared but its CDI spec or data files are missing: writing them", r.ref
                 )
                 self._files.write(r.ref, entry.devices, r.pool, entry.settings)
             results[uid] = PrepareResult(devices=entry.devices)

@@ -4,8 +4,9 @@ A `kill -9` (OOM kill, node drain timeout, crash) between creating a temp file a
 target leaves the temp file forever; the target itself is always complete (fakeplugin.atomicfile). At start,
 under the node lock (so no writer of ours is midway), the Preparer removes such files of ours from every
 directory it writes: the CDI root (only temp files of our own driver's specs: other drivers share it), the
-plugin dir (checkpoint), `bin/` (the nvidia-smi script and program), `smi/` (claims' data files) and the
-`smi/<claimUID>/` directories of claims an earlier fakeplugin prepared.
+plugin dir (checkpoint), `bin/` (the nvidia-smi script and program), `smi/` (claims' data files), the
+`smi/<claimUID>/` directories of claims an earlier fakeplugin prepared and, with the mock NVML library,
+`nvml/` (claims' NVML description files).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from fakeplugin.atomicfile import remove_stale_temp_files
 from fakeplugin.drivers.gpu.prepare import smi
 
 
-def remove_stale_files(cdi_root: Path, plugin_dir: Path, *, driver_name: str) -> list[Path]:
-    """Remove our stale temp files from the directories the plugin writes; return what was removed."""
+def remove_stale_files(
+    cdi_root: Path, plugin_dir: Path, *, driver_name: str, nvml: bool = False
+) -> list[Path]:
+    """Remove our stale temp files from the directories the plugin writes (`nvml`: the NVML descriptions'
+    too); return what was removed."""
     # Every spec of ours is named <vendor>-<class>_<claimUID>.yaml (cdi.spec_path); driver names are DNS
     # subdomains (no '_'), so this prefix names no other driver's files.
     spec_prefix = f"{cdi.vendor(driver_name)}-{cdi.CLAIM_CLASS}_"
@@ -34,4 +38,8 @@ def remove_stale_files(cdi_root: Path, plugin_dir: Path, *, driver_name: str) ->
         claim_dirs = []
     for claim_dir in sorted(claim_dirs):
         removed += remove_stale_temp_files(Path(claim_dir))
+    if nvml:
+        from fakeplugin.drivers.gpu.prepare import nvmldata  # only with the library (claimfiles)
+
+        removed += remove_stale_temp_files(nvmldata.data_dir(plugin_dir))
     return removed
