@@ -26,6 +26,7 @@ from tests.harness.seedlab import (
     T10,
     WITHIN,
     WORKERS,
+    published,
     running,
     write_inventory,
 )
@@ -72,8 +73,9 @@ def test_a_pod_selecting_the_a5000_by_its_product_label_runs_there(cluster: Any,
 
 @pytest.fixture
 def inventory(cluster: FakepluginCluster) -> Iterator[dict[str, Any]]:
-    """The session cluster's inventory as data; the file and the T10 node's labels restored afterwards."""
-    path, original = cluster.inventory, cluster.inventory.read_bytes()
+    """The session cluster's inventory as data; the file, the T10 node's labels and every node's slices
+    restored afterwards (the next test of the session starts from the lab as it was)."""
+    path, original, before = cluster.inventory, cluster.inventory.read_bytes(), published(cluster)
     try:
         yield yaml.safe_load(original)
     finally:
@@ -83,6 +85,7 @@ def inventory(cluster: FakepluginCluster) -> Iterator[dict[str, Any]]:
             what="the T10 node's labels of the original inventory",
             timeout=WITHIN,
         )
+        wait_for(lambda: published(cluster) == before, what="the original slices again", timeout=WITHIN)
 
 
 def test_an_inventory_edit_relabels_the_node_and_leaves_a_users_label(
