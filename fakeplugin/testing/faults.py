@@ -29,6 +29,8 @@ from fakeplugin.telemetry.load import format_load
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 LOAD_KINDS = {"pod": "pod", "claim": "resourceclaim"}  # set_gpu_load's kinds → kubectl's
 COMPUTE_DOMAIN_FAULTS = (FABRIC_STATE, NOT_READY_ANNOTATION, LEFT_CLIQUE_ANNOTATION, FAILED_ANNOTATION)
+# Every fault a node can carry (the methods below that annotate a node).
+NODE_FAULTS = (UNPREPARE_FAULTS, DEVICE_FAULTS, *COMPUTE_DOMAIN_FAULTS)
 
 
 class Faults:
@@ -110,8 +112,9 @@ class Faults:
         return self._ours("resourceclaim", claim, namespace)
 
     def node_faults(self, node: str) -> dict[str, str]:
-        """The node's fault annotations now set."""
-        return self._ours("node", node, None)
+        """The node's fault annotations now set (NODE_FAULTS: not fakeplugin's bookkeeping on the node, such
+        as the keys of the labels it gave)."""
+        return {k: v for k, v in self._ours("node", node, None).items() if k in NODE_FAULTS}
 
     def annotate_claim(self, namespace: str, claim: str, values: Mapping[str, str | None]) -> None:
         """Set (or, for None values, remove) annotations of a claim."""
