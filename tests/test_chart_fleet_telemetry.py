@@ -38,7 +38,6 @@ from tests.harness.rbac import (
     FLEET_CALLS,
     FLEET_TELEMETRY_CALLS,
     KUBELET_PLUGIN_DEVICE_STATUS_CALLS,
-    KUBELET_PLUGIN_GPU_OPERATOR_LABELS_CALLS,
     KUBELET_PLUGIN_TELEMETRY_CALLS,
 )
 
@@ -270,21 +269,6 @@ def test_device_status_passes_the_flag_and_grants_exactly_its_extra_calls(
     container = plugin_container(objs)
     args = parse_with_env(monkeypatch, container, {"spec.nodeName": "n", "metadata.uid": "u"})
     assert args.device_status is True
-
-
-def test_gpu_operator_labels_pass_the_flag_and_grant_exactly_the_node_patch(
-    helm: Path, monkeypatch: Any
-) -> None:
-    """Off by default: no flag, no patch of nodes. On: GPU_OPERATOR_LABELS reaches `serve`, and the plugin's
-    ServiceAccount may patch nodes, nothing more."""
-    plain = objects(render(helm))
-    name = only(plain, "ServiceAccount")["metadata"]["name"]
-    assert "GPU_OPERATOR_LABELS" not in env_of(plugin_container(plain))
-    assert not KUBELET_PLUGIN_GPU_OPERATOR_LABELS_CALLS & granted(plain, name)
-    objs = objects(render(helm, "--set", "kubeletPlugin.gpuOperatorLabels=true"))
-    assert granted(objs, name) == granted(plain, name) | KUBELET_PLUGIN_GPU_OPERATOR_LABELS_CALLS
-    args = parse_with_env(monkeypatch, plugin_container(objs), {"spec.nodeName": "n", "metadata.uid": "u"})
-    assert args.gpu_operator_labels is True
 
 
 def test_telemetry_in_fleet_mode_serves_every_shards_nodes(helm: Path) -> None:

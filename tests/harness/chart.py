@@ -43,7 +43,16 @@ CD_CASES: dict[str, tuple[str, ...]] = {
     "compute-domains-everything": ("-f", "tests/golden/chart/values/compute-domains-everything.yaml"),
 }
 # Fleet mode (fleet.enabled): goldens too, with the fleet's and kwok's objects.
-FLEET_CASES: dict[str, tuple[str, ...]] = {"fleet": ("-f", "tests/golden/chart/values/fleet.yaml")}
+FLEET_CASES: dict[str, tuple[str, ...]] = {
+    "fleet": ("-f", "tests/golden/chart/values/fleet.yaml"),
+    # The GPU Operator's exporter surface over the plugin's and the fleet's pods (gpuOperator.mode).
+    "gpu-operator": (
+        "-f",
+        "tests/golden/chart/values/fleet.yaml",
+        "--set",
+        "telemetry.enabled=true,gpuOperator.mode=clusterPolicy,gpuOperator.serviceMonitor.enabled=true",
+    ),
+}
 KINDS = sorted(
     [
         "ServiceAccount",

@@ -80,7 +80,7 @@ KUBELET_PLUGIN_DEVICE_STATUS_CALLS = {
     ("cluster", "resource.k8s.io", "resourceclaims/status", "update"),
     ("cluster", "resource.k8s.io", "resourceclaims/driver", "associated-node:update"),
 }
-# With `serve --gpu-operator-labels` (the chart's kubeletPlugin.gpuOperatorLabels), besides:
+# With `serve --gpu-operator-labels` (the chart's gpuOperator.mode other than none), besides:
 # drivers/gpu/labeller.py OperatorLabeller, a merge patch of its own Node.
 KUBELET_PLUGIN_GPU_OPERATOR_LABELS_CALLS = {("cluster", "", "nodes", "patch")}
 # `fleet --telemetry-endpoint`: telemetry/source.py ClaimWatch, a list (granted) + watch of every claim.

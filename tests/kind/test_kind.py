@@ -362,18 +362,24 @@ def test_fake_device_nodes_are_made_by_the_runtime(kind_cluster: KindCluster, ki
     assert len(smi_uuids(log)) == 1, log
 
 
-# Run in a plugin pod (the image's python3): its telemetry endpoint's /metrics, on the port given.
+# Run in a plugin pod (the image's python3): the metrics at the URL given.
 SCRAPE = (
     "import sys; from urllib.request import urlopen; "
-    "print(urlopen(f'http://127.0.0.1:{sys.argv[1]}/metrics', timeout=30).read().decode(), end='')"
+    "print(urlopen(sys.argv[1], timeout=30).read().decode(), end='')"
 )
+# gpuOperator.mode=clusterPolicy: the GPU Operator's exporter Service (NVIDIA/gpu-operator v26.3.1
+# assets/state-dcgm-exporter/0400_service.yaml: name and `app` label nvidia-dcgm-exporter, port
+# gpu-metrics 9400).
+OPERATOR_EXPORTER = "nvidia-dcgm-exporter"
 
 
 def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindCluster) -> None:
     """telemetry.enabled: each plugin pod's /metrics has its node's GPUs as dcgm-exporter shows them. Every
     scrape reads the image's package data (the DCGM field table, the default counters, the XID messages),
-    which an image built from a wheel that lacked them answered with 500."""
-    kind_cluster.upgrade_chart("--set", "telemetry.enabled=true")
+    which an image built from a wheel that lacked them answered with 500. With gpuOperator.mode=clusterPolicy
+    the GPU Operator's exporter Service has every plugin pod as an endpoint at port gpu-metrics (what a
+    ServiceMonitor or an endpoints scrape job reads) and answers through its ClusterIP."""
+    kind_cluster.upgrade_chart("--set", "telemetry.enabled=true,gpuOperator.mode=clusterPolicy")
     kind_cluster.plugins_rolled_out()
     nodes = kind_cluster.gpu_nodes()
 
@@ -388,6 +394,7 @@ def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindClust
 
     pods = wait_for(serving, what="a plugin pod with telemetry on each GPU node", timeout=120)
     slices = kind_cluster.get("resourceslices")["items"]
+    expected: set[tuple[str, str, int]] = set()  # the operator Service's endpoints: (pod, port name, port)
     for p in pods:
         node, name = p["spec"]["nodeName"], p["metadata"]["name"]
         uuids = {
@@ -399,8 +406,10 @@ def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindClust
         assert uuids, f"no gpu.nvidia.com devices published for {node}"
         (ctr,) = p["spec"]["containers"]
         (port,) = [pt["containerPort"] for pt in ctr["ports"] if pt["name"] == "metrics"]
+        expected.add((name, "gpu-metrics", port))
+        url = f"http://127.0.0.1:{port}/metrics"
         scraped = kind_cluster.kubectl(
-            "exec", "-n", NAMESPACE, name, "--", "python3", "-c", SCRAPE, str(port), check=False
+            "exec", "-n", NAMESPACE, name, "--", "python3", "-c", SCRAPE, url, check=False
         )
         log = "" if scraped.returncode == 0 else kind_cluster.logs(NAMESPACE, name, ctr["name"])[-3000:]
         assert scraped.returncode == 0, f"{name}: {scraped.stderr[-3000:]}\n{log}"
@@ -415,6 +424,33 @@ def test_plugin_pods_serve_dcgm_telemetry_from_the_image(kind_cluster: KindClust
             assert sample.labels["err_code"] == str(int(sample.value)) and sample.labels["err_msg"], sample
             if sample.value == 0:
                 assert sample.labels["err_msg"] == "No Error", sample
+    assert kind_cluster.get("service", "-n", NAMESPACE, OPERATOR_EXPORTER)["metadata"]["labels"]["app"] == (
+        OPERATOR_EXPORTER
+    )
+
+    def endpoints() -> set[tuple[str, str, int]] | None:
+        """The Service's ready endpoints as the EndpointSlice controller resolved them: (pod, port name,
+        port)."""
+        selector = f"kubernetes.io/service-name={OPERATOR_EXPORTER}"
+        eps = kind_cluster.get("endpointslices", "-n", NAMESPACE, "-l", selector)["items"]
+        found = {
+            (e["targetRef"]["name"], pt["name"], pt["port"])
+            for s in eps
+            for e in s.get("endpoints") or []
+            if e["conditions"].get("ready")
+            for pt in s.get("ports") or []
+        }
+        return found if found == expected else None
+
+    wait_for(endpoints, what=f"Service {OPERATOR_EXPORTER}'s endpoints: every plugin pod at gpu-metrics")
+    service_url = f"http://{OPERATOR_EXPORTER}.{NAMESPACE}.svc:9400/metrics"
+    through = kind_cluster.kubectl(
+        "exec", "-n", NAMESPACE, pods[0]["metadata"]["name"], "--", "python3", "-c", SCRAPE, service_url
+    )
+    temps = {f.name: f for f in text_string_to_metric_families(through.stdout)}[
+        "DCGM_FI_DEV_GPU_TEMP"
+    ].samples
+    assert {s.labels["hostname"] for s in temps} <= set(nodes) and temps, through.stdout[-3000:]
 
 
 def test_uninstall_leaves_no_cdi_files_nor_registrations(kind_cluster: KindCluster) -> None:

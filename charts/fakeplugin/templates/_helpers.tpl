@@ -43,12 +43,40 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" ($image.repository | default "fakeplugin") ($image.tag | default .Chart.AppVersion | toString) -}}
 {{- end -}}
 
-{{/* The inventory file's text: the value is either the YAML map itself or its text (--set-file). */}}
+{{/* The inventory file's text: the value is either the YAML map itself or its text (--set-file). Where it has
+no top-level `gpuOperator`, gpuOperator.mode becomes the file's (appended to the text: no re-serialising). */}}
 {{- define "fakeplugin.inventory" -}}
+{{- $mode := include "fakeplugin.gpuOperatorMode" . -}}
 {{- if kindIs "string" .Values.inventory -}}
+{{- if hasKey (fromYaml .Values.inventory) "gpuOperator" -}}
 {{- .Values.inventory -}}
 {{- else -}}
-{{- toYaml .Values.inventory -}}
+{{- printf "%s\n# The chart's gpuOperator.mode.\ngpuOperator: %s\n" (trimSuffix "\n" .Values.inventory) $mode -}}
+{{- end -}}
+{{- else -}}
+{{- $inventory := deepCopy (.Values.inventory | default dict) -}}
+{{- if not (hasKey $inventory "gpuOperator") -}}
+{{- $_ := set $inventory "gpuOperator" $mode -}}
+{{- end -}}
+{{- toYaml $inventory -}}
+{{- end -}}
+{{- end -}}
+
+{{/* gpuOperator.mode: none, clusterPolicy or gpuCluster (values.schema.json). */}}
+{{- define "fakeplugin.gpuOperatorMode" -}}
+{{- dig "mode" "none" (.Values.gpuOperator | default dict) -}}
+{{- end -}}
+
+{{/* The GPU Operator's DCGM exporter of gpuOperator.mode, with telemetry.enabled: the name of its Service and
+the `app` label of its Service and pods, "" otherwise. NVIDIA/gpu-operator v26.3.1 (ClusterPolicy)
+assets/state-dcgm-exporter/0400_service.yaml and 0800_daemonset.yaml: nvidia-dcgm-exporter; v26.7.0
+(GPUCluster) manifests/state-dcgm-exporter/0500_service.yaml and 0700_daemonset.yaml: nvidia-dcgm-exporter-dra. */}}
+{{- define "fakeplugin.operatorExporter" -}}
+{{- if dig "enabled" false (.Values.telemetry | default dict) -}}
+{{- $mode := include "fakeplugin.gpuOperatorMode" . -}}
+{{- if eq $mode "clusterPolicy" -}}nvidia-dcgm-exporter
+{{- else if eq $mode "gpuCluster" -}}nvidia-dcgm-exporter-dra
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
