@@ -90,6 +90,7 @@ class GpuNode:
             node_name,
             driver=e.driver_name,
             dynamic_mig=e.dynamic_mig,
+            passthrough=e.passthrough,
             release=e.release,
             consumable_shares=e.consumable_shares,
             log_level=logging.DEBUG if quiet else logging.INFO,
