@@ -140,6 +140,9 @@ class DriverRelease:
     # PR #1326, 2026-08-11). A checkpoint whose JSON differs in it fails the reader's checksum
     # (fakeplugin.drivers.gpu.prepare.checkpoint).
     checkpoint_mps_id_omitempty: bool = False
+    # Prepare of an allocated device the plugin does not hold (device_state.go: v25.12.0 getConfigResultsMap
+    # "requested device is not allocatable: %v", v0.4.1 and main `allocatable not found for device %q`).
+    not_allocatable: str = 'allocatable not found for device "{}"'
 
     def with_gates(self, gates: Mapping[str, bool]) -> DriverRelease:
         """The release as it publishes with these feature gates (featuregates.parse's result)."""
@@ -183,6 +186,7 @@ RELEASES: dict[str, DriverRelease] = {
             verbose_sharing_errors=False,
             vfio_iommu_config=False,
             architectures=_BEFORE_RUBIN,
+            not_allocatable="requested device is not allocatable: {}",
         ),
         DriverRelease(
             name="0.4.1",

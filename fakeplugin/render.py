@@ -35,7 +35,8 @@ def render_documents(
 ) -> list[dict[str, Any]]:
     """DeviceClasses, then the slices of `node` (or of every node the inventory names, by name or by
     name prefix, in inventory order);
-    `dynamic_mig`, `passthrough`: the plugin's DynamicMIG and PassthroughSupport gates; `release`: default the inventory's driverRelease;
+    `dynamic_mig`, `passthrough`: the plugin's DynamicMIG and PassthroughSupport gates; `release`: default
+    the inventory's driverRelease;
     `server_version`: the API server's (major, minor), for the DynamicMIG layout; `consumable_shares`: the
     plugin's mode (fakeplugin.consumableshares)."""
     release = release or releases.get(inv.driver_release)

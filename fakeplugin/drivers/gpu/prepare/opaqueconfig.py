@@ -124,7 +124,7 @@ def effective_configs(
     for request, name in _our_results(allocation, driver_name, pool_name):
         device = devices.get(name)
         if device is None:
-            raise OpaqueConfigError(f"allocatable not found for device {_q(name)}")
+            raise OpaqueConfigError(release.not_allocatable.format(name))
         for index in reversed(range(len(candidates))):
             c = candidates[index]
             fits = _DEVICE_TYPE[c.kind] == device.type
