@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from fakeplugin import cdi, featuregates, releases
+from fakeplugin._proto.dra.v1 import api_pb2 as v1
 from fakeplugin.drivers.gpu import GpuDriver
 from fakeplugin.drivers.gpu.prepare import cdispec, opaqueconfig
 from fakeplugin.drivers.gpu.prepare.opaqueconfig import OpaqueConfigError
@@ -21,11 +22,13 @@ from fakeplugin.faults import devicehealth
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.runtime import claims
+from fakeplugin.runtime.claims import CheckedClaims
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation
 from tests.harness import DRIVER
 from tests.harness.inventory import inventory
 from tests.harness.prepare import BOOT, claim_object, ref, result
+from tests.harness.server import RPC_TIMEOUT_S
 
 GIB = 1024**3
 
@@ -336,3 +339,32 @@ def test_a_restart_keeps_a_gpu_bound_to_vfio_pci_hidden_and_shows_a_prepared_gpu
     assert node.spec(1) == spec
     assert node.plugin.unprepare([ref(1), ref(2)]) == {ref(1).uid: "", ref(2).uid: ""}
     assert node.published() == ALL
+
+
+def test_the_kubelets_calls_over_the_real_grpc_server(tmp_path: Path, serve: Any) -> None:
+    """A KubeVirt-shaped claim and a GPU claim on its sibling, NodePrepareResources over the DRA socket."""
+    node = VfioNode(tmp_path)
+    for n, device in ((1, "gpu-vfio-1"), (2, "gpu-1")):
+        node.claims[ref(n).name] = claim_object(ref(n), result(device, "vm", pool="n1"))
+    running = serve(CheckedClaims(node.plugin, lambda ns, name: node.claims[name]))
+    dra = running.dra("v1")
+    wire = [v1.Claim(namespace=r.namespace, uid=r.uid, name=r.name) for r in (ref(1), ref(2))]
+
+    got = dra.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=wire[:1]), timeout=RPC_TIMEOUT_S)
+    vm = got.claims[ref(1).uid]
+    assert vm.error == ""
+    assert [(d.pool_name, d.device_name, list(d.request_names)) for d in vm.devices] == [
+        ("n1", "gpu-vfio-1", ["vm"])
+    ]
+    assert list(vm.devices[0].cdi_device_ids) == [f"k8s.{DRIVER}/claim={ref(1).uid}-gpu-vfio-1"]
+    assert nodes(node.spec(1)["devices"][0]["containerEdits"]) == ["/dev/vfio/65"]  # group of gpu-vfio-1
+
+    got = dra.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=wire[1:]), timeout=RPC_TIMEOUT_S)
+    assert got.claims[ref(2).uid].error.endswith('allocatable not found for device "gpu-1"')
+
+    done = dra.NodeUnprepareResources(
+        v1.NodeUnprepareResourcesRequest(claims=wire[:1]), timeout=RPC_TIMEOUT_S
+    )
+    assert done.claims[ref(1).uid].error == ""
+    got = dra.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=wire[1:]), timeout=RPC_TIMEOUT_S)
+    assert got.claims[ref(2).uid].error == ""
