@@ -255,15 +255,14 @@ class VfioNode:
         self.plugin = self.start()
 
     def start(self) -> Any:
-        """The plugin (again: a restart), opened and told its Node object."""
+        """The plugin (again: a restart), told its Node object."""
         driver = GpuDriver(emulation(release=self.release, feature_gates="PassthroughSupport=true"))
         driver.slices_changed = self.woken
         plugin = driver.node(
             "n1", self.inventory, dirs=self.dirs, boot_id=BOOT, get_claim=lambda ns, n: self.claims[n]
         )
         plugin.set_node({"metadata": {"name": "n1", "uid": "uid-n1", "labels": {}, "annotations": {}}})
-        plugin.open()
-        return plugin
+        return plugin  # not opened: a fleet's node opens when it first publishes or prepares
 
     def woken(self) -> None:
         self.wakes += 1

@@ -91,6 +91,7 @@ class GpuNode:
         self._driver = driver
         self._passthrough = e.passthrough
         self._siblings_lock = threading.Lock()  # the removed siblings' read-modify-write
+        self._restored = False  # whether open() applied the removals a restart keeps
         # Known by name in the inventory: the devices are ready before the API server answers.
         self._devices = NodeDevices(
             inventory,
@@ -167,6 +168,11 @@ class GpuNode:
         return self._devices.refresh()
 
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
+        if self._passthrough and not self._restored:  # a fleet's node opens on first use: now
+            try:
+                self.open()
+            except Exception as e:  # a corrupt checkpoint or a held lock: publish; Prepare reports it
+                log.error("node %s: cannot read the checkpoint before publishing: %s", self.node_name, e)
         return self._devices.desired_slices(server_version)
 
     def device_state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, DeviceFault]]:
@@ -181,11 +187,12 @@ class GpuNode:
 
     def open(self) -> None:
         self._preparer.open()
-        if self._passthrough:
-            prepared = [
-                n for names in self._preparer.claim_devices(completed_only=True).values() for n in names
-            ]
-            self._remove(lambda _: siblings.removed_at_start(self._devices.all_devices(), prepared))
+        if self._passthrough and not self._restored:
+            # As the real driver starts: its checkpoint read before it publishes (publish.siblings).
+            claimed = self._preparer.claim_devices(completed_only=True).values()
+            prepared = [n for names in claimed for n in names]
+            self._remove(lambda r: r | siblings.removed_at_start(self._devices.all_devices(), prepared))
+            self._restored = True
 
     def _remove(self, change: Callable[[frozenset[str]], frozenset[str]]) -> None:
         """Change the removed siblings; wake the publisher when that changed the slices."""
@@ -195,6 +202,8 @@ class GpuNode:
             self._driver.slices_changed()
 
     def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
+        if self._passthrough:
+            self.open()  # the removals a restart keeps come before this Prepare's
         results = self._preparer.prepare(claims)
         if self._passthrough:
             names = [d.device_name for r in results.values() if not r.error for d in r.devices]
@@ -207,6 +216,8 @@ class GpuNode:
         return results
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        if self._passthrough:
+            self.open()
         held = self._preparer.claim_devices() if self._passthrough else {}
         results = self._preparer.unprepare(claims)
         if held:
