@@ -19,6 +19,7 @@ from fakeplugin.drivers.gpu.publish import siblings
 from fakeplugin.drivers.gpu.publish.devices import IOMMU_GROUP_BASE, devices_for_node
 from fakeplugin.drivers.gpu.publish.slices import device_to_api
 from fakeplugin.faults import devicehealth
+from fakeplugin.inventory import parse_inventory
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.model import DeviceSettings, GpuDevice
 from fakeplugin.runtime import claims
@@ -72,10 +73,10 @@ def test_a_gpu_with_mig_devices_has_no_vfio_device() -> None:
 
 
 @pytest.mark.parametrize(
-    ("release", "iommufd"),
-    [("25.12", False), ("0.4.1", True), ("0.5.0", True)],
+    ("release", "iommufd", "numa"),
+    [("25.12", False, True), ("0.4.1", True, True), ("0.5.0", True, False)],
 )
-def test_vfio_attributes_per_release(release: str, iommufd: bool) -> None:
+def test_vfio_attributes_per_release(release: str, iommufd: bool, numa: bool) -> None:
     device = vfio_devices({"profile": "h200"})["gpu-vfio-0"]
     api = device_to_api(device, releases.get(release))
     expected: dict[str, Any] = {
@@ -83,11 +84,12 @@ def test_vfio_attributes_per_release(release: str, iommufd: bool) -> None:
         "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_DNS, device.pci_bus_id))},
         "deviceID": {"string": "0x2335"},
         "vendorID": {"string": "0x10de"},
-        "numa": {"int": -1},  # sysfs -1: NUMA unknown in this inventory
         "productName": {"string": "GH100 [H200 SXM 141GB]"},
         "resource.kubernetes.io/pciBusID": {"string": device.pci_bus_id},
         "resource.kubernetes.io/pcieRoot": {"string": device.pcie_root},
     }
+    if numa:  # main (0.5) replaces it by numaNode, omitted when unknown
+        expected["numa"] = {"int": -1}  # sysfs -1: NUMA unknown in this inventory
     if iommufd:
         expected["iommuFDEnabled"] = {"bool": True}
     assert api == {
@@ -96,6 +98,18 @@ def test_vfio_attributes_per_release(release: str, iommufd: bool) -> None:
         # BAR1 256 GiB + BAR3 32 MiB, rounded up to a power of two (go-nvlib GetTotalAddressableMemory).
         "capacity": {"addressableMemory": {"value": "512Gi"}},
     }
+
+
+def test_a_known_numa_node() -> None:
+    doc = {"driverVersion": "580.159.04", "cudaDriverVersion": "13.0"}
+    doc["nodes"] = [{"name": "n", "numaNodes": 2, "cpus": 64, "gpus": [{"profile": "h200", "count": 2}]}]
+    inv = parse_inventory(doc, source="inv.yaml")
+    vfio = next(
+        d for d in devices_for_node(inv, inv.nodes[0], "n", passthrough=True) if d.name == "gpu-vfio-1"
+    )
+    assert device_to_api(vfio, releases.get("0.4.1"))["attributes"]["numa"] == {"int": 1}
+    attributes = device_to_api(vfio, releases.get("0.5.0"))["attributes"]
+    assert attributes[releases.NUMA_NODE_ATTRIBUTE] == {"int": 1} and "numa" not in attributes
 
 
 def test_a_profile_without_a_bar1_size_or_pci_name() -> None:

@@ -108,18 +108,19 @@ def device_to_api(
 def vfio_to_api(dev: GpuDevice, release: DriverRelease) -> dict[str, Any]:
     """A VFIO device's entry (deviceinfo.go `VfioDeviceInfo.GetDevice`: v25.12.0, v0.4.1, main 95932046):
     `numa` is sysfs numa_node (-1 unknown); `iommuFDEnabled` since v0.4.0 (with VfioDeviceConfig's `iommu`);
-    main also adds `resource.kubernetes.io/numaNode` as a full GPU does. Never consumable shares
-    (allocatable.go: VFIO passthrough devices do not support them)."""
+    main replaces `numa` by `resource.kubernetes.io/numaNode`, as a full GPU has it (commit d693b8a6).
+    Never consumable shares (allocatable.go: VFIO passthrough devices do not support them)."""
     assert dev.vfio is not None
     attributes: dict[str, dict[str, Any]] = {
         "type": {"string": dev.type},
         "uuid": {"string": dev.uuid},
         "deviceID": {"string": f"0x{dev.vfio.device_id:04x}"},
         "vendorID": {"string": f"0x{NVIDIA_PCI_VENDOR:04x}"},
-        "numa": {"int": -1 if dev.numa_node is None else dev.numa_node},
         "productName": {"string": dev.product_name},
         "resource.kubernetes.io/pciBusID": {"string": dev.pci_bus_id},
     }
+    if releases.NUMA_NODE_ATTRIBUTE not in release.attributes:
+        attributes["numa"] = {"int": -1 if dev.numa_node is None else dev.numa_node}
     if release.vfio_iommu_config:
         attributes["iommuFDEnabled"] = {"bool": dev.vfio.iommufd_enabled}
     if dev.pcie_root is not None:
