@@ -221,7 +221,11 @@ class GpuNode:
         held = self._preparer.claim_devices() if self._passthrough else {}
         results = self._preparer.unprepare(claims)
         if held:
-            names = [n for ref in claims if not results[ref.uid] for n in held.get(ref.uid, ())]
+            done = {ref.uid for ref in claims if not results[ref.uid]}
+            # A device another claim still holds (consumable shares, admin access) keeps its sibling
+            # removed (main device_state.go Unprepare: isGpuUUIDInUseByOtherClaims).
+            kept = {n for uid, names in held.items() if uid not in done for n in names}
+            names = [n for uid in done for n in held.get(uid, ()) if n not in kept]
             self._remove(lambda removed: removed - siblings.siblings(self._devices.all_devices(), names))
         if self._status is not None:
             for ref in claims:
