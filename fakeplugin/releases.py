@@ -9,7 +9,7 @@ commit of main (`commit` below); 0.5.0's tag is not in the newest snapshot avail
 main's at 95932046 plus the fixes merged before the tag that the public record shows (PR #1326);
 docs/driver-releases.md has one row per difference with its source, and
 lists what is the same and what fakeplugin does not emulate. Differences that do not show in what
-fakeplugin publishes or accepts (VFIO devices, compute domains, metrics, chart names) are only in the docs.
+fakeplugin publishes or accepts (compute domains, metrics, chart names) are only in the docs.
 """
 
 from __future__ import annotations
