@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             driver=driver_name,
             release=emulation.release,
             dynamic_mig=emulation.dynamic_mig,
+            passthrough=emulation.passthrough,
             server_version=server_version,
             consumable_shares=emulation.consumable_shares,
         )
