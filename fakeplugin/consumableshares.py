@@ -9,7 +9,7 @@ flag `--consumable-shares` (env `CONSUMABLE_SHARES`, chart value `consumableShar
 - cmd/gpu-kubelet-plugin/consumable_shares.go: `isConsumableSharesEnabled` (the gate on and a mode other
   than `disabled`: with `parse` below, any mode but DISABLED) and `applyConsumableShares`, which shapes
   each published device (full GPUs, static MIG devices, DynamicMIG partitions: allocatable.go
-  `GetDevice`, partitions.go `PartGetDevice`; never VFIO devices, which fakeplugin does not publish);
+  `GetDevice`, partitions.go `PartGetDevice`; never VFIO devices: publish.slices `vfio_to_api`);
 - cmd/gpu-kubelet-plugin/device_state.go: the overlap check lets a device be prepared for two claims when
   both claims' normalized configs for it are equal (drivers.gpu.prepare.preparer), and `applySharingConfig`
   refuses MPS (fakeplugin.drivers.gpu.prepare.opaqueconfig).

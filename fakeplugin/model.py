@@ -172,6 +172,22 @@ class Board:
         return None
 
 
+VFIO_NAME_PREFIX = "gpu-vfio-"  # deviceinfo.go VfioDeviceInfo.CanonicalName: gpu-vfio-<index>
+
+
+@dataclass(frozen=True)
+class VfioFunction:
+    """A GPU as the PCI bus shows it for passthrough (a `vfio` device's, go-nvlib nvpci NvidiaPCIDevice)."""
+
+    index: int  # position among the node's NVIDIA GPUs in PCI address order (nvpci GetGPUs)
+    device_id: int  # 16-bit PCI device id
+    device_name: str  # the PCI ID database's name, "UNKNOWN_DEVICE" when it has none (nvpci)
+    iommu_group: int  # /sys/bus/pci/devices/<bus id>/iommu_group
+    iommufd: str  # the iommufd cdev once bound to vfio-pci: vfio-dev/vfio<N>
+    iommufd_enabled: bool  # the host has /dev/iommu (IOMMUFD)
+    addressable_memory_bytes: int  # 64-bit BARs, summed and rounded up to a power of two
+
+
 @dataclass(frozen=True)
 class GpuDevice:
     """One device of this node's pool, with everything the slice and the CDI spec need.
@@ -180,8 +196,9 @@ class GpuDevice:
     types (versions, quantities) happens in fakeplugin.drivers.gpu.publish.slices.
     """
 
-    name: str  # canonical name in the pool: gpu-<minor>, or gpu-<minor>-mig-<profile>-<giProfileId>-<start>
-    type: str  # "gpu" or "mig"
+    # Canonical name in the pool: gpu-<minor>, gpu-<minor>-mig-<profile>-<giProfileId>-<start>, gpu-vfio-<n>.
+    name: str
+    type: str  # "gpu", "mig" or "vfio"
     minor: int  # N of /dev/nvidiaN (a MIG device's parent)
     index: int  # NVML enumeration index on the node (a MIG device's parent)
     uuid: str  # GPU-<8-4-4-4-12 hex>, MIG-<8-4-4-4-12 hex>; "" for a DynamicMIG partition not yet created
@@ -201,6 +218,7 @@ class GpuDevice:
     mig: MigPlacement | None = None  # MIG devices (static and DynamicMIG partitions)
     counter_set: CounterSet | None = None  # DynamicMIG: the parent's counters this device consumes
     numa_node: int | None = None  # PCI sysfs numa_node (a MIG device: its parent's); None when unknown (-1)
+    vfio: VfioFunction | None = None  # VFIO devices (PassthroughSupport): the GPU's PCI function
 
 
 @dataclass(frozen=True)
@@ -211,9 +229,12 @@ class DeviceSettings:
     (compute mode) and rendered into container env only in the CDI spec (drivers.gpu.prepare.cdispec).
     """
 
-    strategy: str  # TimeSlicing | MPS
+    strategy: str  # TimeSlicing | MPS; "" for a VFIO device (VfioDeviceConfig shares nothing)
     timeslice_interval: str | None = None  # TimeSlicing on a full GPU
     mps_control_daemon: str | None = None
     mps_active_thread_percentage: int | None = None
     mps_pinned_device_memory_limit: str | None = None  # "<MiB>M"
     mps_multi_user: bool = False
+    # VfioDeviceConfig's `iommu` (v0.4.0+), normalized: LegacyOnly | PreferIommuFD; None: 25.12, no `iommu`.
+    iommu_backend_policy: str | None = None
+    iommu_api_device: bool = False  # iommu.enableAPIDevice

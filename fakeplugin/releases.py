@@ -9,7 +9,7 @@ commit of main (`commit` below); 0.5.0's tag is not in the newest snapshot avail
 main's at 95932046 plus the fixes merged before the tag that the public record shows (PR #1326);
 docs/driver-releases.md has one row per difference with its source, and
 lists what is the same and what fakeplugin does not emulate. Differences that do not show in what
-fakeplugin publishes or accepts (VFIO devices, compute domains, metrics, chart names) are only in the docs.
+fakeplugin publishes or accepts (compute domains, metrics, chart names) are only in the docs.
 """
 
 from __future__ import annotations
@@ -140,6 +140,9 @@ class DriverRelease:
     # PR #1326, 2026-08-11). A checkpoint whose JSON differs in it fails the reader's checksum
     # (fakeplugin.drivers.gpu.prepare.checkpoint).
     checkpoint_mps_id_omitempty: bool = False
+    # Prepare of an allocated device the plugin does not hold (device_state.go: v25.12.0 getConfigResultsMap
+    # "requested device is not allocatable: %v", v0.4.1 and main `allocatable not found for device %q`).
+    not_allocatable: str = 'allocatable not found for device "{}"'
 
     def with_gates(self, gates: Mapping[str, bool]) -> DriverRelease:
         """The release as it publishes with these feature gates (featuregates.parse's result)."""
@@ -183,6 +186,7 @@ RELEASES: dict[str, DriverRelease] = {
             verbose_sharing_errors=False,
             vfio_iommu_config=False,
             architectures=_BEFORE_RUBIN,
+            not_allocatable="requested device is not allocatable: {}",
         ),
         DriverRelease(
             name="0.4.1",

@@ -28,13 +28,15 @@ def render_documents(
     labels: dict[str, str] | None = None,
     node_uid: str | None = None,
     dynamic_mig: bool = False,
+    passthrough: bool = False,
     release: DriverRelease | None = None,
     server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
     consumable_shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
     """DeviceClasses, then the slices of `node` (or of every node the inventory names, by name or by
     name prefix, in inventory order);
-    `dynamic_mig`: the plugin's DynamicMIG gate; `release`: default the inventory's driverRelease;
+    `dynamic_mig`, `passthrough`: the plugin's DynamicMIG and PassthroughSupport gates; `release`: default
+    the inventory's driverRelease;
     `server_version`: the API server's (major, minor), for the DynamicMIG layout; `consumable_shares`: the
     plugin's mode (fakeplugin.consumableshares)."""
     release = release or releases.get(inv.driver_release)
@@ -57,6 +59,7 @@ def render_documents(
             driver=driver,
             labels=labels or {},
             dynamic_mig=dynamic_mig,
+            passthrough=passthrough,
             release=release,
             server_version=server_version,
             consumable_shares=consumable_shares,

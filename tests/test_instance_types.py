@@ -326,3 +326,10 @@ def test_an_unknown_profile_or_release_is_named_before_anything_is_rendered(tmp_
     assert out.returncode != 0 and out.stdout == ""
     assert f'{path}: driverRelease: unknown NVIDIA driver release "0.9.0"' in out.stderr
     assert f'{path}: nodes[0].gpus[0].profile: unknown profile "h300"' in out.stderr
+
+
+def test_with_passthrough_a_types_vfio_devices_bind_their_pci_bus_id_to_their_gpus() -> None:
+    t4 = types(passthrough=True)["gpu-t4-1x"]
+    assert [d["name"] for s in t4["resourceSlices"] for d in s["devices"]] == ["gpu-0", "gpu-vfio-0"]
+    by_attribute = {b["attribute"]: {d["device"] for d in b["devices"]} for b in t4["attributeBindings"]}
+    assert by_attribute["resource.kubernetes.io/pciBusID"] == {"gpu-0", "gpu-vfio-0"}

@@ -224,6 +224,11 @@ def run(args: argparse.Namespace) -> int:
         label_selector=args.label_selector,
         node_owner=node_owner,
     )
+    from fakeplugin.drivers.gpu import GpuDriver
+
+    for driver in drivers:
+        if isinstance(driver, GpuDriver):  # Prepare may change what a node publishes (PassthroughSupport)
+            driver.slices_changed = fleet.nodes[driver.name].changed.set
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             driver=driver_name,
             release=emulation.release,
             dynamic_mig=emulation.dynamic_mig,
+            passthrough=emulation.passthrough,
             server_version=server_version,
             consumable_shares=emulation.consumable_shares,
         )
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         labels=labels,
         node_uid=args.node_uid,
         dynamic_mig=emulation.dynamic_mig,
+        passthrough=emulation.passthrough,
         release=emulation.release,
         server_version=server_version,
         consumable_shares=emulation.consumable_shares,

@@ -287,6 +287,8 @@ def run(args: argparse.Namespace) -> int:
         inventory,
         lambda name: driver.node(name, inventory, dirs=dirs, boot_id=boot_id, get_claim=kube.get_claim),
     )
+    if isinstance(driver, GpuDriver):  # Prepare may change what the node publishes (PassthroughSupport)
+        driver.slices_changed = nodes.changed.set
     plugin = nodes.add(args.node_name)  # ValueError names the entry
     plugin.open()  # a corrupt checkpoint or a held node lock is fatal at start
     if args.telemetry_endpoint:

@@ -135,6 +135,9 @@ class Profile:
     notes: str
     # PCI class code as sysfs `class` holds it (0x030200: 3D controller); None where no capture gives it.
     pci_class: int | None = None
+    # The PCI ID database's name of pci_device_id (pci.ids, e.g. "GH100 [H100 SXM5 80GB]"): what go-nvlib's
+    # nvpci reports as DeviceName and a VFIO device publishes as productName; None: not in the database.
+    pci_device_name: str | None = None
 
     def memory_bytes(self, ecc: bool) -> int | None:
         """NVML memory.total in this ECC mode, None if no real value is known."""
@@ -188,7 +191,7 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
             "memory",
             "eccDefault",
         ),
-        optional=("addressingMode", "mig", "smi", "notes", "pciClass"),
+        optional=("addressingMode", "mig", "smi", "notes", "pciClass", "pciDeviceName"),
     )
     if m is None:
         raise ProfileError(p.lines)
@@ -214,6 +217,7 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
     smi = _smi(p, m["smi"]) if "smi" in m else SmiValues()
     product, src = p.string(m, "productName", ""), p.string(m, "source", "")
     notes = p.string(m, "notes", "") if "notes" in m else ""
+    pci_name = p.string(m, "pciDeviceName", "") if "pciDeviceName" in m else None
     # Every field read as None above was reported, so from here on all required values are set.
     if not p.ok:
         raise ProfileError(p.lines)
@@ -233,6 +237,7 @@ def parse_profile(name: str, data: Any, source: str) -> Profile:
         source=src,
         notes=notes,
         pci_class=int(pci_class, 16) if pci_class and _HEX24.match(pci_class) else None,
+        pci_device_name=pci_name,
     )
 
 

@@ -30,6 +30,10 @@ class Emulation:
     def dynamic_mig(self) -> bool:
         return self.feature_gates.get("DynamicMIG", False)
 
+    @property
+    def passthrough(self) -> bool:
+        return self.feature_gates.get("PassthroughSupport", False)
+
     def describe(self) -> str:
         """One log line's worth: the release, its commit and libraries, the gates turned on."""
         base = releases.get(self.release.name).feature_gates

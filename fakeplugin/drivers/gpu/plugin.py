@@ -8,12 +8,14 @@ do at start.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from fakeplugin.drivers.gpu.labeller import OperatorLabeller, PatchNode
 from fakeplugin.drivers.gpu.prepare.devicestatus import StatusWriter
 from fakeplugin.drivers.gpu.prepare.preparer import GpuPreparer
+from fakeplugin.drivers.gpu.publish import siblings
 from fakeplugin.drivers.gpu.publish.node import NodeDevices
 from fakeplugin.faults import claimfaults, devicehealth
 from fakeplugin.faults.devicefaults import DeviceFault
@@ -33,7 +35,8 @@ class GpuDriver:
     `--gpu-operator-labels`, the merge patch of a Node that keeps the GPU Operator's labels on it
     (labeller.py); None: the plugin writes no label. `nvml_library`: the built mock NVML library
     (`serve --nvml-library`) every claim's CDI spec mounts with its devices' NVML descriptions; None:
-    containers get no NVML."""
+    containers get no NVML. `slices_changed`: called when a Prepare or Unprepare changed what a node
+    publishes (PassthroughSupport's siblings, publish.siblings); the host sets it to wake its publisher."""
 
     def __init__(
         self,
@@ -49,6 +52,7 @@ class GpuDriver:
         self.device_status = device_status
         self.node_labels = node_labels
         self.nvml_library = nvml_library
+        self.slices_changed: Callable[[], None] = lambda: None
 
     @property
     def name(self) -> str:
@@ -84,12 +88,17 @@ class GpuNode:
         quiet: bool,
     ) -> None:
         e = driver.emulation
+        self._driver = driver
+        self._passthrough = e.passthrough
+        self._siblings_lock = threading.Lock()  # the removed siblings' read-modify-write
+        self._restored = False  # whether open() applied the removals a restart keeps
         # Known by name in the inventory: the devices are ready before the API server answers.
         self._devices = NodeDevices(
             inventory,
             node_name,
             driver=e.driver_name,
             dynamic_mig=e.dynamic_mig,
+            passthrough=e.passthrough,
             release=e.release,
             consumable_shares=e.consumable_shares,
             log_level=logging.DEBUG if quiet else logging.INFO,
@@ -124,6 +133,7 @@ class GpuNode:
             sync_checkpoint=driver.sync_checkpoints,
             read_unprepare_faults=lambda: self._unprepare_faults,
             nvml_library=driver.nvml_library,
+            removed=self._devices.removed,
         )
 
     @property
@@ -158,6 +168,11 @@ class GpuNode:
         return self._devices.refresh()
 
     def desired_slices(self, server_version: tuple[int, int]) -> list[Obj]:
+        if self._passthrough and not self._restored:  # a fleet's node opens on first use: now
+            try:
+                self.open()
+            except Exception as e:  # a corrupt checkpoint or a held lock: publish; Prepare reports it
+                log.error("node %s: cannot read the checkpoint before publishing: %s", self.node_name, e)
         return self._devices.desired_slices(server_version)
 
     def device_state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, DeviceFault]]:
@@ -172,9 +187,27 @@ class GpuNode:
 
     def open(self) -> None:
         self._preparer.open()
+        if self._passthrough and not self._restored:
+            # As the real driver starts: its checkpoint read before it publishes (publish.siblings).
+            claimed = self._preparer.claim_devices(completed_only=True).values()
+            prepared = [n for names in claimed for n in names]
+            self._remove(lambda r: r | siblings.removed_at_start(self._devices.all_devices(), prepared))
+            self._restored = True
+
+    def _remove(self, change: Callable[[frozenset[str]], frozenset[str]]) -> None:
+        """Change the removed siblings; wake the publisher when that changed the slices."""
+        with self._siblings_lock:
+            changed = self._devices.set_removed(change(self._devices.removed()))
+        if changed:
+            self._driver.slices_changed()
 
     def prepare(self, claims: Sequence[Claim]) -> dict[str, PrepareResult]:
+        if self._passthrough:
+            self.open()  # the removals a restart keeps come before this Prepare's
         results = self._preparer.prepare(claims)
+        if self._passthrough:
+            names = [d.device_name for r in results.values() if not r.error for d in r.devices]
+            self._remove(lambda removed: removed | siblings.siblings(self._devices.all_devices(), names))
         if self._status is not None:  # after the node lock: the writes wait on the API server
             pool = self._devices.snapshot()
             for c in claims:
@@ -183,7 +216,17 @@ class GpuNode:
         return results
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        if self._passthrough:
+            self.open()
+        held = self._preparer.claim_devices() if self._passthrough else {}
         results = self._preparer.unprepare(claims)
+        if held:
+            done = {ref.uid for ref in claims if not results[ref.uid]}
+            # A device another claim still holds (consumable shares, admin access) keeps its sibling
+            # removed (main device_state.go Unprepare: isGpuUUIDInUseByOtherClaims).
+            kept = {n for uid, names in held.items() if uid not in done for n in names}
+            names = [n for uid in done for n in held.get(uid, ()) if n not in kept]
+            self._remove(lambda removed: removed - siblings.siblings(self._devices.all_devices(), names))
         if self._status is not None:
             for ref in claims:
                 if not results[ref.uid]:

@@ -25,6 +25,20 @@ at device level (fakeplugin.drivers.gpu.prepare.smi). With `nvml_library` too, t
 spec level (where containers find `libnvidia-ml.so.1` by name) and each device's NVML description file at
 device level (fakeplugin.drivers.gpu.prepare.nvmldata), so NVML in a container lists its own devices.
 
+VFIO devices (PassthroughSupport) get the edits the real driver writes for a GPU bound to vfio-pci, the
+group's VfioDeviceConfig (DeviceSettings `iommu_*`) choosing them (v0.4.1 vfio-cdi.go `GetCommonEdits`,
+`GetDeviceSpecsByPCIBusID`, cdi.go `CreateClaimSpecFile`; v25.12.0 vfio-device.go
+`GetVfioCommonCDIContainerEdits`, `GetVfioCDIContainerEdits`):
+- spec level, replacing the edits above (upstream replaces nvcdi's common edits; a claim is assumed to hold
+  VFIO devices only): `NVIDIA_VISIBLE_DEVICES=void` and the IOMMU API device: 25.12 always `/dev/vfio/vfio`;
+  v0.4.0+ only with `enableAPIDevice`, `/dev/iommu` for PreferIommuFD on a host with IOMMUFD, else
+  `/dev/vfio/vfio`;
+- device level: `/dev/vfio/devices/vfio<N>` (the iommufd cdev) for PreferIommuFD on a host with IOMMUFD,
+  else the IOMMU group's `/dev/vfio/<group>`.
+These nodes are always written with type, major and minor (whatever `device_nodes` says: they are all a
+VFIO device gets): `/dev/vfio/vfio` is misc 10:196 (VFIO_MINOR); the others are numbered dynamically on
+real hosts, here `VFIO_GROUP_MAJOR`:<n>, `VFIO_CDEV_MAJOR`:<n> and misc 10:`IOMMU_MINOR`.
+
 Specs of earlier fakeplugin versions set the claim's UUIDs and device names at spec level
 (`NVIDIA_VISIBLE_DEVICES=<uuids>`, `FAKEPLUGIN_CLAIM_DEVICES=<names>`), so every container of the claim saw
 all its GPUs in env, and mounted the nvidia-smi script without its awk program (the script was
@@ -54,7 +68,7 @@ from fakeplugin.cdi import (
     write_spec,
 )
 from fakeplugin.drivers.gpu.prepare import smi
-from fakeplugin.drivers.gpu.prepare.opaqueconfig import MPS, MPS_PIPE_DIRECTORY
+from fakeplugin.drivers.gpu.prepare.opaqueconfig import MPS, MPS_PIPE_DIRECTORY, PREFER_IOMMUFD
 from fakeplugin.model import DeviceSettings, GpuDevice
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -65,6 +79,11 @@ GPU_ENV_PREFIX = "FAKEPLUGIN_GPU_"
 NVIDIA_MAJOR = 195  # fixed for the NVIDIA driver
 NVIDIACTL_MINOR = 255
 UVM_MAJOR = 238  # dynamically numbered on real hosts; this is the captured H200 host's value
+MISC_MAJOR = 10
+VFIO_MINOR = 196  # /dev/vfio/vfio (linux include/linux/miscdevice.h)
+IOMMU_MINOR = 125  # /dev/iommu: a dynamic misc minor on real hosts
+VFIO_GROUP_MAJOR = 241  # /dev/vfio/<group>: dynamic on real hosts
+VFIO_CDEV_MAJOR = 240  # /dev/vfio/devices/vfio<N>: dynamic on real hosts
 
 
 def claim_spec(
@@ -87,6 +106,27 @@ def claim_spec(
         raise ValueError(f"claim {claim_uid}: a CDI spec needs at least one device")
     if nvml_library is not None and plugin_dir is None:
         raise ValueError(f"claim {claim_uid}: the NVML library's descriptions need the plugin directory")
+    vfio = [d for d in devices if d.vfio is not None]
+    if vfio:
+        spec_edits = _vfio_common_edits(vfio[0], (settings or {}).get(vfio[0].name))
+    else:
+        spec_edits = _common_edits(claim_uid, device_nodes, plugin_dir, nvml_library)
+    spec: dict[str, Any] = {
+        "cdiVersion": EARLIEST_VERSION,
+        "kind": kind(driver_name),
+        "devices": [
+            _device_entry(claim_uid, d, device_nodes, plugin_dir, (settings or {}).get(d.name), nvml_library)
+            for d in devices
+        ],
+        "containerEdits": spec_edits,
+    }
+    spec["cdiVersion"] = required_version(spec)
+    return spec
+
+
+def _common_edits(
+    claim_uid: str, device_nodes: bool, plugin_dir: Path | None, nvml_library: Path | None
+) -> dict[str, Any]:
     spec_edits: dict[str, Any] = {"env": [VISIBLE_DEVICES_VOID, f"{CLAIM_UID_ENV}={claim_uid}"]}
     if device_nodes:
         spec_edits["deviceNodes"] = [
@@ -101,17 +141,36 @@ def claim_spec(
         from fakeplugin.drivers.gpu.prepare import nvmldata
 
         spec_edits["mounts"] += nvmldata.spec_mounts(nvml_library)
-    spec: dict[str, Any] = {
-        "cdiVersion": EARLIEST_VERSION,
-        "kind": kind(driver_name),
-        "devices": [
-            _device_entry(claim_uid, d, device_nodes, plugin_dir, (settings or {}).get(d.name), nvml_library)
-            for d in devices
-        ],
-        "containerEdits": spec_edits,
-    }
-    spec["cdiVersion"] = required_version(spec)
-    return spec
+    return spec_edits
+
+
+def _prefers_iommufd(device: GpuDevice, settings: DeviceSettings | None) -> bool:
+    assert device.vfio is not None
+    policy = settings.iommu_backend_policy if settings else None
+    return policy == PREFER_IOMMUFD and device.vfio.iommufd_enabled
+
+
+def _vfio_common_edits(device: GpuDevice, settings: DeviceSettings | None) -> dict[str, Any]:
+    """The claim's VFIO edits at spec level, from its (one) VFIO group's settings; `device`, one of the
+    group's, tells whether the host has IOMMUFD."""
+    edits: dict[str, Any] = {"env": [VISIBLE_DEVICES_VOID]}
+    legacy = settings is None or settings.iommu_backend_policy is None  # 25.12: always the container
+    if legacy or (settings is not None and settings.iommu_api_device):
+        edits["deviceNodes"] = [
+            char_device("/dev/iommu", MISC_MAJOR, IOMMU_MINOR)
+            if _prefers_iommufd(device, settings)
+            else char_device("/dev/vfio/vfio", MISC_MAJOR, VFIO_MINOR)
+        ]
+    return edits
+
+
+def vfio_device_node(device: GpuDevice, settings: DeviceSettings | None) -> dict[str, Any]:
+    """The device node a VFIO device's CDI entry injects (module docstring)."""
+    assert device.vfio is not None
+    n = device.vfio.index
+    if _prefers_iommufd(device, settings):
+        return char_device(f"/dev/vfio/devices/{device.vfio.iommufd}", VFIO_CDEV_MAJOR, n)
+    return char_device(f"/dev/vfio/{device.vfio.iommu_group}", VFIO_GROUP_MAJOR, n)
 
 
 def device_env_prefix(device: GpuDevice) -> str:
@@ -150,6 +209,9 @@ def _device_entry(
     settings: DeviceSettings | None,
     nvml_library: Path | None,
 ) -> dict[str, Any]:
+    if device.vfio is not None:
+        edits = {"deviceNodes": [vfio_device_node(device, settings)]}
+        return {"name": cdi_device_name(claim_uid, device.name), "containerEdits": edits}
     prefix = device_env_prefix(device)
     env = [
         f"{prefix}UUID={device.uuid}",

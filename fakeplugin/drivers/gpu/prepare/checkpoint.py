@@ -13,9 +13,10 @@ File `<plugin_dir>/checkpoint.json`, written atomically (mode 0600):
           "adminAccessDevices"?: ["<deviceName>", ...]  (allocated with adminAccess only; absent: none)
           "configs"?: {"<deviceName>": {"kind": "GpuConfig" | "MigDeviceConfig", "spec": {...}}}
                        (each device's normalized opaque config; only written with consumable shares on)
-          "settings"?: {"<deviceName>": {"strategy": "TimeSlicing" | "MPS", "timesliceInterval"?,
+          "settings"?: {"<deviceName>": {"strategy": "TimeSlicing" | "MPS" | "" (VFIO), "timesliceInterval"?,
                          "mpsControlDaemon"?, "mpsActiveThreadPercentage"?, "mpsPinnedDeviceMemoryLimit"?,
-                         "mpsMultiUser"?}}  (what its opaque config applied, typed; only devices with any)
+                         "mpsMultiUser"?, "iommuBackendPolicy"?, "iommuEnableAPIDevice"?}}
+                       (what its opaque config applied, typed; only devices with any)
         }
       },
       "driverRelease"?: "<the NVIDIA release the writer emulated>" (absent: fakeplugin before 0.5.0 support),
@@ -151,6 +152,8 @@ _SETTINGS_FIELDS: dict[str, tuple[str, tuple[type, ...]]] = {
     "mps_active_thread_percentage": ("mpsActiveThreadPercentage", (int,)),
     "mps_pinned_device_memory_limit": ("mpsPinnedDeviceMemoryLimit", (str,)),
     "mps_multi_user": ("mpsMultiUser", (bool,)),
+    "iommu_backend_policy": ("iommuBackendPolicy", (str,)),
+    "iommu_api_device": ("iommuEnableAPIDevice", (bool,)),
 }
 
 

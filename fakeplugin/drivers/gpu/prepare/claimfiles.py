@@ -1,5 +1,6 @@
 """What a prepared claim leaves on the host: its CDI spec, its GPUs' nvidia-smi data files and, with the
-mock NVML library, their NVML description files (prepare.nvmldata).
+mock NVML library, their NVML description files (prepare.nvmldata). VFIO devices have neither data file:
+bound to vfio-pci, a GPU is no longer the NVIDIA driver's.
 
 Written in that order's reverse (the spec mounts the data files, so they exist before it does) and removed
 in that order (the spec first). Errors are ClaimErrors naming the file, worded as the real driver words them.
@@ -16,7 +17,7 @@ from pathlib import Path
 from fakeplugin import cdi
 from fakeplugin.drivers.gpu.prepare import cdispec, smi
 from fakeplugin.mig import created_for_claim
-from fakeplugin.model import ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
+from fakeplugin.model import VFIO_NAME_PREFIX, ClaimRef, DeviceSettings, GpuDevice, PreparedDevice
 from fakeplugin.runtime.allocation import ClaimError
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class ClaimFiles:
         return self._specs.claim_path(uid)
 
     def present(self, ref: ClaimRef, devices: Sequence[PreparedDevice]) -> bool:
-        names = [d.device_name for d in devices]
+        names = [d.device_name for d in devices if not d.device_name.startswith(VFIO_NAME_PREFIX)]
         if not (
             self.spec_path(ref.uid).exists() and smi.claim_data_present(self._plugin_dir, ref.uid, names)
         ):
@@ -79,7 +80,8 @@ class ClaimFiles:
         if missing:
             message = f"device {missing[0]} is no longer in pool {next(iter(prepared)).pool_name}"
             raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
-        gpus = [created_for_claim(pool[d.device_name], ref.uid) for d in prepared]
+        devices = [created_for_claim(pool[d.device_name], ref.uid) for d in prepared]
+        gpus = [d for d in devices if d.vfio is None]
         data_dir = smi.data_dir(self._plugin_dir)
         try:
             smi.write_claim_data(self._plugin_dir, ref.uid, gpus, settings)  # compute mode per settings
@@ -92,7 +94,7 @@ class ClaimFiles:
         try:
             text = cdispec.claim_spec_text(
                 ref.uid,
-                gpus,
+                devices,
                 driver_name=self._driver_name,
                 device_nodes=self._device_nodes,
                 plugin_dir=self._plugin_dir,

@@ -28,9 +28,13 @@ VfioDeviceConfig has no `iommu`; 0.4.1 (PR #1183) has no implicit TimeSlicing, t
 
 Decisions of the fake:
 - `VfioDeviceConfig` is decoded strictly whatever PassthroughSupport says (upstream always registers the
-  kind); it fits `vfio` devices only, which fakeplugin does not publish, so it never takes effect, and naming
-  a GPU request with it is the kind-mismatch error. Compute-domain kinds are unknown here (upstream: decoded,
-  then `runtime object is not a recognized configuration`): they get the unregistered-kind error.
+  kind); it fits `vfio` devices only (published with PassthroughSupport, which also adds the implicit
+  lowest-precedence `VfioDeviceConfig{iommu: {backendPolicy: LegacyOnly}}`: vfiodeviceconfig.go
+  DefaultVfioDeviceConfig), and naming a GPU request with it is the kind-mismatch error. Its effect is the
+  claim's CDI edits (prepare.cdispec), kept as DeviceSettings `iommu_*` (v0.4.0+ iommu.go: Normalize fills
+  LegacyOnly and enableAPIDevice false, Validate knows LegacyOnly and PreferIommuFD). Compute-domain kinds
+  are unknown here (upstream: decoded, then `runtime object is not a recognized configuration`): they get
+  the unregistered-kind error.
 - `timeSlicingConfig: {}` normalizes to `interval: Default` (upstream dereferences the missing interval).
 - `mpsConfig.multiUser` is accepted in every release although it came after v0.4.1 (upstream main).
 - Go's `%v` of a Quantity pointer (pinned-memory errors) is rendered as the quantity text; the scheme name in
@@ -59,6 +63,9 @@ MPS = "MPS"
 INTERVALS = ("Default", "Short", "Medium", "Long")
 MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"  # what the real driver mounts and exports as CUDA_MPS_PIPE_DIRECTORY
 MULTI_USER_MIN_CAPABILITY = "7.0"  # Volta
+LEGACY_ONLY = "LegacyOnly"
+PREFER_IOMMUFD = "PreferIommuFD"
+IOMMU_BACKEND_POLICIES = (LEGACY_ONLY, PREFER_IOMMUFD)
 
 SOURCE_CLASS = "FromClass"
 SOURCE_CLAIM = "FromClaim"
@@ -106,16 +113,18 @@ def effective_configs(
     `release`: the emulated driver release (default: the default release).
     """
     release = release or releases.get(None)
+    defaults = [(MIG_DEVICE_CONFIG, {}), (GPU_CONFIG, {})]
+    if gates.get("PassthroughSupport"):  # device_state.go GetOpaqueDeviceConfigs: after the other defaults
+        defaults.append((VFIO_DEVICE_CONFIG, {}))
     candidates = [
-        _Candidate(SOURCE_DEFAULT, (), MIG_DEVICE_CONFIG, {}),
-        _Candidate(SOURCE_DEFAULT, (), GPU_CONFIG, {}),
+        *(_Candidate(SOURCE_DEFAULT, (), kind, spec) for kind, spec in defaults),
         *_opaque_configs(allocation, driver_name, release),
     ]
     chosen: dict[str, DeviceConfig] = {}
     for request, name in _our_results(allocation, driver_name, pool_name):
         device = devices.get(name)
         if device is None:
-            raise OpaqueConfigError(f"allocatable not found for device {_q(name)}")
+            raise OpaqueConfigError(release.not_allocatable.format(name))
         for index in reversed(range(len(candidates))):
             c = candidates[index]
             fits = _DEVICE_TYPE[c.kind] == device.type
@@ -378,6 +387,10 @@ def _normalize(
     kind: str, spec: Mapping[str, Any], gates: Mapping[str, bool], release: DriverRelease
 ) -> dict[str, Any]:
     out = json.loads(json.dumps(spec))  # a private copy: the defaults must never change the decoded configs
+    if kind == VFIO_DEVICE_CONFIG and release.vfio_iommu_config:
+        iommu = out.setdefault("iommu", {})
+        iommu["backendPolicy"] = iommu.get("backendPolicy") or LEGACY_ONLY
+        iommu.setdefault("enableAPIDevice", False)
     implicit = release.implicit_time_slicing and gates.get("TimeSlicingSettings")
     if implicit and kind in (GPU_CONFIG, MIG_DEVICE_CONFIG) and out.get("sharing") is None:
         out["sharing"] = {"strategy": TIME_SLICING}
@@ -394,6 +407,12 @@ def _normalize(
 
 def validation_problem(config: DeviceConfig, gates: Mapping[str, bool], release: DriverRelease) -> str:
     """The real `Validate()` message, or "" when valid."""
+    policy = config.spec.get("iommu", {}).get("backendPolicy", LEGACY_ONLY)
+    if config.kind == VFIO_DEVICE_CONFIG and policy not in IOMMU_BACKEND_POLICIES:
+        return (
+            f"unknown IOMMU backend policy: {policy}, "
+            f"supported IOMMU backend policies: {', '.join(IOMMU_BACKEND_POLICIES)}"
+        )
     sharing = config.spec.get("sharing")
     if config.kind not in (GPU_CONFIG, MIG_DEVICE_CONFIG) or sharing is None:
         return ""
@@ -459,6 +478,16 @@ def _apply(
     gates: Mapping[str, bool],
     consumable_shares: bool,
 ) -> dict[str, DeviceSettings]:
+    if config.kind == VFIO_DEVICE_CONFIG:
+        iommu = config.spec.get("iommu")
+        return {
+            d.name: DeviceSettings(
+                "",
+                iommu_backend_policy=iommu["backendPolicy"] if iommu else None,
+                iommu_api_device=bool(iommu and iommu["enableAPIDevice"]),
+            )
+            for d in members
+        }
     sharing = config.spec.get("sharing")
     if sharing is None:
         return {}

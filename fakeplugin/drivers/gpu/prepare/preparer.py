@@ -61,6 +61,8 @@ class GpuPreparer(NodePreparer[GpuRequest]):
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (prepare.cdispec).
     `nvml_library` (the built mock NVML library, fakeplugin.nvml.build): the CDI specs mount it, and each
     device's NVML description (prepare.nvmldata) written beside the nvidia-smi data; None: no NVML.
+    `removed()`: devices of `devices` the plugin no longer holds (PassthroughSupport, publish.siblings):
+    a claim allocated one fails as upstream's does.
     `read_unprepare_faults()`: the node asks for every Unprepare to read its claim's unprepare-error
     (faults.claimfaults; else only claims that had one at their Prepare are read).
     `feature_gates` (the real driver's, fakeplugin.featuregates) and `release` (fakeplugin.releases; default
@@ -92,6 +94,7 @@ class GpuPreparer(NodePreparer[GpuRequest]):
         sleep: Callable[[float], None] = time.sleep,
         read_unprepare_faults: Callable[[], bool] = claimfaults.never,
         nvml_library: Path | None = None,
+        removed: Callable[[], Collection[str]] = frozenset,
     ) -> None:
         super().__init__(plugin_dir, lock_timeout=lock_timeout)
         self._driver_name, self._cdi_root, self._plugin_dir = driver_name, cdi_root, plugin_dir
@@ -104,6 +107,7 @@ class GpuPreparer(NodePreparer[GpuRequest]):
             feature_gates=dict(feature_gates),
             release=release or releases.get(None),
             shared=consumable_shares != consumableshares.DISABLED,
+            removed=removed,
         )
         self._checkpoint = cp.CheckpointFile(
             plugin_dir / cp.FILE_NAME,
@@ -168,6 +172,16 @@ class GpuPreparer(NodePreparer[GpuRequest]):
             else:
                 refs.append(ref)
         return results | super().unprepare(refs)
+
+    def claim_devices(self, completed_only: bool = False) -> dict[str, tuple[str, ...]]:
+        """Claim UID → its devices' names, as the checkpoint holds them now (`completed_only`: claims in
+        PrepareCompleted only)."""
+        self.open()
+        return {
+            uid: tuple(d.device_name for d in entry.devices)
+            for uid, entry in self._checkpoint_claims().items()
+            if not completed_only or entry.state is ClaimState.PREPARE_COMPLETED
+        }
 
     def _checkpoint_claims(self) -> Mapping[str, cp.ClaimEntry]:
         return self._checkpoint.load().claims

@@ -13,7 +13,7 @@ Every failure is a `ClaimError` with the real driver's text for that claim (prep
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,7 +68,9 @@ class Resolver:
     view, taken once per claim: see pool_reader).
 
     `feature_gates` and `release` rule what opaque configs may do; `shared`: consumable shares are on, so
-    claims' configs are compared when they share a device."""
+    claims' configs are compared when they share a device. `removed()`: devices of the pool the plugin no
+    longer holds (PassthroughSupport: siblings of prepared devices, publish.siblings), which fail as
+    upstream fails them."""
 
     driver_name: str
     node_name: str
@@ -77,6 +79,7 @@ class Resolver:
     feature_gates: Mapping[str, bool]
     release: DriverRelease
     shared: bool
+    removed: Callable[[], Collection[str]] = frozenset
 
     def resolve(self, c: Claim) -> GpuRequest | None:
         """The claim's devices on this node, or None when none of its allocation is ours."""
@@ -88,6 +91,9 @@ class Resolver:
             raise ClaimError(prepare_error(ref, failure))
         pool = self.pool()
         unknown = [name for name in wanted if name not in pool]
+        if unknown and unknown[0] in self.removed():
+            message = self.release.not_allocatable.format(unknown[0])
+            raise ClaimError(prepare_error(ref, f"prepare devices failed: {message}"))
         if unknown:
             known = ", ".join(sorted(pool)) or "none"
             message = f"allocated device {unknown[0]} does not exist in pool {self.node_name} (has: {known})"

@@ -13,18 +13,31 @@ GetPerGpuAllocatableDevices, deviceinfo.go, mig.go):
 - MIG mode on (`mig:` in the inventory, static MIG): its MIG devices, never the full GPU;
 - DynamicMIG on a MIG-capable GPU: every MIG profile at every placement as a partition consuming the
   GPU's counter set; Hopper and later also the full GPU, consuming all of it; Ampere only once MIG mode
-  is on (it cannot toggle MIG mode without a reset), else the plain full GPU.
+  is on (it cannot toggle MIG mode without a reset), else the plain full GPU;
+- PassthroughSupport, on a GPU without MIG devices: also its VFIO device `gpu-vfio-<n>`, `n` its position
+  among the node's GPUs in PCI address order (go-nvlib nvpci GetGPUs sorts by address; v25.12.0 and v0.4.1
+  nvlib.go enumerateGpuVfioDevices, getVfioDeviceInfo; deviceinfo.go `VfioDeviceInfo.CanonicalName`).
+
+A VFIO device's identity (v0.4.1 nvlib.go getVfioDeviceInfo, go-nvlib pkg/nvpci nvpci.go and resources.go):
+`uuid` = UUIDv5(NameSpaceDNS, PCI bus ID); the profile's PCI device id and its pci.ids name (`UNKNOWN_DEVICE`
+where the database has none, as nvpci reports it); addressable memory = the 64-bit BARs summed and rounded up
+to a power of two (GetTotalAddressableMemory(true)): BAR1 (the profile's bar1MemoryMiB, else the framebuffer
+rounded up to a power of two, the usual data-centre sizing: unverified per model) plus a 32 MiB BAR3. What a
+host decides and fakeplugin fixes, deterministic per GPU: IOMMU group `IOMMU_GROUP_BASE + n` (the host's
+other PCI devices hold the lower groups), iommufd cdev `vfio<n>` (the kernel numbers them in binding order),
+and the host has /dev/iommu (IOMMUFD enabled).
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import fields, replace
 
 from fakeplugin.inventory import GpuEntry, Inventory, NodeEntry
 from fakeplugin.mig import canonical_name, counter_set_name, mig_uuid
-from fakeplugin.model import CounterSet, GpuDevice, MigPlacement, MigResources
-from fakeplugin.profiles import ARCHITECTURES, MigCapability, MigProfile
+from fakeplugin.model import VFIO_NAME_PREFIX, CounterSet, GpuDevice, MigPlacement, MigResources, VfioFunction
+from fakeplugin.profiles import ARCHITECTURES, MigCapability, MigProfile, Profile
 
 # Bus numbers of the GPUs of a typical dual-socket 8-GPU server; each sits under a root port
 # on the bus just below it (0000:3b:00.0 → pcieRoot pci0000:3a).
@@ -32,24 +45,64 @@ _BUSES = (0x1B, 0x3B, 0x5E, 0x86, 0xAF, 0xD8, 0x2C, 0x4E)
 _MIB = 1024 * 1024
 # Hopper and later toggle MIG mode without a GPU reset (the driver's supportsMIGModeToggle).
 _TOGGLES_MIG = frozenset(ARCHITECTURES[ARCHITECTURES.index("Hopper") :])
+IOMMU_GROUP_BASE = 64  # the IOMMU group of VFIO device n is this + n
+_BAR3_BYTES = 32 * _MIB
+UNKNOWN_PCI_DEVICE = "UNKNOWN_DEVICE"  # go-nvlib nvpci UnknownDeviceString
 
 
 def devices_for_node(
-    inv: Inventory, entry: NodeEntry, node_name: str, *, dynamic_mig: bool = False
+    inv: Inventory, entry: NodeEntry, node_name: str, *, dynamic_mig: bool = False, passthrough: bool = False
 ) -> list[GpuDevice]:
     """The devices `node_name` publishes for `entry`'s GPUs (gpu-0..gpu-(n-1) in inventory order), each
     GPU's devices in turn: the full GPU, its MIG devices, or with `dynamic_mig` (the DynamicMIG gate) its
-    partitions (see the module docstring). ValueError names the entry when they cannot be made."""
+    partitions; with `passthrough` (the PassthroughSupport gate) a GPU without MIG devices is followed by
+    its VFIO device (see the module docstring). ValueError names the entry when they cannot be made."""
     gpus: list[tuple[GpuDevice, GpuEntry]] = []
     for gpu in entry.gpus:
         for _ in range(gpu.count):
             gpus.append((_device(inv, entry, gpu, node_name, minor=len(gpus)), gpu))
     _check_unique([d for d, _ in gpus], [g.path for _, g in gpus], node_name)
     gpus = _with_gpu_memory_numa_nodes(entry, gpus)
+    order = sorted(range(len(gpus)), key=lambda i: _pci_order(gpus[i][0].pci_bus_id))
+    position = {minor: n for n, minor in enumerate(order)}
     devices: list[GpuDevice] = []
     for full, gpu in gpus:
         devices += _published(full, gpu, node_name, dynamic_mig)
+        if passthrough and gpu.mig is None:
+            devices.append(vfio_device(full, gpu.profile, position[full.minor]))
     return devices
+
+
+def _pci_order(bus_id: str) -> int:
+    """nvpci's sort key: the address's hex digits as one number."""
+    return int(bus_id.replace(":", "").replace(".", ""), 16)
+
+
+def vfio_device(full: GpuDevice, profile: Profile, index: int) -> GpuDevice:
+    """The VFIO device of the full GPU `full` (a GPU of `profile`), the `index`-th GPU in PCI order."""
+    bar1 = profile.smi.bar1_memory_mib * _MIB if profile.smi.bar1_memory_mib else _pow2(full.memory_bytes)
+    function = VfioFunction(
+        index=index,
+        device_id=profile.pci_device_id,
+        device_name=profile.pci_device_name or UNKNOWN_PCI_DEVICE,
+        iommu_group=IOMMU_GROUP_BASE + index,
+        iommufd=f"vfio{index}",
+        iommufd_enabled=True,
+        addressable_memory_bytes=_pow2(bar1 + _BAR3_BYTES),
+    )
+    return replace(
+        full,
+        name=f"{VFIO_NAME_PREFIX}{index}",
+        type="vfio",
+        uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, full.pci_bus_id)),
+        product_name=function.device_name,
+        vfio=function,
+    )
+
+
+def _pow2(n: int) -> int:
+    """The least power of two ≥ n (go-nvlib calcNextPowerOf2)."""
+    return 1 << (n - 1).bit_length()
 
 
 def _with_gpu_memory_numa_nodes(

@@ -41,6 +41,7 @@ def instance_types(
     driver: str,
     release: DriverRelease,
     dynamic_mig: bool = False,
+    passthrough: bool = False,
     server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
     consumable_shares: str = consumableshares.DISABLED,
 ) -> list[dict[str, Any]]:
@@ -49,7 +50,16 @@ def instance_types(
     return [
         _instance_type(
             entry,
-            _templates(entry, inventory, driver, release, dynamic_mig, server_version, consumable_shares),
+            _templates(
+                entry,
+                inventory,
+                driver,
+                release,
+                dynamic_mig,
+                passthrough,
+                server_version,
+                consumable_shares,
+            ),
         )
         for entry in inventory.nodes
         if entry.instance_type is not None
@@ -89,6 +99,7 @@ def _templates(
     driver: str,
     release: DriverRelease,
     dynamic_mig: bool,
+    passthrough: bool,
     server_version: tuple[int, int],
     consumable_shares: str,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -103,6 +114,7 @@ def _templates(
             driver=driver,
             labels={INSTANCE_TYPE_LABEL: pool},
             dynamic_mig=dynamic_mig,
+            passthrough=passthrough,
             release=release,
             server_version=server_version,
             consumable_shares=consumable_shares,

@@ -48,15 +48,17 @@ def node_devices(
     labels: Mapping[str, str],
     *,
     dynamic_mig: bool = False,
+    passthrough: bool = False,
     release: DriverRelease | None = None,
 ) -> list[GpuDevice]:
     """The devices `node_name` publishes: its entry by name, else the first selector matching `labels`;
     none when no entry serves it. ValueError names the entry when its devices cannot be made;
-    with `release` (the GPU plugin's), EnumerationError when that release's plugin cannot start."""
+    with `release` (the GPU plugin's), EnumerationError when that release's plugin cannot start.
+    `dynamic_mig`, `passthrough`: the DynamicMIG and PassthroughSupport gates (publish.devices)."""
     entry = inventory.node_entry(node_name, dict(labels))
     if entry is None:
         return []
-    devices = devices_for_node(inventory, entry, node_name, dynamic_mig=dynamic_mig)
+    devices = devices_for_node(inventory, entry, node_name, dynamic_mig=dynamic_mig, passthrough=passthrough)
     if release is not None:
         check_architectures(devices, release)
     return devices
@@ -93,6 +95,7 @@ def node_slices(
     driver: str,
     labels: Mapping[str, str] = MappingProxyType({}),
     dynamic_mig: bool = False,
+    passthrough: bool = False,
     release: DriverRelease | None = None,
     server_version: tuple[int, int] = SPLIT_COUNTERS_SINCE,
     consumable_shares: str = consumableshares.DISABLED,
@@ -101,7 +104,9 @@ def node_slices(
     shaped as `release` publishes them (default: the inventory's driverRelease), laid out for an API
     server of `server_version` (major, minor), with the plugin's `consumable_shares` mode."""
     release = release or releases.get(inventory.driver_release)
-    devices = node_devices(inventory, node_name, labels, dynamic_mig=dynamic_mig, release=release)
+    devices = node_devices(
+        inventory, node_name, labels, dynamic_mig=dynamic_mig, passthrough=passthrough, release=release
+    )
     return resource_slices(
         devices,
         driver=driver,
@@ -117,7 +122,10 @@ class NodeDevices(Mapping[str, GpuDevice]):
     """Device name → GpuDevice of one node, live; and the node's desired ResourceSlices.
 
     Holds what the node publishes: full GPUs, MIG devices, DynamicMIG partitions (`dynamic_mig`: the
-    DynamicMIG feature gate), so every allocated device name resolves. Safe across threads: the publisher,
+    DynamicMIG feature gate), VFIO devices (`passthrough`: PassthroughSupport), so every allocated device
+    name resolves; less the devices `set_removed` names (PassthroughSupport: the siblings of prepared
+    devices, which the real driver removes from its allocatable devices and its slice), which neither
+    publish nor resolve. Safe across threads: the publisher,
     the inventory watcher and Prepare's worker threads read and update it; a reader needing several devices
     consistent with each other takes `snapshot()`. `source` is the inventory's path, or an `InventoryFile`
     shared with other nodes (then `refresh` after its reload).
@@ -134,6 +142,7 @@ class NodeDevices(Mapping[str, GpuDevice]):
         *,
         driver: str,
         dynamic_mig: bool = False,
+        passthrough: bool = False,
         release: DriverRelease | None = None,
         consumable_shares: str = consumableshares.DISABLED,
         log_level: int = logging.INFO,
@@ -143,13 +152,16 @@ class NodeDevices(Mapping[str, GpuDevice]):
         self._node = node_name
         self._driver = driver
         self._dynamic_mig = dynamic_mig
+        self._passthrough = passthrough
         self._release = release or releases.get(None)
         self._consumable_shares = consumable_shares
         self._lock = threading.Lock()
         self._labels: dict[str, str] | None = None  # None until the API server told us
         self._uid = ""
         # Replaced whole by _install, never mutated: a reference taken under the lock is a snapshot.
-        self._devices: dict[str, GpuDevice] = {}
+        self._all: dict[str, GpuDevice] = {}  # every device the inventory makes
+        self._removed: frozenset[str] = frozenset()
+        self._devices: dict[str, GpuDevice] = {}  # _all less _removed: what publishes and resolves
         self._faults_text: str | None = None  # the annotation as last seen
         self._faults: dict[str, DeviceFault] = {}
         self._fabric_text: str | None = None  # the fabric-state annotation as last seen
@@ -211,6 +223,24 @@ class NodeDevices(Mapping[str, GpuDevice]):
         if changed or fabric_changed:
             self._install(self._compute(inventory, dict(labels)))
         return changed or uid_changed or faults_changed
+
+    def set_removed(self, names: frozenset[str]) -> bool:
+        """Take the devices removed from the allocatable ones; True when that changed."""
+        with self._lock:
+            if names == self._removed:
+                return False
+            self._removed = names
+            self._devices = {n: d for n, d in self._all.items() if n not in names}
+        return True
+
+    def removed(self) -> frozenset[str]:
+        with self._lock:
+            return self._removed
+
+    def all_devices(self) -> Mapping[str, GpuDevice]:
+        """Every device the inventory makes, removed ones too (read-only, as `snapshot`)."""
+        with self._lock:
+            return MappingProxyType(self._all)
 
     def snapshot(self) -> Mapping[str, GpuDevice]:
         """The devices as they are now, read-only; a later reload does not change them. One lock, unlike
@@ -307,7 +337,12 @@ class NodeDevices(Mapping[str, GpuDevice]):
         if labels is None and inventory.node_entry(self._node, {}) is None:
             return None
         devices = node_devices(
-            inventory, self._node, labels or {}, dynamic_mig=self._dynamic_mig, release=self._release
+            inventory,
+            self._node,
+            labels or {},
+            dynamic_mig=self._dynamic_mig,
+            passthrough=self._passthrough,
+            release=self._release,
         )
         with self._lock:
             faults = self._fabric_faults
@@ -317,9 +352,10 @@ class NodeDevices(Mapping[str, GpuDevice]):
         if devices is None:
             return
         with self._lock:
-            before = set(self._devices)
-            self._devices = {d.name: d for d in devices}
-        if before != set(self._devices) or not devices:
+            before = set(self._all)
+            self._all = {d.name: d for d in devices}
+            self._devices = {n: d for n, d in self._all.items() if n not in self._removed}
+        if before != set(self._all) or not devices:
             # A fleet has a thousand of these: its own summary line is enough at info. A node of an
             # instance type the inventory does not know (Karpenter launched it) is worth a warning.
             kind = (self._labels or {}).get(INSTANCE_TYPE_LABEL)

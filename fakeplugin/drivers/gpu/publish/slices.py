@@ -32,7 +32,8 @@ from fakeplugin.releases import DriverRelease
 from fakeplugin.resourceslices import pool_slices, split_devices
 
 MAX_COUNTER_SETS = 8  # sharedCounters per slice (1.35+)
-SPLIT_COUNTERS_SINCE = (1, 35)  # (major, minor) of the first API server wanting counters in own slices
+SPLIT_COUNTERS_SINCE = (1, 35)
+NVIDIA_PCI_VENDOR = 0x10DE  # (major, minor) of the first API server wanting counters in own slices
 
 
 def semver(version: str) -> str:
@@ -51,7 +52,10 @@ def device_to_api(
     until created) or full GPU, consuming counters of the GPU's counter set. Only the attributes `release`
     (default: the default release) publishes; numaNode as a one-element list with its DRAListTypeAttributes
     gate (`DriverRelease.with_gates`). `consumable_shares`: the plugin's mode (fakeplugin.
-    consumableshares.parse); any but `disabled` adds `allowMultipleAllocations` and request policies."""
+    consumableshares.parse); any but `disabled` adds `allowMultipleAllocations` and request policies.
+    A VFIO device: `vfio_to_api`."""
+    if dev.vfio is not None:
+        return vfio_to_api(dev, release or releases.get(None))
     attributes: dict[str, dict[str, Any]] = {"type": {"string": dev.type}}
     if dev.uuid:
         attributes["uuid"] = {"string": dev.uuid}
@@ -99,6 +103,33 @@ def device_to_api(
         limit = consumableshares.memory_limit(memory.memory_bytes if memory else dev.memory_bytes)
         device = consumableshares.shape_device(device, consumable_shares, format_binary_si(limit))
     return device
+
+
+def vfio_to_api(dev: GpuDevice, release: DriverRelease) -> dict[str, Any]:
+    """A VFIO device's entry (deviceinfo.go `VfioDeviceInfo.GetDevice`: v25.12.0, v0.4.1, main 95932046):
+    `numa` is sysfs numa_node (-1 unknown); `iommuFDEnabled` since v0.4.0 (with VfioDeviceConfig's `iommu`);
+    main replaces `numa` by `resource.kubernetes.io/numaNode`, as a full GPU has it (commit d693b8a6).
+    Never consumable shares (allocatable.go: VFIO passthrough devices do not support them)."""
+    assert dev.vfio is not None
+    attributes: dict[str, dict[str, Any]] = {
+        "type": {"string": dev.type},
+        "uuid": {"string": dev.uuid},
+        "deviceID": {"string": f"0x{dev.vfio.device_id:04x}"},
+        "vendorID": {"string": f"0x{NVIDIA_PCI_VENDOR:04x}"},
+        "productName": {"string": dev.product_name},
+        "resource.kubernetes.io/pciBusID": {"string": dev.pci_bus_id},
+    }
+    if releases.NUMA_NODE_ATTRIBUTE not in release.attributes:
+        attributes["numa"] = {"int": -1 if dev.numa_node is None else dev.numa_node}
+    if release.vfio_iommu_config:
+        attributes["iommuFDEnabled"] = {"bool": dev.vfio.iommufd_enabled}
+    if dev.pcie_root is not None:
+        attributes["resource.kubernetes.io/pcieRoot"] = {"string": dev.pcie_root}
+    if dev.numa_node is not None and releases.NUMA_NODE_ATTRIBUTE in release.attributes:
+        numa = {"ints": [dev.numa_node]} if release.list_type_attributes else {"int": dev.numa_node}
+        attributes[releases.NUMA_NODE_ATTRIBUTE] = numa
+    memory = format_binary_si(dev.vfio.addressable_memory_bytes)
+    return {"name": dev.name, "attributes": attributes, "capacity": {"addressableMemory": {"value": memory}}}
 
 
 def _capacity(r: MigResources) -> dict[str, dict[str, str]]:
