@@ -123,7 +123,10 @@ class ClaimFiles:
 
         for path in nvmldata.orphans(self._plugin_dir, claims):
             try:
-                path.unlink(missing_ok=True)
+                if path.is_dir():
+                    nvmldata.remove_live(path)
+                else:
+                    path.unlink(missing_ok=True)
             except OSError as e:
                 log.warning("NVML description %s of no prepared claim kept, cannot remove it: %s", path, e)
             else:

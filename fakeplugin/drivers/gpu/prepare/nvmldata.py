@@ -12,6 +12,10 @@ mode, then its `[mig]` section. The library lists them as nvidia-smi does: one G
 order, NVML indices 0..n-1 (a container's NVML counts from 0, whatever the host's index), MIG devices
 under their GPU in placement order. The format is the one `fakeplugin/nvml/description.c` reads
 (docs/emulation.md, "NVML in the container").
+
+Beside each file, a live directory `<claimUID>-<device>.live/` (mounted at `<device>.live/` next to the
+description in the container) where fakeplugin.telemetry.nvmllive keeps the device's live state (`state`:
+load-model readings, XID, lost); Prepare only makes it: without a state NVML answers the idle values.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import shutil
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,8 @@ from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 FORMAT = 1
 MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
 _SUFFIX = ".nvml"  # description.c reads the files of this suffix
+_LIVE_SUFFIX = ".live"  # description.c: the live directory of `<name>.nvml` is `<name>.live`
+LIVE_STATE = "state"  # the file in it
 _UID_LENGTH = 36  # a claim UID, as the API server makes it: a UUID's canonical form
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
@@ -165,15 +172,32 @@ def claim_data_path(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
     return data_dir(plugin_dir) / f"{claim_uid}-{file_name(device_name)}"
 
 
+def claim_live_dir(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
+    """A claim's device's live directory on the host, beside its description file."""
+    return data_dir(plugin_dir) / f"{claim_uid}-{device_name}{_LIVE_SUFFIX}"
+
+
+def live_device(name: str) -> str | None:
+    """The device name of a live directory's name `<claimUID>-<device>.live`; None for other names."""
+    if not name.endswith(_LIVE_SUFFIX) or name[_UID_LENGTH : _UID_LENGTH + 1] != "-" or name.startswith("."):
+        return None
+    return name[_UID_LENGTH + 1 : -len(_LIVE_SUFFIX)] or None
+
+
 def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
     """Spec-level CDI mounts: the library, read-only, at each of `library_container_paths`."""
     return [mount(library, path) for path in library_container_paths(machine)]
 
 
 def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
-    """Device-level CDI mounts: the device's description file, into the directory the library reads."""
+    """Device-level CDI mounts: the device's description file, into the directory the library reads, and
+    its live directory beside it."""
     in_container = f"{DESCRIPTION_CONTAINER_DIR}/{file_name(device.name)}"
-    return [mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]
+    live = f"{DESCRIPTION_CONTAINER_DIR}/{device.name}{_LIVE_SUFFIX}"
+    return [
+        mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container),
+        mount(claim_live_dir(plugin_dir, claim_uid, device.name), live),
+    ]
 
 
 # -- files -------------------------------------------------------------------------------------------------
@@ -189,6 +213,7 @@ def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevi
         write_atomic(
             claim_data_path(plugin_dir, claim_uid, device.name), text.encode(), mode=DATA_MODE, sync=False
         )
+        claim_live_dir(plugin_dir, claim_uid, device.name).mkdir(mode=0o755, exist_ok=True)
 
 
 def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:
@@ -196,15 +221,25 @@ def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[
 
 
 def remove_claim_data(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> None:
-    """Remove the description files of the claim's `device_names`; nothing there is fine."""
+    """Remove the description files and live directories of the claim's `device_names`; nothing there is
+    fine."""
     for name in device_names:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(claim_data_path(plugin_dir, claim_uid, name))
+        remove_live(claim_live_dir(plugin_dir, claim_uid, name))
+
+
+def remove_live(path: Path) -> None:
+    """Remove a live directory and the state (and a writer's temp file) in it; gone already is fine."""
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():
+        raise OSError(f"{path}: cannot remove it")
 
 
 def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
-    """The description files of claims other than `claims` (UIDs): `<claimUID>-<device>.nvml` files whose
-    UID is not one of them. Temp files (prepare.stale) and other names are not ours to judge."""
+    """The description files and live directories of claims other than `claims` (UIDs):
+    `<claimUID>-<device>.nvml` and `.live` entries whose UID is not one of them. Temp files (prepare.stale)
+    and other names are not ours to judge."""
     try:
         names = sorted(os.listdir(data_dir(plugin_dir)))
     except (FileNotFoundError, NotADirectoryError):
@@ -212,7 +247,7 @@ def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
     return [
         data_dir(plugin_dir) / name
         for name in names
-        if name.endswith(".nvml")
+        if (name.endswith(_SUFFIX) or name.endswith(_LIVE_SUFFIX))
         and name[36:37] == "-"
         and not name.startswith(".")
         and name[:36] not in claims
