@@ -7,7 +7,8 @@ subprocess, the library reading a container's description with live states besid
 - an XID reaches a consumer waiting on the event API (nvmlEventSetWait_v2); a wait with nothing new
   times out with NVML_ERROR_TIMEOUT;
 - a bad live state answers NVML_ERROR_UNKNOWN and one stderr line; no live state: the idle description;
-- the writer writes only into live directories Prepare made, and only what changed.
+- the writer writes only into live directories Prepare made, and only what changed; the plugin's loop
+  renders them from its node's state and the attribution's loads.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +32,9 @@ from fakeplugin.faults.devicefaults import DeviceFault
 from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.telemetry import samples
+from fakeplugin.telemetry.attribution import Use
 from fakeplugin.telemetry.load import IDLE, Load
-from fakeplugin.telemetry.nvmllive import LiveWriter, node_live
+from fakeplugin.telemetry.nvmllive import LiveWriter, node_live, run_live
 from tests.harness.nvml import describe, probe
 
 EVENTS = Path(__file__).parent / "harness" / "nvml_events.py"
@@ -301,3 +304,51 @@ def test_the_writer_writes_into_prepared_live_directories_only(tmp_path: Path) -
     writer.write(node_live(devices, {}, {}), found)  # Unprepare removed it meanwhile: skipped
     assert writer.directories() == []
     assert not nvmldata.claim_live_dir(tmp_path, uid, "gpu-1").exists()
+
+
+class NodeState:
+    """A node plugin's view for telemetry (runtime.driver.DeviceStates): its devices and faults."""
+
+    node_name = "node"
+
+    def __init__(self, devices: Mapping[str, GpuDevice], faults: Mapping[str, DeviceFault]) -> None:
+        self.devices, self.faults = devices, faults
+
+    def device_state(self) -> tuple[Mapping[str, GpuDevice], Mapping[str, DeviceFault]]:
+        return self.devices, self.faults
+
+
+class Annotated:
+    """An attribution whose loads are given (telemetry.source.Attribution)."""
+
+    def __init__(self, loads: Mapping[str, Load]) -> None:
+        self.loads = dict(loads)
+
+    def read(self, node: str) -> tuple[list[Use], dict[str, Load]]:
+        assert node == "node"
+        return [], self.loads
+
+
+def test_the_plugins_loop_keeps_each_prepared_devices_state(tmp_path: Path) -> None:
+    devices = node()
+    uid = "5b0d8c1e-0000-4000-8000-00000000c1a1"
+    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-1"], devices[MIG_1G]])
+    faults = {MIG_1G: DeviceFault(xid=79), "gpu-1": DeviceFault(lost=True)}
+    loads = {"gpu-1": Load(70, 30)}
+    stop = threading.Event()
+    loop = threading.Thread(
+        target=run_live, args=(NodeState(devices, faults), Annotated(loads), LiveWriter(tmp_path), stop, 0.01)
+    )
+    loop.start()
+    states = {n: nvmldata.claim_live_dir(tmp_path, uid, n) / nvmldata.LIVE_STATE for n in ("gpu-1", MIG_1G)}
+    try:
+        while not all(s.exists() for s in states.values()):
+            assert loop.is_alive()
+            stop.wait(0.01)
+    finally:
+        stop.set()
+        loop.join()
+    expected = node_live(devices, faults, loads)
+    assert {n: s.read_text() for n, s in states.items()} == {n: expected[n] for n in states}
+    assert "utilization_gpu=70\n" in expected["gpu-1"] and "lost=1\n" in expected["gpu-1"]
+    assert "xid=79\n" in expected[MIG_1G]
