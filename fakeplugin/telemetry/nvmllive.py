@@ -29,7 +29,7 @@ from fakeplugin.telemetry.source import Attribution, NodeView
 
 log = logging.getLogger(__name__)
 
-PERIOD_SECONDS = 1.0
+PERIOD_SECONDS = 2.0  # each round GETs the claims and pods the kubelet lists (their load annotations)
 _MIB = 1024 * 1024
 _NO_FAULT = DeviceFault()
 
