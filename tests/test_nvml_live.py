@@ -240,7 +240,7 @@ def test_an_injected_xid_reaches_a_waiting_consumer(nvml_library: Path, tmp_path
     }
 
 
-def test_a_mig_devices_xid_names_its_instance(nvml_library: Path, tmp_path: Path) -> None:
+def test_a_mig_devices_xid_reaches_its_gpus_registration(nvml_library: Path, tmp_path: Path) -> None:
     devices = node()
     mine = [MIG_3G]
     directory = container(tmp_path, devices, mine)
