@@ -15,10 +15,9 @@ import pytest
 
 from fakeplugin.cluster import binaries
 from tests.harness import gonvlib
-from tests.harness.nvml import describe
+from tests.harness.nvml import A5000_NODE, STATIC_MIG, T10_NODE, attribute, describe, inventory, published
 from tests.harness.paths import SEED_LAB
 from tests.harness.tooling import unavailable
-from tests.test_nvml import A5000_NODE, STATIC_MIG, T10_NODE, attribute, inventory, published
 
 pytestmark = pytest.mark.build
 
