@@ -1,5 +1,5 @@
 """NVIDIA's go-nvlib (the library NVIDIA's DRA driver and device plugin build their devices with) through the
-mock NVML library: a Go program on it (tests/harness/gonvlib, built once into the build cache) enumerates a
+mock NVML library: a Go program on it (tests/data/gonvlib, built once into the build cache) enumerates a
 container's GPUs and derives the architecture, brand and CUDA compute capability strings, the PCI bus ID
 and MIG state; each equals what our ResourceSlices publish for the device (the same derivation as NVIDIA's
 driver, checked by NVIDIA's own library). Build tier: it builds Go (about 15 s cold, go-nvlib from the Go

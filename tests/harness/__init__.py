@@ -17,7 +17,7 @@ Unit and contract tests (tests/*.py):
   (`published`), for tests/test_nvml*.py.
 - nvml_probe: that script.
 - nvml_events: a consumer waiting on NVML's event API for an XID (tests/test_nvml_live.py).
-- gonvlib: a Go program on NVIDIA's go-nvlib (gonvlib/main.go), built into the build cache, and its
+- gonvlib: a Go program on NVIDIA's go-nvlib (tests/data/gonvlib/main.go), built into the build cache, and its
   answers through the mock library (tests/test_nvml_gonvlib.py, build tier).
 - inventory: one node's devices from inventory GPU entries (MIG layouts, shares).
 - computedomain: compute-domain.nvidia.com's test names, a fabric inventory, claims and configs, and `Api`

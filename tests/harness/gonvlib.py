@@ -1,4 +1,4 @@
-"""The go-nvlib consumer (tests/harness/gonvlib/main.go): built with the machine's Go into the build cache,
+"""The go-nvlib consumer (tests/data/gonvlib/main.go): built with the machine's Go into the build cache,
 `<cache>/gonvlib/<hash>/gonvlib`, once per source and Go version; `run` lists what it derives through the
 mock NVML library.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from fakeplugin import nvml
 
-SOURCE = Path(__file__).with_name("gonvlib")
+SOURCE = Path(__file__).parent.parent / "data" / "gonvlib"
 FILES = ("main.go", "go.mod", "go.sum")
 GO_NVML = "github.com/NVIDIA/go-nvml"
 
