@@ -352,3 +352,14 @@ def test_the_plugins_loop_keeps_each_prepared_devices_state(tmp_path: Path) -> N
     assert {n: s.read_text() for n, s in states.items()} == {n: expected[n] for n in states}
     assert "utilization_gpu=70\n" in expected["gpu-1"] and "lost=1\n" in expected["gpu-1"]
     assert "xid=79\n" in expected[MIG_1G]
+
+
+def test_unprepare_removes_a_live_directory_with_a_writers_temp_file(tmp_path: Path) -> None:
+    devices = node()
+    uid = "5b0d8c1e-0000-4000-8000-00000000c1a1"
+    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-0"], devices["gpu-1"]])
+    live = nvmldata.claim_live_dir(tmp_path, uid, "gpu-0")
+    (live / nvmldata.LIVE_STATE).write_text("format=1\n")
+    (live / ".state.tmp-1234").write_text("")  # a writer killed midway
+    nvmldata.remove_claim_data(tmp_path, uid, ["gpu-0", "gpu-1"])
+    assert list(nvmldata.data_dir(tmp_path).iterdir()) == []
