@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
@@ -95,6 +96,22 @@ def corrupted(good: bytes, rng: random.Random) -> bytes:
     return bytes(data)
 
 
+def sanitized_probe(sanitized: dict[str, str], description: Path, *args: str) -> Any:
+    """What the probe prints, run with the sanitized library on `description`: it must exit cleanly, and
+    no sanitizer may report."""
+    done = subprocess.run(
+        [sys.executable, str(PROBE), *args],
+        env={**sanitized, nvml.DESCRIPTION_ENV: str(description)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"{description}:\n{done.stderr}"
+    assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_path: Path) -> None:
     devices = node_devices(parse_inventory(yaml.safe_load(INVENTORY), "inv.yaml"), "node", {})
     files = {nvmldata.file_name(d.name): nvmldata.render_device(d).encode() for d in devices}
@@ -108,18 +125,7 @@ def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_pa
         if run:
             name = rng.choice(sorted(files))
             (path / name).write_bytes(corrupted(files[name], rng))
-        args = ["raw"] if run % 4 == 1 else []
-        done = subprocess.run(
-            [sys.executable, str(PROBE), *args],
-            env={**sanitized, nvml.DESCRIPTION_ENV: str(path)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, f"run {run}:\n{done.stderr}"
-        assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
-        seen = json.loads(done.stdout)
+        seen = sanitized_probe(sanitized, path, *(["raw"] if run % 4 == 1 else []))
         answers.append(seen["init"])
         if run == 0:
             assert seen["count"] == 3
@@ -154,17 +160,7 @@ def test_corrupt_live_states_under_sanitizers(sanitized: dict[str, str], tmp_pat
             if run and rng.random() < 0.5:
                 state = corrupted(state, rng) + (rng.choice(LIVE_INSERTS) if run % 2 else b"")
             (path / f"{name}.live" / nvmldata.LIVE_STATE).write_bytes(state)
-        done = subprocess.run(
-            [sys.executable, str(PROBE), "live"],
-            env={**sanitized, nvml.DESCRIPTION_ENV: str(path)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, f"run {run}:\n{done.stderr}"
-        assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
-        seen = json.loads(done.stdout)
+        seen = sanitized_probe(sanitized, path, "live")
         assert seen["init"] == seen["set"] == seen["free"] == pynvml.NVML_SUCCESS
         assert seen["wait"] in {pynvml.NVML_ERROR_TIMEOUT, pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_SUCCESS}
         answers |= set(seen["codes"])
