@@ -95,16 +95,17 @@ class LiveWriter:
         ]
 
     def write(self, texts: Mapping[str, str], directories: list[tuple[str, str]]) -> None:
-        """Each directory's device's text, where it changed; a directory removed meanwhile (Unprepare) is
-        skipped."""
+        """Each directory's device's text, where it changed or has no state (a claim prepared again after
+        its Unprepare has a new, empty directory of the same name); a directory removed meanwhile
+        (Unprepare) is skipped."""
         written: dict[str, str] = {}
         for name, device in directories:
             text = texts.get(device)
             if text is None:
                 continue
-            if self._written.get(name) != text:
+            state = self._dir / name / nvmldata.LIVE_STATE
+            if self._written.get(name) != text or not state.exists():
                 try:
-                    state = self._dir / name / nvmldata.LIVE_STATE
                     write_atomic(state, text.encode(), mode=nvmldata.DATA_MODE, sync=False)
                 except FileNotFoundError:
                     continue
