@@ -300,13 +300,14 @@ def test_the_writer_writes_into_prepared_live_directories_only(tmp_path: Path) -
     inode = state.stat().st_ino
     writer.write(texts, found)
     assert state.stat().st_ino == inode  # unchanged: not written again
+    nvmldata.remove_claim_data(tmp_path, uid, ["gpu-1"])  # unprepared and prepared again between rounds
+    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-1"]])
+    writer.write(texts, found)
+    assert state.read_text() == texts["gpu-1"]  # written again, though the text is the same
     nvmldata.remove_claim_data(tmp_path, uid, ["gpu-1"])
     writer.write(node_live(devices, {}, {}), found)  # Unprepare removed it meanwhile: skipped
     assert writer.directories() == []
     assert not nvmldata.claim_live_dir(tmp_path, uid, "gpu-1").exists()
-    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-1"]])  # the claim prepared again
-    writer.write(texts, writer.directories())
-    assert state.read_text() == texts["gpu-1"]  # written again, though the text is the same
 
 
 class NodeState:
