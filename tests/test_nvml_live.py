@@ -13,6 +13,7 @@ subprocess, the library reading a container's description with live states besid
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -20,12 +21,15 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pynvml
+import pytest
 import yaml
 
 from fakeplugin import nvml
+from fakeplugin.commands import serve
 from fakeplugin.drivers.gpu.prepare import nvmldata
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.faults.devicefaults import DeviceFault
@@ -367,3 +371,24 @@ def test_unprepare_removes_a_live_directory_with_a_writers_temp_file(tmp_path: P
     (live / ".state.tmp-1234").write_text("")  # a writer killed midway
     nvmldata.remove_claim_data(tmp_path, uid, ["gpu-0", "gpu-1"])
     assert list(nvmldata.data_dir(tmp_path).iterdir()) == []
+
+
+def test_serve_with_the_library_starts_the_loop(tmp_path: Path) -> None:
+    """`serve --nvml-library` without --telemetry-endpoint: the loop runs (its attribution finds no kubelet
+    socket here, so the devices are idle) and writes the prepared device's state, its fault included."""
+    devices = node()
+    uid = "5b0d8c1e-0000-4000-8000-00000000c1a1"
+    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-0"]])
+    args = argparse.Namespace(telemetry_endpoint="", pod_resources_kubelet_socket=str(tmp_path / "none.sock"))
+    stop = threading.Event()
+    faults = {"gpu-0": DeviceFault(xid=79)}
+    kube = SimpleNamespace(get=lambda path: pytest.fail(f"no use, no GET: {path}"))
+    serve.start_telemetry(args, NodeState(devices, faults), kube, tmp_path, stop, nvml=True)  # type: ignore[arg-type]
+    state = nvmldata.claim_live_dir(tmp_path, uid, "gpu-0") / nvmldata.LIVE_STATE
+    try:
+        while not state.exists():
+            assert any(t.name == "nvml-live" for t in threading.enumerate())
+            stop.wait(0.05)
+    finally:
+        stop.set()
+    assert state.read_text() == node_live(devices, faults, {})["gpu-0"]

@@ -120,17 +120,19 @@ def run_live(
     stop: threading.Event,
     period: float = PERIOD_SECONDS,
 ) -> None:
-    """Keep `view`'s node's live states current until `stop`; loads from `attribution` (None: idle)."""
-    while not stop.wait(period):
+    """Keep `view`'s node's live states current until `stop`, a round at once and then every `period`;
+    loads from `attribution` (None: idle)."""
+    while True:
         try:
             directories = writer.directories()
-            if not directories:
-                continue
-            devices, faults = view.device_state()
-            loads = attribution.read(view.node_name)[1] if attribution is not None else {}
-            writer.write(node_live(devices, faults, loads), directories)
+            if directories:
+                devices, faults = view.device_state()
+                loads = attribution.read(view.node_name)[1] if attribution is not None else {}
+                writer.write(node_live(devices, faults, loads), directories)
         except Exception:  # a bad round (API server away, disk full) must not end the loop
             log.exception("NVML live values of node %s", view.node_name)
+        if stop.wait(period):
+            return
 
 
 def start_live(
