@@ -90,7 +90,7 @@ def test_spec_mounts_the_library_and_each_devices_description(nvml_library: Path
                 "options": OPTIONS,
             },
             {  # its live state's directory (telemetry.nvmllive), beside it
-                "hostPath": f"{plugin}/nvml/{UID}-{name}.live",
+                "hostPath": f"{plugin}/nvml/live/{name}",
                 "containerPath": f"/run/fakeplugin/nvml/{name}.live",
                 "options": OPTIONS,
             },

@@ -7,8 +7,9 @@ subprocess, the library reading a container's description with live states besid
 - an XID reaches a consumer waiting on the event API (nvmlEventSetWait_v2); a wait with nothing new
   times out with NVML_ERROR_TIMEOUT;
 - a bad live state answers NVML_ERROR_UNKNOWN and one stderr line; no live state: the idle description;
-- the writer writes only into live directories Prepare made, and only what changed; the plugin's loop
-  renders them from its node's state and the attribution's loads.
+- Prepare links each claim's file to its device's and makes the device's live directory; the writer writes
+  only into live directories Prepare made, and only what changed; the plugin's loop renders them from its
+  node's state and the attribution's loads.
 """
 
 from __future__ import annotations
@@ -289,29 +290,32 @@ def test_a_bad_live_state_is_an_nvml_error_and_one_line(nvml_library: Path, tmp_
     )
 
 
-def test_the_writer_writes_into_prepared_live_directories_only(tmp_path: Path) -> None:
+def test_prepare_links_each_claims_file_to_its_devices_and_the_writer_fills_its_live_directory(
+    tmp_path: Path,
+) -> None:
     devices = node()
-    uid = "5b0d8c1e-0000-4000-8000-00000000c1a1"
-    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-1"]])
+    first, second = "5b0d8c1e-0000-4000-8000-00000000c1a1", "5b0d8c1e-0000-4000-8000-00000000c1a2"
+    nvmldata.write_claim_data(tmp_path, first, [devices["gpu-1"]])
+    nvmldata.write_claim_data(tmp_path, second, [devices["gpu-1"]])  # a device shared by two claims
+    own = nvmldata.device_data_path(tmp_path, "gpu-1")
+    for uid in (first, second):
+        claim_file = nvmldata.claim_data_path(tmp_path, uid, "gpu-1")
+        assert claim_file.read_text() == nvmldata.render_device(devices["gpu-1"])
+        assert claim_file.stat().st_ino == own.stat().st_ino  # a link, not a copy
     writer = LiveWriter(tmp_path)
-    found = writer.directories()
-    assert found == [(f"{uid}-gpu-1.live", "gpu-1")]
+    assert writer.devices() == ["gpu-1"]
     texts = node_live(devices, {}, {"gpu-1": Load(50)})
-    writer.write(texts, found)
-    state = nvmldata.claim_live_dir(tmp_path, uid, "gpu-1") / nvmldata.LIVE_STATE
+    writer.write(texts, writer.devices())
+    state = nvmldata.live_dir(tmp_path, "gpu-1") / nvmldata.LIVE_STATE
     assert state.read_text() == texts["gpu-1"]
     assert "utilization_gpu=50\n" in texts["gpu-1"]
     inode = state.stat().st_ino
-    writer.write(texts, found)
+    writer.write(texts, writer.devices())
     assert state.stat().st_ino == inode  # unchanged: not written again
-    nvmldata.remove_claim_data(tmp_path, uid, ["gpu-1"])  # unprepared and prepared again between rounds
-    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-1"]])
-    writer.write(texts, found)
-    assert state.read_text() == texts["gpu-1"]  # written again, though the text is the same
-    nvmldata.remove_claim_data(tmp_path, uid, ["gpu-1"])
-    writer.write(node_live(devices, {}, {}), found)  # Unprepare removed it meanwhile: skipped
-    assert writer.directories() == []
-    assert not nvmldata.claim_live_dir(tmp_path, uid, "gpu-1").exists()
+    nvmldata.remove_claim_data(tmp_path, first, ["gpu-1"])
+    nvmldata.remove_claim_data(tmp_path, second, ["gpu-1"])
+    assert not nvmldata.claim_data_path(tmp_path, first, "gpu-1").exists()
+    assert writer.devices() == ["gpu-1"]  # the device's live directory stays for its next claim
 
 
 class NodeState:
@@ -348,7 +352,7 @@ def test_the_plugins_loop_keeps_each_prepared_devices_state(tmp_path: Path) -> N
         target=run_live, args=(NodeState(devices, faults), Annotated(loads), LiveWriter(tmp_path), stop, 0.01)
     )
     loop.start()
-    states = {n: nvmldata.claim_live_dir(tmp_path, uid, n) / nvmldata.LIVE_STATE for n in ("gpu-1", MIG_1G)}
+    states = {n: nvmldata.live_dir(tmp_path, n) / nvmldata.LIVE_STATE for n in ("gpu-1", MIG_1G)}
     try:
         while not all(s.exists() for s in states.values()):
             assert loop.is_alive()
@@ -362,17 +366,6 @@ def test_the_plugins_loop_keeps_each_prepared_devices_state(tmp_path: Path) -> N
     assert "xid=79\n" in expected[MIG_1G]
 
 
-def test_unprepare_removes_a_live_directory_with_a_writers_temp_file(tmp_path: Path) -> None:
-    devices = node()
-    uid = "5b0d8c1e-0000-4000-8000-00000000c1a1"
-    nvmldata.write_claim_data(tmp_path, uid, [devices["gpu-0"], devices["gpu-1"]])
-    live = nvmldata.claim_live_dir(tmp_path, uid, "gpu-0")
-    (live / nvmldata.LIVE_STATE).write_text("format=1\n")
-    (live / ".state.tmp-1234").write_text("")  # a writer killed midway
-    nvmldata.remove_claim_data(tmp_path, uid, ["gpu-0", "gpu-1"])
-    assert list(nvmldata.data_dir(tmp_path).iterdir()) == []
-
-
 def test_serve_with_the_library_starts_the_loop(tmp_path: Path) -> None:
     """`serve --nvml-library` without --telemetry-endpoint: the loop runs (its attribution finds no kubelet
     socket here, so the devices are idle) and writes the prepared device's state, its fault included."""
@@ -384,7 +377,7 @@ def test_serve_with_the_library_starts_the_loop(tmp_path: Path) -> None:
     faults = {"gpu-0": DeviceFault(xid=79)}
     kube = SimpleNamespace(get=lambda path: pytest.fail(f"no use, no GET: {path}"))
     serve.start_telemetry(args, NodeState(devices, faults), kube, tmp_path, stop, nvml=True)  # type: ignore[arg-type]
-    state = nvmldata.claim_live_dir(tmp_path, uid, "gpu-0") / nvmldata.LIVE_STATE
+    state = nvmldata.live_dir(tmp_path, "gpu-0") / nvmldata.LIVE_STATE
     try:
         while not state.exists():
             assert any(t.name == "nvml-live" for t in threading.enumerate())

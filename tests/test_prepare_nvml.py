@@ -35,16 +35,11 @@ def node(tmp_path: Path) -> Node:
 
 
 def descriptions(node: Node) -> dict[str, str]:
-    """The NVML description files on the node: file name → text (each has its live directory)."""
+    """The claims' NVML description files on the node: file name → text (the devices' own and their live
+    directories are in folders beside them)."""
     directory = nvmldata.data_dir(node.plugin_dir)
     found = sorted(directory.iterdir()) if directory.exists() else []
-    files = {p.name: p.read_text() for p in found if p.is_file()}
-    assert {p.name for p in found if p.is_dir()} == {
-        n.removesuffix(".nvml") + ".live"
-        for n in files
-        if nvmldata.live_device(n.removesuffix(".nvml") + ".live")
-    }
-    return files
+    return {p.name: p.read_text() for p in found if p.is_file()}
 
 
 def test_prepare_writes_each_devices_description_and_the_spec_mounts_it(
@@ -67,7 +62,7 @@ def test_prepare_writes_each_devices_description_and_the_spec_mounts_it(
     assert {m["containerPath"]: m["hostPath"] for m in device["containerEdits"]["mounts"]} == {
         "/run/fakeplugin/gpus/gpu-2.env": str(smi.claim_data_path(node.plugin_dir, claim.uid, "gpu-2")),
         "/run/fakeplugin/nvml/gpu-2.nvml": str(nvmldata.claim_data_path(node.plugin_dir, claim.uid, "gpu-2")),
-        "/run/fakeplugin/nvml/gpu-2.live": str(nvmldata.claim_live_dir(node.plugin_dir, claim.uid, "gpu-2")),
+        "/run/fakeplugin/nvml/gpu-2.live": str(nvmldata.live_dir(node.plugin_dir, "gpu-2")),
     }
     library_mounts = [m for m in spec["containerEdits"]["mounts"] if m["hostPath"] == str(nvml_library)]
     assert [m["containerPath"] for m in library_mounts] == list(nvmldata.library_container_paths())

@@ -10,9 +10,9 @@
  * Every line is at most MAX_LINE bytes, every text printable ASCII within its NVML buffer, every
  * number a decimal (or 0x hex) that fits its field; anything else is an error naming file and line.
  *
- * Each file has a live state beside it, `<name>.live/state` next to the file the `.nvml` one resolves to
- * (a directory, so a container's bind mount of it sees each new state the writer renames into place):
- * `key=value` lines of the same kind, read on every call that reports it (`live_read`).
+ * Each file has a live state beside it, `<name>.live/state` for `<name>.nvml` (a directory, so a
+ * container's bind mount of it sees each new state the writer renames into place): `key=value` lines of
+ * the same kind, read on every call that reports it (`live_read`).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -242,17 +242,13 @@ static const char *take_system(struct parsed *p, const struct system *s, int fir
     return NULL;
 }
 
-/* The live state path of the description file `path`: beside the file it resolves to, ".nvml" replaced;
- * "" when that is too long (the description's idle values hold). */
+/* The live state path of the description file `path`: beside it, ".nvml" replaced; "" when that is too
+ * long (the description's idle values hold). */
 static void live_path(const char *path, char *live) {
-    char *resolved = realpath(path, NULL);
+    size_t n = strlen(path), cut = strlen(SUFFIX);
     live[0] = '\0';
-    if (resolved == NULL)
-        return;
-    size_t n = strlen(resolved), cut = strlen(SUFFIX);
-    if (n > cut && strcmp(resolved + n - cut, SUFFIX) == 0 && n - cut + sizeof LIVE_SUFFIX <= LIVE_PATH_SIZE)
-        snprintf(live, LIVE_PATH_SIZE, "%.*s%s", (int)(n - cut), resolved, LIVE_SUFFIX);
-    free(resolved);
+    if (n > cut && strcmp(path + n - cut, SUFFIX) == 0 && n - cut + sizeof LIVE_SUFFIX <= LIVE_PATH_SIZE)
+        snprintf(live, LIVE_PATH_SIZE, "%.*s%s", (int)(n - cut), path, LIVE_SUFFIX);
 }
 
 static int read_file(struct parsed *p, const char *path, int first, char *why, size_t why_size) {

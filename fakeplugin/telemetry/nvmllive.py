@@ -4,9 +4,9 @@ device, written where the mock NVML library (fakeplugin/nvml) reads them on ever
 One source of truth: the values are the ones the DCGM series show for the same state (samples:
 `temperature_c`, `power_watts`, `framebuffer_mib`, `physical_loads`), so NVML, `/metrics` and the load
 annotation agree (tests/test_nvml_live.py holds them equal). Per device, `render_live` (pure) gives the
-`key=value` text of its state file (nvml/description.c `live_read`); `LiveWriter` writes it into the
-`<claimUID>-<device>.live/` directory Prepare made for each described device (drivers.gpu.prepare.nvmldata,
-mounted into the container), renamed into place so a reader sees a whole state, and only when it changed.
+`key=value` text of its state file (nvml/description.c `live_read`); `LiveWriter` writes it into the live
+directory Prepare made for each device it described (drivers.gpu.prepare.nvmldata `live_dir`, mounted into
+its claims' containers), renamed into place so a reader sees a whole state, and only when it changed.
 `run_live` does that every PERIOD_SECONDS while a node has such directories: XIDs and gpu-lost from the
 device-faults annotation reach NVML (and its event API) within seconds.
 """
@@ -78,39 +78,27 @@ def node_live(
 
 
 class LiveWriter:
-    """Writes the states into the live directories under `plugin_dir`'s NVML data directory."""
+    """Writes the states into the devices' live directories under `plugin_dir`."""
 
     def __init__(self, plugin_dir: Path) -> None:
-        self._dir = nvmldata.data_dir(plugin_dir)
-        self._written: dict[str, str] = {}  # directory name → the text last written there
+        self._root = nvmldata.live_root(plugin_dir)
+        self._written: dict[str, str] = {}  # device name → the text last written for it
 
-    def directories(self) -> list[tuple[str, str]]:
-        """(directory name, device name) of every live directory now."""
+    def devices(self) -> list[str]:
+        """The devices that have a live directory (Prepare made one for each device it described)."""
         try:
-            names = os.listdir(self._dir)
+            return sorted(os.listdir(self._root))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [
-            (name, device) for name in sorted(names) if (device := nvmldata.live_device(name)) is not None
-        ]
 
-    def write(self, texts: Mapping[str, str], directories: list[tuple[str, str]]) -> None:
-        """Each directory's device's text, where it changed or has no state (a claim prepared again after
-        its Unprepare has a new, empty directory of the same name); a directory removed meanwhile
-        (Unprepare) is skipped."""
-        written: dict[str, str] = {}
-        for name, device in directories:
+    def write(self, texts: Mapping[str, str], devices: list[str]) -> None:
+        """Each of `devices`' text where it changed (a device gone from the node: none)."""
+        for device in devices:
             text = texts.get(device)
-            if text is None:
-                continue
-            state = self._dir / name / nvmldata.LIVE_STATE
-            if self._written.get(name) != text or not state.exists():
-                try:
-                    write_atomic(state, text.encode(), mode=nvmldata.DATA_MODE, sync=False)
-                except FileNotFoundError:
-                    continue
-            written[name] = text
-        self._written = written
+            if text is not None and self._written.get(device) != text:
+                state = self._root / device / nvmldata.LIVE_STATE
+                write_atomic(state, text.encode(), mode=nvmldata.DATA_MODE, sync=False)
+                self._written[device] = text
 
 
 def run_live(
@@ -124,11 +112,11 @@ def run_live(
     loads from `attribution` (None: idle)."""
     while True:
         try:
-            directories = writer.directories()
-            if directories:
+            described = writer.devices()
+            if described:
                 devices, faults = view.device_state()
                 loads = attribution.read(view.node_name)[1] if attribution is not None else {}
-                writer.write(node_live(devices, faults, loads), directories)
+                writer.write(node_live(devices, faults, loads), described)
         except Exception:  # a bad round (API server away, disk full) must not end the loop
             log.exception("NVML live values of node %s", view.node_name)
         if stop.wait(period):

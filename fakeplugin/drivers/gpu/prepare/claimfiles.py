@@ -123,10 +123,7 @@ class ClaimFiles:
 
         for path in nvmldata.orphans(self._plugin_dir, claims):
             try:
-                if path.is_dir():
-                    nvmldata.remove_live(path)
-                else:
-                    path.unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
             except OSError as e:
                 log.warning("NVML description %s of no prepared claim kept, cannot remove it: %s", path, e)
             else:

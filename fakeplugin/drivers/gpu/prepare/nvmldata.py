@@ -13,9 +13,12 @@ order, NVML indices 0..n-1 (a container's NVML counts from 0, whatever the host'
 under their GPU in placement order. The format is the one `fakeplugin/nvml/description.c` reads
 (docs/emulation.md, "NVML in the container").
 
-Beside each file, a live directory `<claimUID>-<device>.live/` (mounted at `<device>.live/` next to the
-description in the container) where fakeplugin.telemetry.nvmllive keeps the device's live state (`state`:
-load-model readings, XID, lost); Prepare only makes it: without a state NVML answers the idle values.
+Prepare links each claim file to the device's copy in `nvml/devices/<device>.nvml` (written when the
+device's text changed: the first Prepare of a device, a DynamicMIG partition's new UUID), which is cheaper
+than writing a new file per claim. Each device has a live directory, `nvml/live/<device>/` (mounted at
+`<device>.live/` next to its description in the container), where fakeplugin.telemetry.nvmllive keeps its
+live state (`state`: load-model readings, XID, lost); Prepare only makes it, once per device: without a
+state NVML answers the idle values.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import shutil
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,8 @@ MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline 
 _SUFFIX = ".nvml"  # description.c reads the files of this suffix
 _LIVE_SUFFIX = ".live"  # description.c: the live directory of `<name>.nvml` is `<name>.live`
 LIVE_STATE = "state"  # the file in it
+_DEVICES = "devices"  # each device's description, the claims' files are links to
+_LIVE = "live"  # each device's live directory
 _UID_LENGTH = 36  # a claim UID, as the API server makes it: a UUID's canonical form
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
@@ -172,16 +176,18 @@ def claim_data_path(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
     return data_dir(plugin_dir) / f"{claim_uid}-{file_name(device_name)}"
 
 
-def claim_live_dir(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
-    """A claim's device's live directory on the host, beside its description file."""
-    return data_dir(plugin_dir) / f"{claim_uid}-{device_name}{_LIVE_SUFFIX}"
+def device_data_path(plugin_dir: Path, device_name: str) -> Path:
+    """A device's description file on the host, which its claims' files are links to."""
+    return data_dir(plugin_dir) / _DEVICES / file_name(device_name)
 
 
-def live_device(name: str) -> str | None:
-    """The device name of a live directory's name `<claimUID>-<device>.live`; None for other names."""
-    if not name.endswith(_LIVE_SUFFIX) or name[_UID_LENGTH : _UID_LENGTH + 1] != "-" or name.startswith("."):
-        return None
-    return name[_UID_LENGTH + 1 : -len(_LIVE_SUFFIX)] or None
+def live_root(plugin_dir: Path) -> Path:
+    """The directory of the devices' live directories, one per device by name."""
+    return data_dir(plugin_dir) / _LIVE
+
+
+def live_dir(plugin_dir: Path, device_name: str) -> Path:
+    return live_root(plugin_dir) / device_name
 
 
 def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
@@ -196,7 +202,7 @@ def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[d
     live = f"{DESCRIPTION_CONTAINER_DIR}/{device.name}{_LIVE_SUFFIX}"
     return [
         mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container),
-        mount(claim_live_dir(plugin_dir, claim_uid, device.name), live),
+        mount(live_dir(plugin_dir, device.name), live),
     ]
 
 
@@ -204,16 +210,32 @@ def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[d
 
 
 def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> None:
-    """Write the description file of each of the claim's devices (each atomically: a container never
-    reads half a file, and a killed writer leaves a temp file prepare.stale removes)."""
-    data_dir(plugin_dir).mkdir(parents=True, exist_ok=True)
+    """Give each of the claim's devices its description file, a link to the device's (each written
+    atomically, and replaced, never changed: a container never reads half a file, one that runs keeps the
+    text it started with, and a killed writer leaves a temp file prepare.stale removes), and its live
+    directory."""
     for device in devices:
         # Lives for one boot, like the CDI spec that mounts it.
-        text = render_device(device)
-        write_atomic(
-            claim_data_path(plugin_dir, claim_uid, device.name), text.encode(), mode=DATA_MODE, sync=False
-        )
-        claim_live_dir(plugin_dir, claim_uid, device.name).mkdir(mode=0o755, exist_ok=True)
+        text = render_device(device).encode()
+        source = device_data_path(plugin_dir, device.name)
+        if not _holds(source, text):
+            source.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(source, text, mode=DATA_MODE, sync=False)
+        target = claim_data_path(plugin_dir, claim_uid, device.name)
+        try:
+            os.link(source, target)
+        except FileExistsError:  # prepared again (a Prepare that died midway): replaced, as before
+            write_atomic(target, text, mode=DATA_MODE, sync=False)
+        live = live_dir(plugin_dir, device.name)
+        if not live.is_dir():
+            live.mkdir(mode=0o755, parents=True, exist_ok=True)
+
+
+def _holds(path: Path, text: bytes) -> bool:
+    try:
+        return path.read_bytes() == text
+    except FileNotFoundError:
+        return False
 
 
 def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:
@@ -221,31 +243,16 @@ def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[
 
 
 def remove_claim_data(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> None:
-    """Remove the description files and live directories of the claim's `device_names`; nothing there is
-    fine."""
+    """Remove the description files of the claim's `device_names` (the devices' own and their live
+    directories stay, for their next claims); nothing there is fine."""
     for name in device_names:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(claim_data_path(plugin_dir, claim_uid, name))
-        remove_live(claim_live_dir(plugin_dir, claim_uid, name))
-
-
-def remove_live(path: Path) -> None:
-    """Remove a live directory and the state in it (and a writer's temp file, which makes the quick way fail);
-    gone already is fine."""
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        os.unlink(path / LIVE_STATE)
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-    except OSError:  # not empty: a temp file of the writer's
-        shutil.rmtree(path)
 
 
 def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
-    """The description files and live directories of claims other than `claims` (UIDs):
-    `<claimUID>-<device>.nvml` and `.live` entries whose UID is not one of them. Temp files (prepare.stale)
-    and other names are not ours to judge."""
+    """The description files of claims other than `claims` (UIDs): `<claimUID>-<device>.nvml` files whose
+    UID is not one of them. Temp files (prepare.stale) and other names are not ours to judge."""
     try:
         names = sorted(os.listdir(data_dir(plugin_dir)))
     except (FileNotFoundError, NotADirectoryError):
@@ -253,7 +260,7 @@ def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
     return [
         data_dir(plugin_dir) / name
         for name in names
-        if (name.endswith(_SUFFIX) or name.endswith(_LIVE_SUFFIX))
+        if name.endswith(_SUFFIX)
         and name[36:37] == "-"
         and not name.startswith(".")
         and name[:36] not in claims
