@@ -175,6 +175,12 @@ def test_a_starting_plugin_removes_stale_description_temp_files(node: Node, nvml
     directory = nvmldata.data_dir(node.plugin_dir)
     half = directory / temp_name(f"{claim.uid}-gpu-1.nvml")
     half.write_text("format=1\n[gpu")  # a writer killed before its rename
+    halves = [  # the device's own description's, and its live state's (telemetry.nvmllive)
+        nvmldata.device_data_path(node.plugin_dir, "gpu-1").with_name(temp_name("gpu-1.nvml")),
+        nvmldata.live_dir(node.plugin_dir, "gpu-1") / temp_name(nvmldata.LIVE_STATE),
+    ]
+    for path in halves:
+        path.write_text("format=1\n")
     foreign = directory / "notes.txt"
     foreign.write_text("keep")
 
@@ -182,6 +188,7 @@ def test_a_starting_plugin_removes_stale_description_temp_files(node: Node, nvml
     assert half.exists()
     node.preparer(nvml_library=nvml_library)
     assert not half.exists() and foreign.read_text() == "keep"
+    assert not any(path.exists() for path in halves)
     assert f"{claim.uid}-gpu-1.nvml" in descriptions(node)
 
 

@@ -190,6 +190,16 @@ def live_dir(plugin_dir: Path, device_name: str) -> Path:
     return live_root(plugin_dir) / device_name
 
 
+def written_dirs(plugin_dir: Path) -> list[Path]:
+    """Every directory files are written into atomically (prepare.stale removes a killed writer's temp
+    files there): the claims', the devices' descriptions', each live directory."""
+    try:
+        lives = sorted(e.path for e in os.scandir(live_root(plugin_dir)) if e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        lives = []
+    return [data_dir(plugin_dir), data_dir(plugin_dir) / _DEVICES, *map(Path, lives)]
+
+
 def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
     """Spec-level CDI mounts: the library, read-only, at each of `library_container_paths`."""
     return [mount(library, path) for path in library_container_paths(machine)]
