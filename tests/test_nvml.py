@@ -18,20 +18,23 @@ from typing import Any
 
 import pynvml
 import pytest
-import yaml
 
 from fakeplugin import mig, nvml, quantity
 from fakeplugin.drivers.gpu.prepare import nvmldata, smi
-from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
-from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
 from fakeplugin.nvml import build
-from tests.harness import DRIVER
-from tests.harness.nvml import describe, probe
+from tests.harness.nvml import (
+    A5000_NODE,
+    STATIC_MIG,
+    T10_NODE,
+    attribute,
+    describe,
+    inventory,
+    probe,
+    published,
+)
 from tests.harness.paths import SEED_LAB
 
-T10_NODE = "capi-dralabs-md-gput10-gzl84-f2m2d"
-A5000_NODE = "capi-dralabs-md-gpua5000-jw4mx-d64jz"
 NOT_SUPPORTED = {"error": pynvml.NVML_ERROR_NOT_SUPPORTED}
 MIB = 1024 * 1024
 
@@ -42,24 +45,6 @@ def see(nvml_library: Path, tmp_path: Path, devices: Sequence[GpuDevice]) -> dic
     assert stderr == ""
     assert seen["init"] == 0
     return seen
-
-
-def inventory(text: str) -> Any:
-    return parse_inventory(yaml.safe_load(text), "inv.yaml")
-
-
-def published(
-    inv: Any, node: str, *, dynamic_mig: bool = False
-) -> tuple[dict[str, GpuDevice], dict[str, Any]]:
-    """The node's devices by name, and the ResourceSlice entries of the same devices by name."""
-    devices = {d.name: d for d in node_devices(inv, node, {}, dynamic_mig=dynamic_mig)}
-    slices = node_slices(inv, node, node_uid="uid", driver=DRIVER, dynamic_mig=dynamic_mig)
-    entries = {d["name"]: d for s in slices for d in s["spec"].get("devices", [])}
-    return devices, entries
-
-
-def attribute(entry: dict[str, Any], name: str) -> Any:
-    return next(iter(entry["attributes"][name].values()))
 
 
 def nvml_bus_id(attribute_value: str) -> str:
@@ -147,19 +132,6 @@ def test_reference_lab_rtx_a5000_with_ecc(nvml_library: Path, tmp_path: Path) ->
 
 
 # ---- MIG -----------------------------------------------------------------------------------------------
-
-STATIC_MIG = """
-driverVersion: "580.95.05"
-cudaDriverVersion: "13.0"
-nodes:
-- name: mig-node
-  gpus:
-  - profile: a100-40gb
-    count: 2
-    mig:
-    - {profile: 3g.20gb}
-    - {profile: 1g.5gb, count: 2}
-"""
 
 
 def test_static_mig_devices_under_their_parents(nvml_library: Path, tmp_path: Path) -> None:

@@ -47,10 +47,7 @@ def devices_of(text: str, node: str) -> dict[str, GpuDevice]:
 def prepared(tmp_path: Path, library: Path, devices: list[GpuDevice]) -> Path:
     """The claim's files as Prepare will leave them: the description files and the CDI spec."""
     plugin = tmp_path / "plugin"
-    for device in devices:
-        path = nvmldata.claim_data_path(plugin, UID, device.name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(nvmldata.render_device(device), encoding="utf-8")
+    nvmldata.write_claim_data(plugin, UID, devices)
     smi.install_program(plugin)
     smi.install_script(plugin)
     smi.write_claim_data(plugin, UID, devices)
@@ -86,11 +83,18 @@ def test_spec_mounts_the_library_and_each_devices_description(nvml_library: Path
         for path in (f"/usr/lib/{arch}-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1")
     ]
     for entry, name in zip(spec["devices"], ["gpu-0", "gpu-1"], strict=True):
-        assert entry["containerEdits"]["mounts"][-1] == {
-            "hostPath": f"{plugin}/nvml/{UID}-{name}.nvml",
-            "containerPath": f"/run/fakeplugin/nvml/{name}.nvml",
-            "options": OPTIONS,
-        }
+        assert entry["containerEdits"]["mounts"][-2:] == [
+            {
+                "hostPath": f"{plugin}/nvml/{UID}-{name}.nvml",
+                "containerPath": f"/run/fakeplugin/nvml/{name}.nvml",
+                "options": OPTIONS,
+            },
+            {  # its live state's directory (telemetry.nvmllive), beside it
+                "hostPath": f"{plugin}/nvml/live/{name}",
+                "containerPath": f"/run/fakeplugin/nvml/{name}.live",
+                "options": OPTIONS,
+            },
+        ]
     without = cdispec.claim_spec(UID, list(devices.values()), driver_name=DRIVER, plugin_dir=plugin)
     assert not any("nvml" in m["containerPath"] for m in without["containerEdits"]["mounts"])
 

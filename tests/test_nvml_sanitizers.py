@@ -2,8 +2,9 @@
 seeded random corruptions of it (bytes changed, cut, inserted; sections and huge numbers added), each read by
 pynvml in a process with the sanitizers preloaded. Every run must end in a clean NVML answer: init
 succeeds and every query answers, or init fails with DRIVER_NOT_LOADED; never a sanitizer report or a
-crash. It compiles a library of its own; about 4 s in all. Where the compiler has no sanitizer runtimes it
-skips (fails with CI=true).
+crash. The same for corrupt live states (telemetry.nvmllive's), read by the calls that report them and the
+event API: each answers an NVML code. It compiles a library of its own; about 6 s in all. Where the
+compiler has no sanitizer runtimes it skips (fails with CI=true).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
@@ -24,6 +26,7 @@ from fakeplugin.drivers.gpu.prepare import nvmldata
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.inventory import parse_inventory
 from fakeplugin.nvml import build
+from fakeplugin.telemetry.nvmllive import node_live
 from tests.harness.nvml import PROBE
 from tests.harness.tooling import unavailable
 
@@ -93,6 +96,22 @@ def corrupted(good: bytes, rng: random.Random) -> bytes:
     return bytes(data)
 
 
+def sanitized_probe(sanitized: dict[str, str], description: Path, *args: str) -> Any:
+    """What the probe prints, run with the sanitized library on `description`: it must exit cleanly, and
+    no sanitizer may report."""
+    done = subprocess.run(
+        [sys.executable, str(PROBE), *args],
+        env={**sanitized, nvml.DESCRIPTION_ENV: str(description)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"{description}:\n{done.stderr}"
+    assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_path: Path) -> None:
     devices = node_devices(parse_inventory(yaml.safe_load(INVENTORY), "inv.yaml"), "node", {})
     files = {nvmldata.file_name(d.name): nvmldata.render_device(d).encode() for d in devices}
@@ -106,21 +125,52 @@ def test_corrupt_descriptions_under_sanitizers(sanitized: dict[str, str], tmp_pa
         if run:
             name = rng.choice(sorted(files))
             (path / name).write_bytes(corrupted(files[name], rng))
-        args = ["raw"] if run % 4 == 1 else []
-        done = subprocess.run(
-            [sys.executable, str(PROBE), *args],
-            env={**sanitized, nvml.DESCRIPTION_ENV: str(path)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, f"run {run}:\n{done.stderr}"
-        assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
-        seen = json.loads(done.stdout)
+        seen = sanitized_probe(sanitized, path, *(["raw"] if run % 4 == 1 else []))
         answers.append(seen["init"])
         if run == 0:
             assert seen["count"] == 3
     assert answers[0] == pynvml.NVML_SUCCESS
     assert set(answers) <= {pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_DRIVER_NOT_LOADED}
     assert pynvml.NVML_ERROR_DRIVER_NOT_LOADED in answers
+
+
+LIVE_INSERTS = (
+    b"lost=1\n",
+    b"xid=18446744073709551616\n",
+    b"utilization_gpu=101\n",
+    b"format=2\n",
+    b"[gpu]\n",
+)
+
+
+def test_corrupt_live_states_under_sanitizers(sanitized: dict[str, str], tmp_path: Path) -> None:
+    devices = {
+        d.name: d for d in node_devices(parse_inventory(yaml.safe_load(INVENTORY), "inv.yaml"), "node", {})
+    }
+    states = {name: text.encode() for name, text in node_live(devices, {}, {}).items()}
+    rng = random.Random(4444)
+    answers: set[int] = set()
+    for run in range(16):
+        path = tmp_path / str(run)
+        path.mkdir()
+        for name, device in devices.items():
+            (path / nvmldata.file_name(name)).write_text(nvmldata.render_device(device), encoding="utf-8")
+            (path / f"{name}.live").mkdir()
+            state = states[name]
+            if run and rng.random() < 0.5:
+                state = corrupted(state, rng) + (rng.choice(LIVE_INSERTS) if run % 2 else b"")
+            (path / f"{name}.live" / nvmldata.LIVE_STATE).write_bytes(state)
+        seen = sanitized_probe(sanitized, path, "live")
+        assert seen["init"] == seen["set"] == seen["free"] == pynvml.NVML_SUCCESS
+        assert seen["wait"] in {pynvml.NVML_ERROR_TIMEOUT, pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_SUCCESS}
+        answers |= set(seen["codes"])
+        if run == 0:  # NOT_SUPPORTED: the power of a board whose profile knows no limit
+            assert seen["codes"] == [pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_SUPPORTED]
+    assert pynvml.NVML_ERROR_UNKNOWN in answers  # some corruption was caught
+    assert answers <= {
+        pynvml.NVML_SUCCESS,
+        pynvml.NVML_ERROR_NOT_SUPPORTED,
+        pynvml.NVML_ERROR_INVALID_ARGUMENT,  # the calls on the NULL handle of a failed lookup
+        pynvml.NVML_ERROR_UNKNOWN,
+        pynvml.NVML_ERROR_GPU_IS_LOST,
+    }

@@ -35,9 +35,11 @@ def node(tmp_path: Path) -> Node:
 
 
 def descriptions(node: Node) -> dict[str, str]:
-    """The NVML description files on the node: file name → text."""
+    """The claims' NVML description files on the node: file name → text (the devices' own and their live
+    directories are in folders beside them)."""
     directory = nvmldata.data_dir(node.plugin_dir)
-    return {p.name: p.read_text() for p in sorted(directory.iterdir())} if directory.exists() else {}
+    found = sorted(directory.iterdir()) if directory.exists() else []
+    return {p.name: p.read_text() for p in found if p.is_file()}
 
 
 def test_prepare_writes_each_devices_description_and_the_spec_mounts_it(
@@ -60,6 +62,7 @@ def test_prepare_writes_each_devices_description_and_the_spec_mounts_it(
     assert {m["containerPath"]: m["hostPath"] for m in device["containerEdits"]["mounts"]} == {
         "/run/fakeplugin/gpus/gpu-2.env": str(smi.claim_data_path(node.plugin_dir, claim.uid, "gpu-2")),
         "/run/fakeplugin/nvml/gpu-2.nvml": str(nvmldata.claim_data_path(node.plugin_dir, claim.uid, "gpu-2")),
+        "/run/fakeplugin/nvml/gpu-2.live": str(nvmldata.live_dir(node.plugin_dir, "gpu-2")),
     }
     library_mounts = [m for m in spec["containerEdits"]["mounts"] if m["hostPath"] == str(nvml_library)]
     assert [m["containerPath"] for m in library_mounts] == list(nvmldata.library_container_paths())
@@ -172,6 +175,12 @@ def test_a_starting_plugin_removes_stale_description_temp_files(node: Node, nvml
     directory = nvmldata.data_dir(node.plugin_dir)
     half = directory / temp_name(f"{claim.uid}-gpu-1.nvml")
     half.write_text("format=1\n[gpu")  # a writer killed before its rename
+    halves = [  # the device's own description's, and its live state's (telemetry.nvmllive)
+        nvmldata.device_data_path(node.plugin_dir, "gpu-1").with_name(temp_name("gpu-1.nvml")),
+        nvmldata.live_dir(node.plugin_dir, "gpu-1") / temp_name(nvmldata.LIVE_STATE),
+    ]
+    for path in halves:
+        path.write_text("format=1\n")
     foreign = directory / "notes.txt"
     foreign.write_text("keep")
 
@@ -179,6 +188,7 @@ def test_a_starting_plugin_removes_stale_description_temp_files(node: Node, nvml
     assert half.exists()
     node.preparer(nvml_library=nvml_library)
     assert not half.exists() and foreign.read_text() == "keep"
+    assert not any(path.exists() for path in halves)
     assert f"{claim.uid}-gpu-1.nvml" in descriptions(node)
 
 

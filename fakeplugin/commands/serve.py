@@ -291,9 +291,9 @@ def run(args: argparse.Namespace) -> int:
         driver.slices_changed = nodes.changed.set
     plugin = nodes.add(args.node_name)  # ValueError names the entry
     plugin.open()  # a corrupt checkpoint or a held node lock is fatal at start
-    if args.telemetry_endpoint:
-        start_telemetry(args, plugin, kube)  # a bad flag or counters file is fatal at start
     stop = threading.Event()
+    if args.telemetry_endpoint or library is not None:
+        start_telemetry(args, plugin, kube, dirs.plugin_dir, stop, nvml=library is not None)
     Host(kube, emulation, nodes, node=args.node_name).start(stop)
     if args.http_endpoint:
         port = metrics.serve(args.http_endpoint)
@@ -326,8 +326,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_telemetry(args: argparse.Namespace, plugin: NodePlugin, kube: Kube) -> None:
-    """--telemetry-endpoint: this node's GPUs, attributed by the kubelet's PodResources List."""
+def start_telemetry(
+    args: argparse.Namespace,
+    plugin: NodePlugin,
+    kube: Kube,
+    plugin_dir: Path,
+    stop: threading.Event,
+    *,
+    nvml: bool,
+) -> None:
+    """This node's GPUs, attributed by the kubelet's PodResources List: --telemetry-endpoint's `/metrics`,
+    and with `nvml` (--nvml-library) the live values of the claims' NVML (telemetry.nvmllive). A bad flag or
+    counters file is fatal at start."""
     from fakeplugin.runtime.driver import DeviceStates
     from fakeplugin.telemetry.podresources import PodResources
     from fakeplugin.telemetry.source import KubeletAttribution
@@ -336,4 +346,9 @@ def start_telemetry(args: argparse.Namespace, plugin: NodePlugin, kube: Kube) ->
     if not isinstance(plugin, DeviceStates):  # an optional capability (runtime.driver)
         raise ValueError("--telemetry-endpoint: only with --plugin gpus (compute-domains has no GPUs)")
     attribution = KubeletAttribution(PodResources(Path(args.pod_resources_kubelet_socket)), kube.get)
-    start_endpoint(args, lambda: [plugin], attribution)
+    if args.telemetry_endpoint:
+        start_endpoint(args, lambda: [plugin], attribution)
+    if nvml:
+        from fakeplugin.telemetry.nvmllive import start_live  # only with the library (test_serve_imports)
+
+        start_live(plugin, attribution, plugin_dir, stop)

@@ -9,6 +9,10 @@
  *
  * Every line is at most MAX_LINE bytes, every text printable ASCII within its NVML buffer, every
  * number a decimal (or 0x hex) that fits its field; anything else is an error naming file and line.
+ *
+ * Each file has a live state beside it, `<name>.live/state` for `<name>.nvml` (a directory, so a
+ * container's bind mount of it sees each new state the writer renames into place): `key=value` lines of
+ * the same kind, read on every call that reports it (`live_read`).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,8 +27,10 @@
 #define SUFFIX ".nvml"
 #define MAX_FILES (MAX_GPUS + MAX_MIGS)
 #define MAX_LINE 256
+#define LIVE_SUFFIX ".live/state"
+#define MAX_LIVE_LINES 32
 
-enum section { SYSTEM, GPU, MIG };
+enum section { SYSTEM, GPU, MIG, LIVE };
 enum kind { TEXT, U32, U64 };
 
 struct field {
@@ -39,6 +45,7 @@ struct field {
 #define SYS(key, kind, member) FIELD(SYSTEM, struct system, key, kind, member)
 #define DEV(key, kind, member) FIELD(GPU, struct nvmlDevice_st, key, kind, member)
 #define MIGF(key, kind, member) FIELD(MIG, struct nvmlDevice_st, key, kind, member)
+#define LIV(key, kind, member) FIELD(LIVE, struct live, key, kind, member)
 
 static const struct field fields[] = {
     SYS("format", U32, format),
@@ -70,6 +77,14 @@ static const struct field fields[] = {
     MIGF("gpu_instance_id", U32, gpu_instance_id),
     MIGF("compute_instance_id", U32, compute_instance_id),
     MIGF("placement_start", U32, placement_start),
+    LIV("format", U32, format),
+    LIV("utilization_gpu", U32, utilization_gpu),
+    LIV("utilization_memory", U32, utilization_memory),
+    LIV("memory_used", U64, memory_used),
+    LIV("temperature_c", U32, temperature_c),
+    LIV("power_usage_mw", U32, power_usage_mw),
+    LIV("xid", U64, xid),
+    LIV("lost", U32, lost),
 };
 
 /* What the files say before it is put in order: each GPU once, MIG devices with their GPU's slot. */
@@ -88,6 +103,7 @@ struct reader {
     enum section section;
     void *record;
     unsigned int gpu; /* the slot of the file's GPU, once it has one */
+    char live[LIVE_PATH_SIZE]; /* the file's live state ("": none) */
 };
 
 /* A decimal, or a hexadecimal after "0x", and nothing else; 0 when it fits `max`. */
@@ -163,6 +179,8 @@ static const char *take_line(struct reader *r, char *line) {
         r->gpu = p->gpu_count++;
         r->section = GPU;
         r->record = &p->gpus[r->gpu];
+        memcpy(p->gpus[r->gpu].live, r->live, sizeof r->live);
+        p->gpus[r->gpu].live_memory = 1;
         return NULL;
     }
     if (strcmp(line, "[mig]") == 0) {
@@ -173,6 +191,9 @@ static const char *take_line(struct reader *r, char *line) {
         end_gpu(r);
         struct nvmlDevice_st *m = &p->migs[p->mig_count];
         m->is_mig = 1;
+        memcpy(m->live, r->live, sizeof r->live);
+        m->live_memory = 1;
+        p->gpus[r->gpu].live_memory = 0; /* its file's memory is the MIG device's */
         p->mig_gpu[p->mig_count++] = r->gpu;
         r->section = MIG;
         r->record = m;
@@ -221,6 +242,15 @@ static const char *take_system(struct parsed *p, const struct system *s, int fir
     return NULL;
 }
 
+/* The live state path of the description file `path`: beside it, ".nvml" replaced; "" when that is too
+ * long (the description's idle values hold). */
+static void live_path(const char *path, char *live) {
+    size_t n = strlen(path), cut = strlen(SUFFIX);
+    live[0] = '\0';
+    if (n > cut && strcmp(path + n - cut, SUFFIX) == 0 && n - cut + sizeof LIVE_SUFFIX <= LIVE_PATH_SIZE)
+        snprintf(live, LIVE_PATH_SIZE, "%.*s%s", (int)(n - cut), path, LIVE_SUFFIX);
+}
+
 static int read_file(struct parsed *p, const char *path, int first, char *why, size_t why_size) {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -229,6 +259,7 @@ static int read_file(struct parsed *p, const char *path, int first, char *why, s
     }
     struct reader r = {.p = p, .section = SYSTEM};
     r.record = &r.system;
+    live_path(path, r.live);
     char line[MAX_LINE];
     unsigned int number = 0;
     const char *problem = NULL;
@@ -364,4 +395,45 @@ int description_load(const char *dir, struct description *d, char *why, size_t w
     free(names);
     free(p);
     return result;
+}
+
+int live_read(const struct nvmlDevice_st *d, struct live *out, char *why, size_t why_size) {
+    if (d->live[0] == '\0')
+        return 0;
+    FILE *f = fopen(d->live, "r");
+    if (f == NULL) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 0;
+        snprintf(why, why_size, "%s: cannot read it: %s", d->live, strerror(errno));
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    char line[MAX_LINE];
+    unsigned int number = 0;
+    const char *problem = NULL;
+    while (problem == NULL && read_line(f, line, sizeof line, &problem)) {
+        char *eq = strchr(line, '=');
+        if (problem != NULL || line[0] == '\0' || line[0] == '#')
+            continue;
+        if (++number > MAX_LIVE_LINES)
+            problem = "too many lines";
+        else if (eq == NULL)
+            problem = "a line that is not key=value";
+        else {
+            *eq = '\0';
+            if (set_field(out, LIVE, line, eq + 1) != 0)
+                problem = "an unknown key or a bad value";
+        }
+    }
+    if (problem == NULL && ferror(f))
+        problem = "a read error";
+    fclose(f);
+    if (problem == NULL && (out->format != FORMAT || out->utilization_gpu > 100 || out->utilization_memory > 100 ||
+                            out->lost > 1))
+        problem = "no \"format=1\" line, or a value out of range";
+    if (problem != NULL) {
+        snprintf(why, why_size, "%s: %s", d->live, problem);
+        return -1;
+    }
+    return 1;
 }

@@ -12,6 +12,7 @@
 #define MAX_GPUS 128 /* the inventory's most GPUs per node */
 #define MAX_MIGS_PER_GPU 8
 #define MAX_MIGS (MAX_GPUS * MAX_MIGS_PER_GPU)
+#define LIVE_PATH_SIZE 512
 
 /* A GPU or a MIG device; an nvmlDevice_t points at one. */
 struct nvmlDevice_st {
@@ -29,6 +30,17 @@ struct nvmlDevice_st {
     unsigned int power_limit_mw, power_usage_mw; /* 0: not known, NOT_SUPPORTED */
     unsigned int temperature_c, mig_capable, mig_mode, max_mig_devices;
     unsigned int gpu_instance_id, compute_instance_id, placement_start;
+    /* The device's live state file (`live_read`), "" when there is none; `live_memory`: its memory_used is
+     * this device's (not for a MIG device's parent, whose file is its first MIG device's). */
+    char live[LIVE_PATH_SIZE];
+    int live_memory;
+    int live_warned; /* a bad live file was reported on stderr (once per device), under the init lock */
+};
+
+/* A device's live state: what the load and faults make of it now (fakeplugin.telemetry.nvmllive writes it). */
+struct live {
+    unsigned int format, utilization_gpu, utilization_memory, temperature_c, power_usage_mw, lost;
+    unsigned long long memory_used, xid;
 };
 
 /* What every file of a description says alike. */
@@ -48,5 +60,10 @@ struct description {
 /* Reads every `*.nvml` file of `dir` into `d`: 0, or -1 with why (naming the file) in `why`. */
 __attribute__((visibility("hidden"))) int description_load(const char *dir, struct description *d, char *why,
                                                           size_t why_size);
+
+/* The live state of `d`: 1 when read, 0 when it has none (no file: the description's idle values hold),
+ * -1 with why (naming the file) when the file is bad. */
+__attribute__((visibility("hidden"))) int live_read(const struct nvmlDevice_st *d, struct live *out, char *why,
+                                                   size_t why_size);
 
 #endif

@@ -9,6 +9,12 @@
  * bounds. Every symbol of symbols.txt not defined here is a stub (build.py) answering
  * NVML_ERROR_NOT_SUPPORTED, or NVML_ERROR_UNINITIALIZED before nvmlInit.
  *
+ * Live values (description.c `live_read`): utilisation, memory used, temperature and power come from each
+ * device's live state file when it has one, else the description's idle values; a lost GPU answers
+ * NVML_ERROR_GPU_IS_LOST on the calls whose nvml.h doc comment lists that code; a new XID in it is an
+ * nvmlEventTypeXidCriticalError event for the event sets the device is registered with. A bad live file
+ * answers NVML_ERROR_UNKNOWN and one stderr line per device.
+ *
  * Semantics follow the doc comments of NVIDIA/go-nvml v0.13.3-0 gen/nvml/nvml.h.
  */
 #include <limits.h>
@@ -17,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "description.h"
 #include "nvml.h"
@@ -171,13 +178,64 @@ static nvmlReturn_t device_of(nvmlDevice_t handle, const struct nvmlDevice_st **
 /* A full GPU, or a MIG device's parent: where identity and board values live. */
 static const struct nvmlDevice_st *gpu_of(const struct nvmlDevice_st *d) { return d->is_mig ? d->parent : d; }
 
+/* The device's live state into `live`: `*have` 0 when it has none; NVML_ERROR_UNKNOWN (and one stderr
+ * line per device) when its file is bad. */
+static nvmlReturn_t live_of(const struct nvmlDevice_st *d, struct live *live, int *have) {
+    char why[LIVE_PATH_SIZE + 80];
+    int read = live_read(d, live, why, sizeof why);
+    *have = read == 1;
+    if (read >= 0)
+        return NVML_SUCCESS;
+    pthread_mutex_lock(&lock);
+    int first = !d->live_warned;
+    ((struct nvmlDevice_st *)d)->live_warned = 1; /* the only field written after init */
+    pthread_mutex_unlock(&lock);
+    if (first)
+        fprintf(stderr, "fakeplugin NVML: live state %s\n", why);
+    return NVML_ERROR_UNKNOWN;
+}
+
+/* The device behind a handle with its live state; NVML_ERROR_GPU_IS_LOST when it is lost. */
+static nvmlReturn_t live_device_of(nvmlDevice_t handle, const struct nvmlDevice_st **out, struct live *live,
+                                   int *have) {
+    nvmlReturn_t found = device_of(handle, out);
+    if (found == NVML_SUCCESS)
+        found = live_of(*out, live, have);
+    if (found == NVML_SUCCESS && *have && live->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    return found;
+}
+
+/* A device call whose nvml.h doc comment lists NVML_ERROR_GPU_IS_LOST: `live`, `have_live` its state. */
 #define DEVICE(handle, out) \
+    const struct nvmlDevice_st *dev; \
+    struct live live; \
+    int have_live; \
+    nvmlReturn_t found = live_device_of(handle, &dev, &live, &have_live); \
+    if (found != NVML_SUCCESS) \
+        return found; \
+    if ((out) == NULL) \
+        return NVML_ERROR_INVALID_ARGUMENT
+
+/* A device call whose doc comment does not list it (a lost GPU still answers). */
+#define ANY_DEVICE(handle, out) \
     const struct nvmlDevice_st *dev; \
     nvmlReturn_t found = device_of(handle, &dev); \
     if (found != NVML_SUCCESS) \
         return found; \
     if ((out) == NULL) \
         return NVML_ERROR_INVALID_ARGUMENT
+
+/* A handle call's answer for the device found: GPU_IS_LOST when it is lost. */
+static nvmlReturn_t hand_out(struct nvmlDevice_st *found, nvmlDevice_t *device) {
+    const struct nvmlDevice_st *dev;
+    struct live live;
+    int have;
+    nvmlReturn_t result = live_device_of(found, &dev, &live, &have);
+    if (result == NVML_SUCCESS)
+        *device = found;
+    return result;
+}
 
 /* A full GPU's call: MIG devices answer NOT_SUPPORTED. */
 #define FULL_GPU(handle, out) \
@@ -201,8 +259,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
         return NVML_ERROR_UNINITIALIZED;
     if (device == NULL || index >= desc.gpu_count)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &desc.gpus[index];
-    return NVML_SUCCESS;
+    return hand_out(&desc.gpus[index], device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
@@ -215,15 +272,11 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
     if (uuid == NULL || device == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned int i = 0; i < desc.gpu_count; i++)
-        if (strcmp(desc.gpus[i].uuid, uuid) == 0) {
-            *device = &desc.gpus[i];
-            return NVML_SUCCESS;
-        }
+        if (strcmp(desc.gpus[i].uuid, uuid) == 0)
+            return hand_out(&desc.gpus[i], device);
     for (unsigned int i = 0; i < desc.mig_count; i++)
-        if (strcmp(desc.migs[i].uuid, uuid) == 0) {
-            *device = &desc.migs[i];
-            return NVML_SUCCESS;
-        }
+        if (strcmp(desc.migs[i].uuid, uuid) == 0)
+            return hand_out(&desc.migs[i], device);
     return NVML_ERROR_NOT_FOUND;
 }
 
@@ -251,10 +304,8 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t
         return NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned int i = 0; i < desc.gpu_count; i++) {
         unsigned int d, b, s;
-        if (pci_address(desc.gpus[i].bus_id, &d, &b, &s) == 0 && d == domain && b == bus && s == slot) {
-            *device = &desc.gpus[i];
-            return NVML_SUCCESS;
-        }
+        if (pci_address(desc.gpus[i].bus_id, &d, &b, &s) == 0 && d == domain && b == bus && s == slot)
+            return hand_out(&desc.gpus[i], device);
     }
     return NVML_ERROR_NOT_FOUND;
 }
@@ -299,7 +350,7 @@ nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, unsigned int *type) {
 }
 
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int *arch) {
-    DEVICE(device, arch);
+    ANY_DEVICE(device, arch);
     *arch = gpu_of(dev)->architecture;
     return NVML_SUCCESS;
 }
@@ -355,11 +406,18 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) {
 /* A GPU's reserved memory is the driver's; a MIG device reports its profile's memory, all free. */
 static unsigned long long reserved(const struct nvmlDevice_st *d) { return d->is_mig ? 0 : d->memory_reserved; }
 
+/* Memory the load uses (not the reserve), at most what the reserve leaves. */
+static unsigned long long used(const struct nvmlDevice_st *d, const struct live *live, int have_live) {
+    unsigned long long usable = d->memory_total > reserved(d) ? d->memory_total - reserved(d) : 0;
+    unsigned long long load = have_live && d->live_memory ? live->memory_used : 0;
+    return load < usable ? load : usable;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     DEVICE(device, memory);
     memory->total = dev->memory_total;
-    memory->used = reserved(dev); /* v1: used includes the reserved memory */
-    memory->free = dev->memory_total - memory->used;
+    memory->used = reserved(dev) + used(dev, &live, have_live); /* v1: used includes the reserved memory */
+    memory->free = dev->memory_total > memory->used ? dev->memory_total - memory->used : 0;
     return NVML_SUCCESS;
 }
 
@@ -369,8 +427,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     memory->total = dev->memory_total;
     memory->reserved = reserved(dev);
-    memory->used = 0;
-    memory->free = dev->memory_total - memory->reserved;
+    memory->used = used(dev, &live, have_live);
+    memory->free = dev->memory_total > memory->reserved + memory->used
+                       ? dev->memory_total - memory->reserved - memory->used
+                       : 0;
     return NVML_SUCCESS;
 }
 
@@ -394,7 +454,7 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
     FULL_GPU(device, power);
     if (dev->power_usage_mw == 0)
         return NVML_ERROR_NOT_SUPPORTED;
-    *power = dev->power_usage_mw;
+    *power = have_live ? live.power_usage_mw : dev->power_usage_mw;
     return NVML_SUCCESS;
 }
 
@@ -402,14 +462,14 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned 
     FULL_GPU(device, temp);
     if (sensor != NVML_TEMPERATURE_GPU)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *temp = dev->temperature_c;
+    *temp = have_live ? live.temperature_c : dev->temperature_c;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization) {
     FULL_GPU(device, utilization);
-    utilization->gpu = 0; /* idle: no process runs on an emulated GPU */
-    utilization->memory = 0;
+    utilization->gpu = have_live ? live.utilization_gpu : 0; /* idle without a live state */
+    utilization->memory = have_live ? live.utilization_memory : 0;
     return NVML_SUCCESS;
 }
 
@@ -448,7 +508,9 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned
 /* ---- MIG -------------------------------------------------------------------------------------- */
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode) {
-    FULL_GPU(device, currentMode);
+    ANY_DEVICE(device, currentMode);
+    if (dev->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
     if (pendingMode == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!dev->mig_capable)
@@ -459,13 +521,15 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
-    DEVICE(device, count);
+    ANY_DEVICE(device, count);
     *count = dev->is_mig || !dev->mig_mode ? 0 : dev->max_mig_devices;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice) {
-    FULL_GPU(device, migDevice);
+    ANY_DEVICE(device, migDevice);
+    if (dev->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
     if (!dev->mig_capable)
         return NVML_ERROR_NOT_SUPPORTED;
     if (!dev->mig_mode || index >= dev->max_mig_devices)
@@ -477,7 +541,7 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
 }
 
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device) {
-    DEVICE(migDevice, device);
+    ANY_DEVICE(migDevice, device);
     if (!dev->is_mig)
         return NVML_ERROR_INVALID_ARGUMENT;
     *device = dev->parent;
@@ -485,13 +549,13 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice
 }
 
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
-    DEVICE(device, isMigDevice);
+    ANY_DEVICE(device, isMigDevice);
     *isMigDevice = (unsigned int)dev->is_mig;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
-    DEVICE(device, id);
+    ANY_DEVICE(device, id);
     if (!dev->is_mig)
         return NVML_ERROR_NOT_SUPPORTED;
     *id = dev->gpu_instance_id;
@@ -499,9 +563,161 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
 }
 
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
-    DEVICE(device, id);
+    ANY_DEVICE(device, id);
     if (!dev->is_mig)
         return NVML_ERROR_NOT_SUPPORTED;
     *id = dev->compute_instance_id;
     return NVML_SUCCESS;
+}
+
+/* ---- events ----------------------------------------------------------------------------------- */
+
+/* An event set: the devices registered with it and the XID (and lost state) each last reported, so a
+ * change in its live state is an event. Sets live in a fixed table: a handle is checked like a device's. */
+#define MAX_SETS 16
+#define MAX_REGISTRATIONS 256
+#define POLL_MS 100
+
+struct registration {
+    const struct nvmlDevice_st *device;
+    unsigned long long mask, xid;
+    unsigned int lost;
+};
+
+struct nvmlEventSet_st {
+    int in_use;
+    unsigned int count;
+    struct registration entries[MAX_REGISTRATIONS];
+};
+
+static struct nvmlEventSet_st sets[MAX_SETS];
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    if (!initialized())
+        return NVML_ERROR_UNINITIALIZED;
+    if (set == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t result = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    pthread_mutex_lock(&lock);
+    for (unsigned int i = 0; i < MAX_SETS && result != NVML_SUCCESS; i++)
+        if (!sets[i].in_use) {
+            memset(&sets[i], 0, sizeof sets[i]);
+            sets[i].in_use = 1;
+            *set = &sets[i];
+            result = NVML_SUCCESS;
+        }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+/* Whether `set` is a set in use; call under the lock. */
+static int set_ok(nvmlEventSet_t set) {
+    uintptr_t first = (uintptr_t)sets, at = (uintptr_t)set;
+    return at >= first && at < first + sizeof sets && (at - first) % sizeof sets[0] == 0 && set->in_use;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    if (!initialized())
+        return NVML_ERROR_UNINITIALIZED;
+    pthread_mutex_lock(&lock);
+    int ok = set_ok(set);
+    if (ok)
+        set->in_use = 0;
+    pthread_mutex_unlock(&lock);
+    return ok ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes) {
+    DEVICE(device, eventTypes);
+    *eventTypes = nvmlEventTypeXidCriticalError; /* the only event emulated */
+    return NVML_SUCCESS;
+}
+
+/* Events of other types may be asked for: they never come. A device registered again gets the new mask. */
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
+    DEVICE(device, set);
+    nvmlReturn_t result = NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&lock);
+    if (set_ok(set)) {
+        unsigned int i = 0;
+        while (i < set->count && set->entries[i].device != dev)
+            i++;
+        result = i < MAX_REGISTRATIONS ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_RESOURCES;
+        if (result == NVML_SUCCESS) { /* events before registering are not recorded (nvml.h) */
+            struct registration *r = &set->entries[i];
+            r->device = dev;
+            r->mask = eventTypes;
+            r->xid = have_live ? live.xid : 0;
+            r->lost = 0;
+            set->count += i == set->count;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+/* One look at the set's devices: SUCCESS with `data` for a new XID, GPU_IS_LOST once per device lost,
+ * TIMEOUT for nothing new; INVALID_ARGUMENT once the set is freed. */
+static nvmlReturn_t poll_set(nvmlEventSet_t set, nvmlEventData_t *data) {
+    nvmlReturn_t result = NVML_ERROR_TIMEOUT;
+    pthread_mutex_lock(&lock);
+    if (!set_ok(set))
+        result = NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; result == NVML_ERROR_TIMEOUT && i < set->count; i++) {
+        struct registration *r = &set->entries[i];
+        struct live live;
+        char why[LIVE_PATH_SIZE + 80];
+        if (live_read(r->device, &live, why, sizeof why) != 1)
+            continue; /* no state, or a bad one (device calls report it) */
+        if (live.lost && !r->lost) {
+            r->lost = 1;
+            result = NVML_ERROR_GPU_IS_LOST;
+        } else if (live.xid != r->xid) {
+            r->xid = live.xid;
+            if (live.xid != 0 && (r->mask & nvmlEventTypeXidCriticalError)) {
+                data->device = (nvmlDevice_t)r->device;
+                data->eventType = nvmlEventTypeXidCriticalError;
+                data->eventData = live.xid;
+                data->gpuInstanceId = r->device->is_mig ? r->device->gpu_instance_id : 0xFFFFFFFFu;
+                data->computeInstanceId = r->device->is_mig ? r->device->compute_instance_id : 0xFFFFFFFFu;
+                result = NVML_SUCCESS;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+static unsigned long long now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000 + (unsigned long long)t.tv_nsec / 1000000;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    if (!initialized())
+        return NVML_ERROR_UNINITIALIZED;
+    if (data == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned long long deadline = now_ms() + timeoutms;
+    for (;;) {
+        nvmlReturn_t result = poll_set(set, data);
+        unsigned long long now = now_ms();
+        if (result != NVML_ERROR_TIMEOUT || now >= deadline)
+            return result;
+        unsigned long long wait = deadline - now < POLL_MS ? deadline - now : POLL_MS;
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)wait * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* The v1 event data ends after eventData: only that much is written. */
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_v1_t *data, unsigned int timeoutms) {
+    if (data == NULL)
+        return initialized() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    nvmlEventData_t full;
+    nvmlReturn_t result = nvmlEventSetWait_v2(set, &full, timeoutms);
+    if (result == NVML_SUCCESS)
+        memcpy(data, &full, sizeof *data);
+    return result;
 }

@@ -90,6 +90,26 @@ typedef struct nvmlUtilization_st {
     unsigned int memory;
 } nvmlUtilization_t;
 
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+
+typedef struct nvmlEventData_st {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+/* What nvmlEventSetWait (v1) fills: nvmlEventData_t before the instance IDs. [I] from the v2 struct: NVML
+ * added the IDs with nvmlEventSetWait_v2. */
+typedef struct nvmlEventData_v1_st {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+} nvmlEventData_v1_t;
+
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t");
 _Static_assert(offsetof(nvmlPciInfo_t, domain) == 16, "nvmlPciInfo_t.domain");
 _Static_assert(offsetof(nvmlPciInfo_t, pciSubSystemId) == 32, "nvmlPciInfo_t.pciSubSystemId");
@@ -100,5 +120,7 @@ _Static_assert(offsetof(nvmlMemory_v2_t, total) == 8, "nvmlMemory_v2_t.total");
 _Static_assert(offsetof(nvmlMemory_v2_t, used) == 32, "nvmlMemory_v2_t.used");
 _Static_assert(nvmlMemory_v2 == 0x02000028, "nvmlMemory_v2");
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");
+_Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t");
+_Static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24, "nvmlEventData_t.gpuInstanceId");
 
 #endif

@@ -14,4 +14,5 @@ attribution, values following each GPU's simulated load (docs/telemetry.md).
     source.py      a host's nodes read at one moment (runtime.driver.DeviceStates), load and energy kept
     endpoint.py    the HTTP server: bounded handlers, one render shared per interval
     start.py       starting it from serve's and fleet's flags
+    nvmllive.py    the same values (and faults) as NVML's live states in claims' containers (serve)
 """

@@ -132,6 +132,11 @@ def power_watts(device: GpuDevice, load: Load) -> float | None:
     return limit * share
 
 
+def temperature_c(gpu: Load) -> int:
+    """The GPU's temperature under its physical GPU's load `gpu`."""
+    return smi.IDLE_TEMPERATURE_C + FULL_TEMPERATURE_RISE_C * gpu.utilization // 100
+
+
 def framebuffer_mib(device: GpuDevice, load: Load, *, gpu_instance: bool) -> tuple[int, int, int]:
     """(used, free, reserved) MiB: a GPU's total less its reserve (nvidia-smi's Total, Reserved) is used plus
     free; a GPU instance has its profile's memory and no reserve [U]."""
@@ -174,6 +179,12 @@ def folded_loads(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> dic
     return out
 
 
+def physical_loads(devices: Iterable[GpuDevice], loads: Mapping[str, Load]) -> dict[int, Load]:
+    """Each physical GPU's load by index (`loads` folded: `folded_loads`), as its entities' series show it."""
+    found = entities(devices)
+    return {entity.gpu.index: _gpu_load(entity, loads, found) for entity in found}
+
+
 def _gpu_load(entity: Entity, loads: Mapping[str, Load], siblings: Sequence[Entity]) -> Load:
     """The load of the physical GPU: its own, or its instances' weighted by their memory slices."""
     if entity.gi_id is None:
@@ -208,7 +219,7 @@ def values(
         idle_sm, max_sm, memory_clock = clocks
         out[100] = max_sm if gpu.utilization else idle_sm  # DCGM_FI_DEV_SM_CLOCK: boost under any load
         out[101] = memory_clock  # DCGM_FI_DEV_MEM_CLOCK
-    temperature = smi.IDLE_TEMPERATURE_C + FULL_TEMPERATURE_RISE_C * gpu.utilization // 100
+    temperature = temperature_c(gpu)
     out[140] = temperature  # DCGM_FI_DEV_MEMORY_TEMP [U]: the capture's HBM reads as the GPU
     out[150] = temperature  # DCGM_FI_DEV_GPU_TEMP
     power = power_watts(device, gpu)

@@ -13,8 +13,12 @@ Unit and contract tests (tests/*.py):
 - smi_shells: the shell/awk pairs the fake nvidia-smi runs under (dash+mawk, busybox, gawk --posix).
 - nvml: the mock NVML library through a real consumer (`probe`: nvml_probe.py, a script printing as JSON what
   nvidia-ml-py and PyTorch's raw ctypes calls get, in a process that finds the library by name), a
-  container's description directory (`describe`), for tests/test_nvml*.py.
+  container's description directory (`describe`), the devices and slice entries to check it against
+  (`published`), for tests/test_nvml*.py.
 - nvml_probe: that script.
+- nvml_events: a consumer waiting on NVML's event API for an XID (tests/test_nvml_live.py).
+- gonvlib: a Go program on NVIDIA's go-nvlib (tests/data/gonvlib/main.go), built into the build cache, and its
+  answers through the mock library (tests/test_nvml_gonvlib.py, build tier).
 - inventory: one node's devices from inventory GPU entries (MIG layouts, shares).
 - computedomain: compute-domain.nvidia.com's test names, a fabric inventory, claims and configs, and `Api`
   (the plugin's API calls answered from dicts).

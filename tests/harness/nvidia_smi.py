@@ -77,11 +77,15 @@ def container_view(root: Path, injected: Sequence[tuple[Path, Sequence[str]]]) -
 
 
 def copy_mounts(root: Path, mounts: Mapping[str, str]) -> Path:
-    """Copy each mount's host file (container path → host path) to its container path under `root`."""
+    """Copy each mount's host file or directory (container path → host path) to its container path under
+    `root`."""
     for container_path, host_path in mounts.items():
         target = root / container_path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(host_path, target)
+        if Path(host_path).is_dir():
+            shutil.copytree(host_path, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(host_path, target)
     return root
 
 

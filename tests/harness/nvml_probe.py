@@ -183,5 +183,31 @@ def raw() -> None:
     print(json.dumps(result))
 
 
+def live() -> None:
+    """The calls that read a device's live state and the event API, raw: each call's code, whatever the
+    state says (no pynvml: it raises on the first error)."""
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+    n, value = ctypes.c_uint(), ctypes.c_uint()
+    result: dict[str, Any] = {"init": lib.nvmlInit_v2(), "count": lib.nvmlDeviceGetCount_v2(ctypes.byref(n))}
+    events = ctypes.c_void_p()
+    result["set"] = lib.nvmlEventSetCreate(ctypes.byref(events))
+    codes = []
+    for i in range(n.value):
+        handle = ctypes.c_void_p()
+        codes.append(lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)))
+        codes.append(lib.nvmlDeviceGetMemoryInfo(handle, ctypes.create_string_buffer(24)))
+        codes.append(lib.nvmlDeviceGetUtilizationRates(handle, ctypes.create_string_buffer(8)))
+        codes.append(lib.nvmlDeviceGetTemperature(handle, 0, ctypes.byref(value)))
+        codes.append(lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(value)))
+        codes.append(lib.nvmlDeviceRegisterEvents(handle, ctypes.c_ulonglong(8), events))
+        mig = ctypes.c_void_p()
+        if lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, 0, ctypes.byref(mig)) == 0:
+            codes.append(lib.nvmlDeviceGetMemoryInfo(mig, ctypes.create_string_buffer(24)))
+    result["codes"] = sorted(set(codes))
+    result["wait"] = lib.nvmlEventSetWait_v2(events, ctypes.create_string_buffer(32), 0)
+    result["free"] = lib.nvmlEventSetFree(events)
+    print(json.dumps(result))
+
+
 if __name__ == "__main__":
-    raw() if sys.argv[1:] == ["raw"] else main()
+    {"raw": raw, "live": live}.get(sys.argv[1] if sys.argv[1:] else "", main)()

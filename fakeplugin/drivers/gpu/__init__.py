@@ -9,8 +9,11 @@ prepare/    a claim → checkpoint, CDI spec and fake nvidia-smi data on the hos
             opaqueconfig, preparer)
 
 What other packages use of it is exported here, and nothing else of it is imported outside this folder
-(tests/test_layers.py).
+(tests/test_layers.py). `nvmldata` (the NVML descriptions' layout, for telemetry's live values) loads on first
+use: only a plugin given the NVML library needs it (tests/test_serve_imports.py).
 """
+
+from types import ModuleType
 
 from fakeplugin.drivers.gpu.plugin import GpuDriver
 from fakeplugin.drivers.gpu.prepare import smi
@@ -28,7 +31,16 @@ __all__ = [
     "instance_types",
     "node_devices",
     "node_slices",
+    "nvmldata",
     "operator_labels",
     "owned_labels_patch",
     "smi",
 ]
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name == "nvmldata":
+        from fakeplugin.drivers.gpu.prepare import nvmldata
+
+        return nvmldata
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

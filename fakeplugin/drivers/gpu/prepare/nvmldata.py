@@ -12,6 +12,13 @@ mode, then its `[mig]` section. The library lists them as nvidia-smi does: one G
 order, NVML indices 0..n-1 (a container's NVML counts from 0, whatever the host's index), MIG devices
 under their GPU in placement order. The format is the one `fakeplugin/nvml/description.c` reads
 (docs/emulation.md, "NVML in the container").
+
+Prepare links each claim file to the device's copy in `nvml/devices/<device>.nvml` (written when the
+device's text changed: the first Prepare of a device, a DynamicMIG partition's new UUID), which is cheaper
+than writing a new file per claim. Each device has a live directory, `nvml/live/<device>/` (mounted at
+`<device>.live/` next to its description in the container), where fakeplugin.telemetry.nvmllive keeps its
+live state (`state`: load-model readings, XID, lost); Prepare only makes it, once per device: without a
+state NVML answers the idle values.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ from fakeplugin.profiles import BRANDS, NVML_ARCHITECTURES, load_profile
 FORMAT = 1
 MAX_LINE = 255  # description.c reads lines of at most 255 bytes, their newline aside
 _SUFFIX = ".nvml"  # description.c reads the files of this suffix
+_LIVE_SUFFIX = ".live"  # description.c: the live directory of `<name>.nvml` is `<name>.live`
+LIVE_STATE = "state"  # the file in it
+_DEVICES = "devices"  # each device's description, the claims' files are links to
+_LIVE = "live"  # each device's live directory
 _UID_LENGTH = 36  # a claim UID, as the API server makes it: a UUID's canonical form
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
@@ -165,30 +176,76 @@ def claim_data_path(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
     return data_dir(plugin_dir) / f"{claim_uid}-{file_name(device_name)}"
 
 
+def device_data_path(plugin_dir: Path, device_name: str) -> Path:
+    """A device's description file on the host, which its claims' files are links to."""
+    return data_dir(plugin_dir) / _DEVICES / file_name(device_name)
+
+
+def live_root(plugin_dir: Path) -> Path:
+    """The directory of the devices' live directories, one per device by name."""
+    return data_dir(plugin_dir) / _LIVE
+
+
+def live_dir(plugin_dir: Path, device_name: str) -> Path:
+    return live_root(plugin_dir) / device_name
+
+
+def written_dirs(plugin_dir: Path) -> list[Path]:
+    """Every directory files are written into atomically (prepare.stale removes a killed writer's temp
+    files there): the claims', the devices' descriptions', each live directory."""
+    try:
+        lives = sorted(e.path for e in os.scandir(live_root(plugin_dir)) if e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        lives = []
+    return [data_dir(plugin_dir), data_dir(plugin_dir) / _DEVICES, *map(Path, lives)]
+
+
 def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
     """Spec-level CDI mounts: the library, read-only, at each of `library_container_paths`."""
     return [mount(library, path) for path in library_container_paths(machine)]
 
 
 def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[dict[str, Any]]:
-    """Device-level CDI mounts: the device's description file, into the directory the library reads."""
+    """Device-level CDI mounts: the device's description file, into the directory the library reads, and
+    its live directory beside it."""
     in_container = f"{DESCRIPTION_CONTAINER_DIR}/{file_name(device.name)}"
-    return [mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container)]
+    live = f"{DESCRIPTION_CONTAINER_DIR}/{device.name}{_LIVE_SUFFIX}"
+    return [
+        mount(claim_data_path(plugin_dir, claim_uid, device.name), in_container),
+        mount(live_dir(plugin_dir, device.name), live),
+    ]
 
 
 # -- files -------------------------------------------------------------------------------------------------
 
 
 def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> None:
-    """Write the description file of each of the claim's devices (each atomically: a container never
-    reads half a file, and a killed writer leaves a temp file prepare.stale removes)."""
-    data_dir(plugin_dir).mkdir(parents=True, exist_ok=True)
+    """Give each of the claim's devices its description file, a link to the device's (each written
+    atomically, and replaced, never changed: a container never reads half a file, one that runs keeps the
+    text it started with, and a killed writer leaves a temp file prepare.stale removes), and its live
+    directory."""
     for device in devices:
         # Lives for one boot, like the CDI spec that mounts it.
-        text = render_device(device)
-        write_atomic(
-            claim_data_path(plugin_dir, claim_uid, device.name), text.encode(), mode=DATA_MODE, sync=False
-        )
+        text = render_device(device).encode()
+        source = device_data_path(plugin_dir, device.name)
+        if not _holds(source, text):
+            source.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(source, text, mode=DATA_MODE, sync=False)
+        target = claim_data_path(plugin_dir, claim_uid, device.name)
+        try:
+            os.link(source, target)
+        except FileExistsError:  # prepared again (a Prepare that died midway): replaced, as before
+            write_atomic(target, text, mode=DATA_MODE, sync=False)
+        live = live_dir(plugin_dir, device.name)
+        if not live.is_dir():
+            live.mkdir(mode=0o755, parents=True, exist_ok=True)
+
+
+def _holds(path: Path, text: bytes) -> bool:
+    try:
+        return path.read_bytes() == text
+    except FileNotFoundError:
+        return False
 
 
 def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> bool:
@@ -196,7 +253,8 @@ def claim_data_present(plugin_dir: Path, claim_uid: str, device_names: Iterable[
 
 
 def remove_claim_data(plugin_dir: Path, claim_uid: str, device_names: Iterable[str]) -> None:
-    """Remove the description files of the claim's `device_names`; nothing there is fine."""
+    """Remove the description files of the claim's `device_names` (the devices' own and their live
+    directories stay, for their next claims); nothing there is fine."""
     for name in device_names:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(claim_data_path(plugin_dir, claim_uid, name))
@@ -212,7 +270,7 @@ def orphans(plugin_dir: Path, claims: Collection[str]) -> list[Path]:
     return [
         data_dir(plugin_dir) / name
         for name in names
-        if name.endswith(".nvml")
+        if name.endswith(_SUFFIX)
         and name[36:37] == "-"
         and not name.startswith(".")
         and name[:36] not in claims

@@ -6,7 +6,8 @@ under the node lock (so no writer of ours is midway), the Preparer removes such 
 directory it writes: the CDI root (only temp files of our own driver's specs: other drivers share it), the
 plugin dir (checkpoint), `bin/` (the nvidia-smi script and program), `smi/` (claims' data files), the
 `smi/<claimUID>/` directories of claims an earlier fakeplugin prepared and, with the mock NVML library,
-`nvml/` (claims' NVML description files).
+`nvml/` (claims' NVML description files), `nvml/devices/` and each of `nvml/live/<device>/` (the devices'
+descriptions and live states).
 """
 
 from __future__ import annotations
@@ -41,5 +42,6 @@ def remove_stale_files(
     if nvml:
         from fakeplugin.drivers.gpu.prepare import nvmldata  # only with the library (claimfiles)
 
-        removed += remove_stale_temp_files(nvmldata.data_dir(plugin_dir))
+        for directory in nvmldata.written_dirs(plugin_dir):
+            removed += remove_stale_temp_files(directory)
     return removed
