@@ -69,7 +69,7 @@ nvml() {
 from fakeplugin.nvml.build import build
 print(build(pathlib.Path(sys.argv[1])))' "$cache")"
   mkdir -p "$dir"
-  install -m 0644 "$built" "$dir/libnvidia-ml.so.1"
+  command install -m 0644 "$built" "$dir/libnvidia-ml.so.1"  # the program: install() above is a step
   rm -rf "$cache"
   say "mock NVML library: $dir/libnvidia-ml.so.1 ($(wc -c <"$dir/libnvidia-ml.so.1") bytes)"
 }
