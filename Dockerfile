@@ -11,9 +11,13 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+# A C compiler for the mock NVML library (Debian's gcc; this stage only), a layer of its own that
+# changes only with the build steps.
+COPY hack/image-build-steps.sh hack/
+RUN hack/image-build-steps.sh compiler
 COPY pyproject.toml README.md ./
 COPY protos/ protos/
-COPY hack/gen-protos.sh hack/image-build-steps.sh hack/build-k8s.sh hack/
+COPY hack/gen-protos.sh hack/build-k8s.sh hack/
 COPY hack/fakecri/ hack/fakecri/
 COPY hack/karpenter/ hack/karpenter/
 COPY examples/ examples/
@@ -21,6 +25,9 @@ COPY fakeplugin/ fakeplugin/
 RUN hack/image-build-steps.sh wheels /src /wheels \
  && hack/image-build-steps.sh install /wheels /opt/fakeplugin \
  && hack/image-build-steps.sh smoke /opt/fakeplugin /src
+# The mock NVML library (fakeplugin/nvml), in the virtual environment the final stage copies (no compiler
+# there): the chart's `serve --nvml-library` (charts/fakeplugin, nvml.enabled) serves it to workloads.
+RUN hack/image-build-steps.sh nvml /opt/fakeplugin /opt/fakeplugin/nvml
 
 FROM ${PYTHON_IMAGE}
 # fakeplugin.__version__ (tests/test_version.py holds them equal)

@@ -7,6 +7,10 @@
 #                                                    and its dependencies' wheels into WHEEL_DIR
 #   hack/image-build-steps.sh install WHEEL_DIR VENV create VENV and install fakeplugin from WHEEL_DIR
 #                                                    alone (no index), then drop pip from it
+#   hack/image-build-steps.sh compiler               install Debian's gcc (apt-get) where there is no C
+#                                                    compiler (the Python base images have none)
+#   hack/image-build-steps.sh nvml VENV DIR          compile the mock NVML library (fakeplugin/nvml) with
+#                                                    the C compiler into DIR/libnvidia-ml.so.1
 #   hack/image-build-steps.sh smoke VENV [SRC]       run the installed command line, read the package data
 #                                                    a scrape and the fleet view read; with SRC, fail
 #                                                    naming each file of SRC/fakeplugin not installed
@@ -16,7 +20,7 @@ set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
 say() { printf '[image-build-steps] %s\n' "$*" >&2; }
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 wheels() {
   local src wheel_dir tools tools_req
@@ -43,6 +47,31 @@ install() {
   "$PYTHON" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheel_dir" fakeplugin
   "$venv/bin/python" -m pip uninstall --quiet --yes pip
+}
+
+compiler() {
+  if command -v "${CC:-cc}" >/dev/null; then
+    say "C compiler: $(command -v "${CC:-cc}")"
+    return
+  fi
+  say "no C compiler: installing Debian's gcc (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
+  rm -rf /var/lib/apt/lists/*
+}
+
+nvml() {
+  local venv="$1" dir="$2" cache built
+  # fakeplugin.nvml.build compiles it (the flags and generated stubs the tests use) into a cache by source
+  # hash; the image keeps one copy at a fixed path, the chart's --nvml-library.
+  cache="$(mktemp -d)"
+  built="$("$venv/bin/python" -I -c 'import pathlib, sys
+from fakeplugin.nvml.build import build
+print(build(pathlib.Path(sys.argv[1])))' "$cache")"
+  mkdir -p "$dir"
+  command install -m 0644 "$built" "$dir/libnvidia-ml.so.1"  # the program: install() above is a step
+  rm -rf "$cache"
+  say "mock NVML library: $dir/libnvidia-ml.so.1 ($(wc -c <"$dir/libnvidia-ml.so.1") bytes)"
 }
 
 smoke() {
@@ -77,12 +106,14 @@ print(f"every file of {src} installed")' "$src"
   fi
 }
 
-[[ $# -ge 2 ]] || usage
+[[ $# -ge 1 ]] || usage
 step="$1"
 shift
 case "$step" in
+  compiler) [[ $# -eq 0 ]] || usage; compiler ;;
   wheels) [[ $# -eq 2 ]] || usage; wheels "$@" ;;
   install) [[ $# -eq 2 ]] || usage; install "$@" ;;
+  nvml) [[ $# -eq 2 ]] || usage; nvml "$@" ;;
   smoke) [[ $# -eq 1 || $# -eq 2 ]] || usage; smoke "$@" ;;
   *) usage ;;
 esac

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,16 @@ def test_feature_gates_reach_the_plugin_in_its_format(helm: Path) -> None:
     assert value == "MPSSupport=false,TimeSlicingSettings=true"
     gates = featuregates.parse(value)
     assert gates["TimeSlicingSettings"] is True and gates["MPSSupport"] is False
+
+
+def test_nvml_library_is_the_images_unless_turned_off(helm: Path) -> None:
+    """nvml.enabled (on by default): the gpus container serves the library the image build writes."""
+    [directory] = re.findall(r"image-build-steps\.sh nvml \S+ (\S+)", (REPO / "Dockerfile").read_text())
+    library = env_of(plugin_container(objects(render(helm))))["FAKEPLUGIN_NVML_LIBRARY"]
+    assert library == f"{directory}/libnvidia-ml.so.1"
+    off = plugin_container(objects(render(helm, "--set", "nvml.enabled=false")))
+    assert env_of(off)["FAKEPLUGIN_NVML_LIBRARY"] == ""  # serve --nvml-library= : no NVML
+    assert "nvml" in refusal(helm, "--set", "nvml.enable=true")
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fakeplugin.nvml.build import symbols
 from fakeplugin.profiles import profile_names
 from tests.harness.tooling import unavailable
 
@@ -219,6 +220,17 @@ def test_build_stage_installs_a_working_cli(dockerfile: list[list[Instruction]],
         "#!/bin/sh True",
         "alerts.yaml recording.yaml True",  # --with prometheus's default rules, and their unit tests
     ]
+
+    # The mock NVML library, in the venv the final stage copies, where the chart's --nvml-library names it:
+    # the build's (fakeplugin.nvml.build), whose flags and stubs the NVML tests check.
+    library = venv / "nvml" / "libnvidia-ml.so.1"
+    assert library.stat().st_mode & 0o777 == 0o644
+    dynamic = subprocess.run(["readelf", "-d", library], capture_output=True, text=True, check=True).stdout
+    assert "Library soname: [libnvidia-ml.so.1]" in dynamic
+    exported = subprocess.run(
+        ["nm", "-D", "--defined-only", library], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert set(symbols()) <= set(exported)
 
 
 def test_no_copied_path_is_excluded_by_dockerignore(dockerfile: list[list[Instruction]]) -> None:

@@ -3,7 +3,7 @@ with `nvml_library`, nvmldata's mounts): the library at spec level where a conta
 device's description file at device level, so a container that got some of a claim's requests lists
 exactly their devices. The container views are made from the real spec as tests/harness/nvidia_smi's
 are (every mount of the injected devices copied to its container path under a root), then read by pynvml.
-Writing the files at Prepare and the plugin's flag for the library are not wired yet.
+One source of truth: the container's fake nvidia-smi prints what its NVML answers, for every profile.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
+import pynvml
 import pytest
 import yaml
 
@@ -20,11 +21,14 @@ from fakeplugin.drivers.gpu.prepare import cdispec, nvmldata, smi
 from fakeplugin.drivers.gpu.publish.node import node_devices
 from fakeplugin.inventory import parse_inventory
 from fakeplugin.model import GpuDevice
+from fakeplugin.profiles import load_profile, profile_names
 from tests.harness import DRIVER
-from tests.harness.nvidia_smi import container_view
+from tests.harness.nvidia_smi import container_view, smi_lines
 from tests.harness.nvml import probe
 from tests.harness.paths import SEED_LAB
+from tests.harness.smi_shells import SmiShell
 
+MIB = 1024 * 1024
 UID = "5b0d8c1e-0000-4000-8000-00000000c1a1"
 OPTIONS = ["ro", "nosuid", "nodev", "rbind", "rprivate"]
 STATIC_MIG = """
@@ -135,3 +139,97 @@ def test_mig_devices_of_one_gpu_in_one_container(nvml_library: Path, tmp_path: P
     assert gpu["uuid"] == devices[names[0]].parent_uuid
     found = [m["uuid"] for m in gpu["migs"] if "error" not in m]
     assert found == [devices["gpu-0-mig-3g20gb-9-0"].uuid, devices["gpu-0-mig-1g5gb-19-5"].uuid]
+
+
+# ---- one source of truth: the container's nvidia-smi prints what its NVML answers -------------------------
+
+# What nvidia-smi reports and NVML answers alike, as `--query-gpu` fields.
+FIELDS = (
+    "index,name,uuid,serial,pci.bus_id,pci.device_id,pci.sub_device_id,memory.total,memory.reserved,"
+    "compute_cap,driver_version,temperature.gpu,power.limit,power.draw,mig.mode.current"
+)
+
+
+def mig_profile(profile: str) -> str | None:
+    """The first MIG profile of `profile` whose devices can be published (its memory size known)."""
+    capability = load_profile(profile).mig
+    known = [p.name for p in capability.profiles if p.memory_mib is not None] if capability else []
+    return known[0] if known else None
+
+
+def every_profile(*, mig_layouts: bool) -> list[GpuDevice]:
+    """A node with one GPU of each shipped profile; with `mig_layouts`, each GPU that can have MIG devices
+    in MIG mode with one of them (`mig_profile`; a static layout)."""
+    gpus: list[dict[str, Any]] = []
+    for name in profile_names():
+        gpus.append({"profile": name})
+        if mig_layouts and (profile := mig_profile(name)) is not None:
+            gpus[-1]["mig"] = [{"profile": profile}]
+    inventory = {
+        "driverVersion": "580.95.05",
+        "cudaDriverVersion": "13.0",
+        "nodes": [{"name": "n", "gpus": gpus}],
+    }
+    return node_devices(parse_inventory(inventory, "inv.yaml"), "n", {})
+
+
+def both_views(
+    nvml_library: Path, tmp_path: Path, smi_shell: SmiShell, devices: list[GpuDevice], *smi_args: str
+) -> tuple[dict[str, Any], list[str]]:
+    """What pynvml sees and what nvidia-smi `smi_args` prints in one container that got `devices`."""
+    spec = prepared(tmp_path, nvml_library, devices)
+    root = container_view(tmp_path / "ctr", [(spec, [d.name for d in devices])])
+    return in_container(nvml_library, root), smi_lines(smi_shell, root, *smi_args)
+
+
+def watts(milliwatts: Any) -> str:
+    return "[N/A]" if isinstance(milliwatts, dict) else f"{milliwatts / 1000:.2f}"
+
+
+def test_nvidia_smi_prints_what_nvml_answers_for_every_profile(
+    nvml_library: Path, tmp_path: Path, smi_shell: SmiShell
+) -> None:
+    gpus = every_profile(mig_layouts=False)
+    assert len(gpus) == len(profile_names())
+    seen, lines = both_views(
+        nvml_library, tmp_path, smi_shell, gpus, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits"
+    )
+    assert seen["count"] == len(lines) == len(gpus)
+    mig_modes = {pynvml.NVML_DEVICE_MIG_DISABLE: "Disabled", pynvml.NVML_DEVICE_MIG_ENABLE: "Enabled"}
+    for gpu, line in zip(seen["gpus"], lines, strict=True):
+        pci = gpu["pci"]
+        answered = [
+            str(gpu["index"]),
+            gpu["name"],
+            gpu["uuid"],
+            gpu["serial"],
+            pci["busId"],
+            f"0x{pci['pciDeviceId']:08X}",
+            f"0x{pci['pciSubSystemId']:08X}" if pci["pciSubSystemId"] else "[N/A]",
+            str(gpu["memory"]["v2"]["total"] // MIB),
+            str(gpu["memory"]["v2"]["reserved"] // MIB),
+            f"{gpu['cc'][0]}.{gpu['cc'][1]}",
+            seen["driver_version"],
+            str(gpu["temperature"]),
+            watts(gpu["power_limit"]),
+            watts(gpu["power_usage"]),
+            "[N/A]" if "error" in gpu["mig_mode"] else mig_modes[gpu["mig_mode"][0]],
+        ]
+        assert line.split(", ") == answered, gpu["name"]
+
+
+def test_nvidia_smi_lists_the_mig_devices_nvml_answers_for_every_mig_profile(
+    nvml_library: Path, tmp_path: Path, smi_shell: SmiShell
+) -> None:
+    """A container given the MIG device of each GPU that can have one (and nothing of the others)."""
+    migs = [d for d in every_profile(mig_layouts=True) if d.mig is not None]
+    assert len(migs) == sum(mig_profile(p) is not None for p in profile_names()) > 0
+    seen, lines = both_views(nvml_library, tmp_path, smi_shell, migs, "-L")
+    listed = []
+    for gpu in seen["gpus"]:
+        listed.append(f"GPU {gpu['index']}: {gpu['name']} (UUID: {gpu['uuid']})")
+        for n, device in enumerate(m for m in gpu["migs"] if "error" not in m):
+            profile = device["name"].removeprefix(f"{gpu['name']} MIG ")
+            listed.append(f"  MIG {profile:<12}Device {n:>2}: (UUID: {device['uuid']})")
+    assert lines == listed
+    assert len(lines) == 2 * len(migs)

@@ -53,9 +53,13 @@ def test_prepare_writes_each_devices_description_and_the_spec_mounts_it(
         f"{claim.uid}-gpu-1.nvml": nvmldata.render_device(gpu(1)),
         f"{claim.uid}-gpu-2.nvml": nvmldata.render_device(gpu(2)),
     }
+    # The specs mount the plugin's copy under the plugin dir, which a node shares with the plugin's container.
+    installed = nvmldata.installed_library(node.plugin_dir)
+    assert installed.read_bytes() == nvml_library.read_bytes()
+    assert installed.stat().st_mode & 0o777 == 0o755
     spec = yaml.safe_load(node.spec_path(claim).read_text())
     assert spec == cdispec.claim_spec(
-        claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER, plugin_dir=node.plugin_dir, nvml_library=nvml_library
+        claim.uid, [gpu(1), gpu(2)], driver_name=DRIVER, plugin_dir=node.plugin_dir, nvml_library=installed
     )
     assert cdi.validate_spec(spec) == []
     [device] = [d for d in spec["devices"] if d["name"] == f"{claim.uid}-gpu-2"]
@@ -64,7 +68,7 @@ def test_prepare_writes_each_devices_description_and_the_spec_mounts_it(
         "/run/fakeplugin/nvml/gpu-2.nvml": str(nvmldata.claim_data_path(node.plugin_dir, claim.uid, "gpu-2")),
         "/run/fakeplugin/nvml/gpu-2.live": str(nvmldata.live_dir(node.plugin_dir, "gpu-2")),
     }
-    library_mounts = [m for m in spec["containerEdits"]["mounts"] if m["hostPath"] == str(nvml_library)]
+    library_mounts = [m for m in spec["containerEdits"]["mounts"] if m["hostPath"] == str(installed)]
     assert [m["containerPath"] for m in library_mounts] == list(nvmldata.library_container_paths())
 
 
@@ -147,7 +151,7 @@ def test_a_plugin_started_with_the_library_gives_earlier_claims_nvml_at_their_ne
 
     assert node.preparer(nvml_library=nvml_library).prepare([claim]) == first
     assert list(descriptions(node)) == [f"{claim.uid}-gpu-2.nvml"]
-    assert str(nvml_library) in node.spec_path(claim).read_text()
+    assert str(nvmldata.installed_library(node.plugin_dir)) in node.spec_path(claim).read_text()
 
 
 def test_a_plugin_started_with_the_library_removes_descriptions_of_claims_it_does_not_hold(
@@ -181,14 +185,18 @@ def test_a_starting_plugin_removes_stale_description_temp_files(node: Node, nvml
     ]
     for path in halves:
         path.write_text("format=1\n")
+    library = nvmldata.installed_library(node.plugin_dir)
+    half_library = library.with_name(temp_name(library.name))  # one killed while installing the library
+    half_library.write_bytes(b"\x7fELF")
     foreign = directory / "notes.txt"
     foreign.write_text("keep")
 
-    node.preparer()  # without the library its directory is not the plugin's
-    assert half.exists()
+    node.preparer()  # without the library its directories are not the plugin's
+    assert half.exists() and half_library.exists()
     node.preparer(nvml_library=nvml_library)
-    assert not half.exists() and foreign.read_text() == "keep"
+    assert not half.exists() and not half_library.exists() and foreign.read_text() == "keep"
     assert not any(path.exists() for path in halves)
+    assert library.read_bytes() == nvml_library.read_bytes()
     assert f"{claim.uid}-gpu-1.nvml" in descriptions(node)
 
 

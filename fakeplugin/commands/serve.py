@@ -42,8 +42,9 @@ what it does:
      DCGM_FI_* series), each container's devices named by the kubelet's PodResources List
      (--pod-resources-kubelet-socket) with pod, namespace, container and dra_* labels; load them with
      `fakeplugin fault pod|claim NS/NAME --gpu-load 90` (docs/telemetry.md)
-  6. with --nvml-library: each claim's containers get the mock NVML library and a description of
-     exactly their devices, so NVML-based software (pynvml, Ray, go-nvml) lists the claim's GPUs
+  6. with --nvml-library: each claim's containers get the mock NVML library (the copy installed under
+     the plugins dir at start) and a description of exactly their devices, so NVML-based software
+     (pynvml, Ray, go-nvml) lists the claim's GPUs; the image ships it (/opt/fakeplugin/nvml/)
 
 --plugin picks which of NVIDIA's two kubelet plugins this is (the chart runs both on a GPU node):
   gpus             gpu.nvidia.com: the node's GPUs, MIG devices, opaque GpuConfig/MigDeviceConfig
@@ -192,8 +193,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="GPU plugin: the mock NVML library, a libnvidia-ml.so.1 built from fakeplugin's C source "
         "(fakeplugin/nvml) by fakeplugin.nvml.build.build(CACHE_DIR) with the system's C compiler; "
-        "`fakeplugin cluster up` builds and passes it. Each claim's CDI spec then mounts it where a "
-        "container finds libnvidia-ml.so.1 by name (/usr/lib/<arch>-linux-gnu, /usr/lib64) and, per device, "
+        "`fakeplugin cluster up` builds and passes it; the image ships it as "
+        "/opt/fakeplugin/nvml/libnvidia-ml.so.1, which the chart passes. The plugin installs a copy at "
+        "<plugins dir>/<driver>/lib/ when it starts, a path its node shares, and each claim's CDI spec then "
+        "mounts that copy where a container finds libnvidia-ml.so.1 by name (/usr/lib/<arch>-linux-gnu, "
+        "/usr/lib64) and, per device, "
         "the NVML description Prepare writes into <plugins dir>/<driver>/nvml/, so NVML in the container "
         "(pynvml, Ray, go-nvml) lists exactly the GPUs or MIG devices of its requests (docs/emulation.md, "
         "NVML in the container); empty: containers get no NVML",

@@ -27,6 +27,8 @@ NAMESPACE = "nvidia-dra-driver-gpu"
 IMAGE_REPOSITORY = "fakeplugin.local/fakeplugin"
 IMAGE = f"{IMAGE_REPOSITORY}:{fakeplugin.__version__}"
 DAEMONSET = "fakeplugin-kubelet-plugin"
+# The release's image with nvidia-ml-py and tests/harness/nvml_probe.py (tests/kind/conftest.py).
+NVML_WORKLOAD = f"{IMAGE_REPOSITORY}:nvml-workload"
 
 
 @dataclass
@@ -105,7 +107,8 @@ def script_pod(
     image: str = WORKLOAD,
     **spec: Any,
 ) -> dict[str, Any]:
-    """A pod using claim `claim_name`; containers: name -> (shell script, requests it uses or None: all).
+    """A pod using claim `claim_name`; containers: name -> (shell script, requests it uses; None: all, []:
+    none, a container without the claim).
     Each script ends printing END, then sleeps: the pod keeps its claim while the test reads its output."""
     return pod(
         name,
@@ -154,6 +157,7 @@ def env_of(log: str) -> dict[str, str]:
 
 
 T10 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA T10'"
+A5000 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"
 SHOW = "env | sort; nvidia-smi -L"
 
 

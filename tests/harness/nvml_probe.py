@@ -122,8 +122,12 @@ def gpu(handle: Any) -> dict[str, Any]:
 
 
 def torch_count() -> Any:
-    """PyTorch's NVML device count, as torch/cuda/__init__.py asks it: raw ctypes, no pynvml."""
-    lib = ctypes.CDLL("libnvidia-ml.so.1")
+    """PyTorch's NVML device count, as torch/cuda/__init__.py asks it: raw ctypes, no pynvml (no library:
+    PyTorch falls back to CUDA; here NVML's LIBRARY_NOT_FOUND, as pynvml says it)."""
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return {"error": pynvml.NVML_ERROR_LIBRARY_NOT_FOUND}
     rc = lib.nvmlInit()
     if rc != 0:
         return {"error": rc}

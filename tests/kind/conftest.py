@@ -17,10 +17,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pynvml
 import pytest
 
 from fakeplugin.cluster import BinaryNotFound, binaries
-from tests.harness.kind import CLUSTER, IMAGE_REPOSITORY, KIND, KindCluster
+from tests.harness.kind import CLUSTER, IMAGE, IMAGE_REPOSITORY, KIND, NVML_WORKLOAD, KindCluster
+from tests.harness.nvml import PROBE
 from tests.harness.paths import REPO
 from tests.harness.tooling import unavailable
 
@@ -160,3 +162,20 @@ def busybox(kind_cluster: KindCluster) -> str:
     image = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)["BUSYBOX_IMAGE"]
     kind_cluster.run(str(KIND), "load", "docker-image", "--name", CLUSTER, image)
     return image
+
+
+@pytest.fixture(scope="session")
+def nvml_workload(kind_cluster: KindCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A workload image with nvidia-ml-py, loaded into the GPU nodes: the release's image (its python3)
+    plus the pure-Python `pynvml` module of the nvidia-ml-py the fast tier tests with (pyproject.toml's dev
+    extra; no network in the build) and tests/harness/nvml_probe.py, which prints what pynvml sees."""
+    context = tmp_path_factory.mktemp("nvml-workload")
+    for module in (Path(pynvml.__file__), PROBE):
+        shutil.copy(module, context)
+    (context / "Dockerfile").write_text(
+        f"FROM {IMAGE}\nCOPY pynvml.py {PROBE.name} /opt/nvml-probe/\nENV PYTHONPATH=/opt/nvml-probe\n"
+    )
+    kind_cluster.run("docker", "build", "-q", "-t", NVML_WORKLOAD, str(context))
+    nodes = ",".join(kind_cluster.gpu_nodes())
+    kind_cluster.run(str(KIND), "load", "docker-image", "--name", CLUSTER, "--nodes", nodes, NVML_WORKLOAD)
+    return NVML_WORKLOAD

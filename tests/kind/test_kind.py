@@ -14,13 +14,15 @@ import json
 import re
 from typing import Any
 
+import pynvml
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import fakeplugin
 from fakeplugin.testing import device_request, resource_claim
-from tests.harness.kind import CLUSTER as CLUSTER_NAME
 from tests.harness.kind import (
+    A5000,
+    END,
     IMAGE,
     IMAGE_REPOSITORY,
     NAMESPACE,
@@ -39,6 +41,7 @@ from tests.harness.kind import (
     smi_uuids,
     wait_ready,
 )
+from tests.harness.kind import CLUSTER as CLUSTER_NAME
 from tests.harness.kind import KIND as KIND_BIN
 from tests.harness.kube import wait_for
 
@@ -116,7 +119,7 @@ def test_nvidia_smi_in_a_busybox_image_prints_what_it_prints_in_debian(
         kind_namespace,
         resource_claim(
             "one",
-            device_request(selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA RTX A5000'"),
+            device_request(selector=A5000),
         ),
         script_pod("bb", "one", {"ctr": (script, None)}, image=busybox),
         script_pod("deb", "one", {"ctr": (script, None)}),
@@ -274,6 +277,51 @@ def test_multi_request_claim_split_across_containers(kind_cluster: KindCluster, 
         others = set(uuids.values()) - set(want)
         assert not others & set(env.get("NVIDIA_VISIBLE_DEVICES", "").split(",")), (ctr, log)
     assert seen["ctr-a"][0] != seen["ctr-b"][0]
+
+
+def nvml_seen(kind: KindCluster, namespace: str, pod: str, container: str) -> dict[str, Any]:
+    """What tests/harness/nvml_probe.py (pynvml) printed in the container: one JSON line before END."""
+    lines = output(kind, namespace, pod, container).splitlines()
+    seen: dict[str, Any] = json.loads(lines[lines.index(END) - 1])
+    return seen
+
+
+def test_nvml_in_real_containers_lists_exactly_their_claims_gpus(
+    kind_cluster: KindCluster, kind_namespace: str, nvml_workload: str
+) -> None:
+    """nvidia-ml-py in containers of the nodes' containerd: the CDI edits mounted the plugin's library and
+    the descriptions of the container's own devices. Scenario I's two containers sharing one claim see the
+    same GPU, each container of a per-request split its own, a container without the claim no NVML."""
+    probe = "python3 /opt/nvml-probe/nvml_probe.py"
+    send(
+        kind_cluster,
+        kind_namespace,
+        resource_claim("shared", device_request(selector=A5000)),
+        resource_claim("two", device_request("gpu-a", selector=T10), device_request("gpu-b", selector=T10)),
+        script_pod(
+            "shared",
+            "shared",
+            {"ctr0": (probe, None), "ctr1": (probe, None), "none": (probe, [])},
+            nvml_workload,
+        ),
+        script_pod("split", "two", {"ctr-a": (probe, ["gpu-a"]), "ctr-b": (probe, ["gpu-b"])}, nvml_workload),
+    )
+    (shared,) = allocated_uuids(kind_cluster, kind_namespace, "shared").values()
+    split = allocated_uuids(kind_cluster, kind_namespace, "two")
+    for pod_name, ctr, uuid, name in (
+        ("shared", "ctr0", shared, "NVIDIA RTX A5000"),
+        ("shared", "ctr1", shared, "NVIDIA RTX A5000"),
+        ("split", "ctr-a", split["gpu-a"], "NVIDIA T10"),
+        ("split", "ctr-b", split["gpu-b"], "NVIDIA T10"),
+    ):
+        seen = nvml_seen(kind_cluster, kind_namespace, pod_name, ctr)
+        assert seen["init"] == 0 and seen["count"] == 1 and seen["torch_count"] == 1, (ctr, seen)
+        (gpu,) = seen["gpus"]
+        assert (gpu["index"], gpu["uuid"], gpu["name"]) == (0, uuid, name), (ctr, seen)
+    assert split["gpu-a"] != split["gpu-b"]
+    none = nvml_seen(kind_cluster, kind_namespace, "shared", "none")
+    assert none["init"] == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, none
+    assert none["torch_count"] == {"error": pynvml.NVML_ERROR_LIBRARY_NOT_FOUND}, none
 
 
 def test_rolling_update_keeps_prepared_claims_and_new_pods_schedule(

@@ -1,7 +1,8 @@
 """The description the mock NVML library (fakeplugin/nvml) reads in a container: one file per device the
 container got, `<DESCRIPTION_CONTAINER_DIR>/<device>.nvml`, rendered from the device model (pure), and the
 files Prepare writes on the host, `<plugin_dir>/nvml/<claimUID>-<device>.nvml` (one flat directory, as
-the fake nvidia-smi's data files: written before the claim's CDI spec that mounts them, removed after it).
+the fake nvidia-smi's data files: written before the claim's CDI spec that mounts them, removed after it),
+and the library itself, installed at `<plugin_dir>/lib/libnvidia-ml.so.1` when the plugin starts.
 
 One file per device, as the fake nvidia-smi's data files, so each device's CDI edits can mount its own
 and a container sees exactly the devices of its requests. The values come from the same places as the
@@ -55,6 +56,7 @@ _LIVE = "live"  # each device's live directory
 _UID_LENGTH = 36  # a claim UID, as the API server makes it: a UUID's canonical form
 _MIB = 1024 * 1024
 _NVIDIA_VENDOR = 0x10DE
+LIBRARY_MODE = 0o755  # as a distribution installs shared libraries
 _COMPUTE_INSTANCE_ID = 0  # the one compute instance spanning its GPU instance, as the driver creates it
 
 
@@ -171,6 +173,13 @@ def data_dir(plugin_dir: Path) -> Path:
     return plugin_dir.absolute() / "nvml"
 
 
+def installed_library(plugin_dir: Path) -> Path:
+    """The library as the plugin installs it (`install_library`), the host path of its CDI mounts: under the
+    plugin dir, which the chart's plugin container shares with its node at the same path (the runtime
+    reads a CDI mount's host path on the node; the image's copy is inside the plugin's container)."""
+    return plugin_dir.absolute() / "lib" / LIBRARY_NAME
+
+
 def claim_data_path(plugin_dir: Path, claim_uid: str, device_name: str) -> Path:
     """A claim's device's description file on the host (one flat directory, as nvidia-smi's data)."""
     return data_dir(plugin_dir) / f"{claim_uid}-{file_name(device_name)}"
@@ -192,12 +201,13 @@ def live_dir(plugin_dir: Path, device_name: str) -> Path:
 
 def written_dirs(plugin_dir: Path) -> list[Path]:
     """Every directory files are written into atomically (prepare.stale removes a killed writer's temp
-    files there): the claims', the devices' descriptions', each live directory."""
+    files there): the claims', the devices' descriptions', the library's, each live directory."""
     try:
         lives = sorted(e.path for e in os.scandir(live_root(plugin_dir)) if e.is_dir(follow_symlinks=False))
     except (FileNotFoundError, NotADirectoryError):
         lives = []
-    return [data_dir(plugin_dir), data_dir(plugin_dir) / _DEVICES, *map(Path, lives)]
+    library_dir = installed_library(plugin_dir).parent
+    return [data_dir(plugin_dir), data_dir(plugin_dir) / _DEVICES, library_dir, *map(Path, lives)]
 
 
 def spec_mounts(library: Path, machine: str | None = None) -> list[dict[str, Any]]:
@@ -217,6 +227,15 @@ def device_mounts(plugin_dir: Path, claim_uid: str, device: GpuDevice) -> list[d
 
 
 # -- files -------------------------------------------------------------------------------------------------
+
+
+def install_library(plugin_dir: Path, library: Path) -> Path:
+    """Copy the built `library` to `installed_library` (atomically: a container set up meanwhile mounts the
+    old or the new one; one running keeps the one it has); returns that path. OSError names the file."""
+    path = installed_library(plugin_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, library.read_bytes(), mode=LIBRARY_MODE, sync=False)  # rewritten at every start
+    return path
 
 
 def write_claim_data(plugin_dir: Path, claim_uid: str, devices: Sequence[GpuDevice]) -> None:

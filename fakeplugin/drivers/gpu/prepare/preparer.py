@@ -59,8 +59,9 @@ class GpuPreparer(NodePreparer[GpuRequest]):
     as publish.node.NodeDevices): each claim reads one snapshot of it.
     `get_claim`: Unprepare's read of a claim's unprepare-error (faults.claimfaults).
     `device_nodes` adds fake /dev/nvidia* character devices to the CDI specs (prepare.cdispec).
-    `nvml_library` (the built mock NVML library, fakeplugin.nvml.build): the CDI specs mount it, and each
-    device's NVML description (prepare.nvmldata) written beside the nvidia-smi data; None: no NVML.
+    `nvml_library` (the built mock NVML library, fakeplugin.nvml.build): installed under `plugin_dir` at
+    start, where the node's runtime finds it (prepare.nvmldata.installed_library), the CDI specs mount that
+    copy, and each device's NVML description written beside the nvidia-smi data; None: no NVML.
     `removed()`: devices of `devices` the plugin no longer holds (PassthroughSupport, publish.siblings):
     a claim allocated one fails as upstream's does.
     `read_unprepare_faults()`: the node asks for every Unprepare to read its claim's unprepare-error
@@ -115,13 +116,18 @@ class GpuPreparer(NodePreparer[GpuRequest]):
             sync=sync_checkpoint,
             release=release or releases.get(None),
         )
-        self._nvml = nvml_library is not None
+        self._nvml = nvml_library
+        installed = None
+        if nvml_library is not None:
+            from fakeplugin.drivers.gpu.prepare import nvmldata  # only with the library (claimfiles)
+
+            installed = nvmldata.installed_library(plugin_dir)
         self._files = ClaimFiles(
             driver_name=driver_name,
             cdi_root=cdi_root,
             plugin_dir=plugin_dir,
             device_nodes=device_nodes,
-            nvml_library=nvml_library,
+            nvml_library=installed,
         )
 
     def _startup(self) -> None:
@@ -130,7 +136,7 @@ class GpuPreparer(NodePreparer[GpuRequest]):
         with self._lock:
             # No writer is midway: we hold the lock.
             stale.remove_stale_files(
-                self._cdi_root, self._plugin_dir, driver_name=self._driver_name, nvml=self._nvml
+                self._cdi_root, self._plugin_dir, driver_name=self._driver_name, nvml=self._nvml is not None
             )
             # The fake nvidia-smi, replacing an older plugin's version before any spec of ours mounts it:
             # the awk program first (the script runs it, upgraded specs mount it), the script once every
@@ -144,7 +150,11 @@ class GpuPreparer(NodePreparer[GpuRequest]):
                 completed = ClaimState.PREPARE_COMPLETED
                 self._files.upgrade_specs(u for u, e in checkpoint.claims.items() if e.state is completed)
                 claims = checkpoint.claims.keys()
-            if self._nvml:
+            if self._nvml is not None:
+                from fakeplugin.drivers.gpu.prepare import nvmldata  # as in __init__
+
+                # The library before any spec mounts it (a spec of an earlier start mounts the same path).
+                nvmldata.install_library(self._plugin_dir, self._nvml)
                 # Descriptions of claims the checkpoint no longer holds: unprepared by a plugin without the
                 # library, or prepared in an earlier boot.
                 self._files.remove_orphan_descriptions(claims)

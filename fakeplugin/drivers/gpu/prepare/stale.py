@@ -7,7 +7,7 @@ directory it writes: the CDI root (only temp files of our own driver's specs: ot
 plugin dir (checkpoint), `bin/` (the nvidia-smi script and program), `smi/` (claims' data files), the
 `smi/<claimUID>/` directories of claims an earlier fakeplugin prepared and, with the mock NVML library,
 `nvml/` (claims' NVML description files), `nvml/devices/` and each of `nvml/live/<device>/` (the devices'
-descriptions and live states).
+descriptions and live states), and `lib/` (the library).
 """
 
 from __future__ import annotations
