@@ -13,6 +13,7 @@ import yaml
 
 from fakeplugin.cluster import Cluster, binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
+from tests.harness import docblocks
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = ("v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0")
@@ -159,6 +160,18 @@ def test_every_minor_s_own_gates_pass_the_workload_check(version: str) -> None:
     versions.check_workload_gates(version, versions.release(version).feature_gates)
     # Off is never refused, even where the gate does not exist.
     versions.check_workload_gates(version, dict.fromkeys(versions.WORKLOAD_GATES, False))
+
+
+def test_the_kind_settings_of_the_docs_are_the_gates_and_api_cluster_up_turns_on() -> None:
+    """docs/kind.md's cluster-config fragment (*Gangs and the Workload API*) for the default version."""
+    (fragment,) = [
+        b.text for b in docblocks.blocks() if b.page == "docs/kind.md" and b.first == "featureGates:"
+    ]
+    k8s = versions.release(versions.DEFAULT_VERSION)
+    assert yaml.safe_load(fragment) == {
+        "featureGates": {g: k8s.feature_gates[g] for g in versions.WORKLOAD_GATES},
+        "runtimeConfig": {api: "true" for api in k8s.runtime_config(k8s.feature_gates)},
+    }
 
 
 def test_build_script_takes_etcd_helm_go_kueue_keda_karpenter_and_actionlint_from_the_table() -> None:

@@ -4,22 +4,25 @@ constraint on the clique label, N pods of 4 GPUs each (one ResourceClaimTemplate
 `spec.schedulingGroup.podGroupName`, on the gates `cluster up` turns on by default there (GenericWorkload,
 DRAWorkloadResourceClaims, TopologyAwareWorkloadScheduling; fakeplugin.cluster.versions).
 
-The smallest fleet that shows it: rack A, 3 GB200 trays in one clique, and rack B, 2 trays in another
-(kwok plays the nodes, `fakeplugin fleet` their kubelet plugins and IMEX daemons). Checked:
+The smallest fleet that shows it, examples/rack-scale/inventory.yaml: rack A, 3 GB200 trays in one clique,
+and rack B, 2 trays in another (kwok plays the nodes, `fakeplugin fleet` their kubelet plugins and IMEX
+daemons). Checked:
 - a gang of 4 is one tray short in every clique (5 trays in all would take it, spread): no pod binds, no
   claim is allocated, the PodGroup says Unschedulable;
-- a gang of 3 with a ComputeDomain binds whole on rack A, the only clique with room, and the domain forms
-  over the gang's nodes alone;
+- the guide's gang of 3 with a ComputeDomain (examples/rack-scale/gang.yaml) binds whole on rack A, the
+  only clique with room, and the domain forms over the gang's nodes alone;
 - two gangs of 3 at once compete for rack A: one runs there, the other waits whole (rack B's 2 free trays
   untouched), and runs whole once the first is gone.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster, versions
@@ -27,13 +30,13 @@ from fakeplugin.testing import container, device_request, pod, resource_claim_te
 from tests.harness.domains import ready_status
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, get, items, wait_for
+from tests.harness.paths import EXAMPLES
 
 pytestmark = pytest.mark.cluster
 
 NAMESPACE = "gangs"
 SCHEDULING_API = "scheduling.k8s.io/v1beta1"
-RACK_A, RACK_B = "0b6f3c1e-8a52-4d17-9e0c-3a4b5c6d7e8f", "7c2d9e4f-1a3b-4c5d-8e6f-0a1b2c3d4e5f"
-CLIQUE_A = f"{RACK_A}.1"
+CLIQUE_A = "0b6f3c1e-8a52-4d17-9e0c-3a4b5c6d7e8f.1"  # rack A's (the inventory's first entry)
 # Each workload gate's stage in v1.37.2 (pkg/features/kube_features.go).
 STAGES = {
     "GenericWorkload": "BETA",
@@ -42,34 +45,25 @@ STAGES = {
 }
 
 
-def rack(prefix: str, cluster_uuid: str, trays: int) -> dict[str, Any]:
-    """`trays` GB200 compute trays of 4 GPUs in one NVLink domain (clique 1 of `cluster_uuid`)."""
-    return {
-        "namePrefix": prefix,
-        "replicas": trays,
-        "kubelet": False,
-        "gpus": [{"profile": "gb200", "count": 4}],
-        "fabric": {"clique": 1, "clusterUUID": cluster_uuid},
-    }
-
-
-INVENTORY = {
-    "driverVersion": "580.126.20",
-    "cudaDriverVersion": "13.0",
-    "nodes": [rack("rack-a-", RACK_A, 3), rack("rack-b-", RACK_B, 2)],
-}
+INVENTORY = yaml.safe_load((EXAMPLES / "rack-scale" / "inventory.yaml").read_text())
+GUIDE_GANG = [d for d in yaml.safe_load_all((EXAMPLES / "rack-scale" / "gang.yaml").read_text()) if d]
 
 
 @pytest.fixture(scope="module")
 def racks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    k8s = versions.release(versions.selected())
+    if not k8s.feature_gates.get(versions.GENERIC_WORKLOAD) or k8s.workload_api != SCHEDULING_API:
+        pytest.skip(
+            f"the Workload API as {SCHEDULING_API} is on by default from Kubernetes 1.37; {k8s.minor} serves "
+            f"{k8s.workload_api or 'none'} when asked for (docs/kubernetes-versions.md)"
+        )
     with own_cluster(tmp_path_factory, "gangs", INVENTORY, NAMESPACE) as cluster:
         yield cluster
 
 
-def gang(name: str, pods: int, *, domain: bool = False) -> list[dict[str, Any]]:
+def gang(name: str, pods: int) -> list[dict[str, Any]]:
     """A Workload of one pod group, its PodGroup (gang of `pods`, all in one clique), the GPU claim template
-    and the `pods` pods of 4 GPUs each; with `domain`, a ComputeDomain of `pods` nodes whose channel each
-    pod takes too (the controller makes its template: start_gang waits for it)."""
+    and the `pods` pods of 4 GPUs each: the guide's gang without its ComputeDomain, by builders."""
     policy = {"gang": {"minCount": pods}}
     constraints = {"topology": [{"key": api.GPU_CLIQUE_LABEL}]}
     workload = {
@@ -94,9 +88,6 @@ def gang(name: str, pods: int, *, domain: bool = False) -> list[dict[str, Any]]:
     }
     objects = [workload, group, resource_claim_template(f"{name}-gpus", device_request(count=4))]
     claims = {"gpus": {"resourceClaimTemplateName": f"{name}-gpus"}}
-    if domain:
-        objects.insert(0, compute_domain(name, pods))
-        claims["channel"] = {"resourceClaimTemplateName": f"{name}-channel"}
     for i in range(pods):
         objects.append(
             pod(
@@ -107,15 +98,6 @@ def gang(name: str, pods: int, *, domain: bool = False) -> list[dict[str, Any]]:
             )
         )
     return objects
-
-
-def compute_domain(name: str, nodes: int) -> dict[str, Any]:
-    return {
-        "apiVersion": api.API_VERSION,
-        "kind": api.COMPUTE_DOMAIN_KIND,
-        "metadata": {"name": name},
-        "spec": {"numNodes": nodes, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
-    }
 
 
 def start_gang(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
@@ -191,7 +173,7 @@ def assert_waits_whole(cluster: Cluster, name: str, pods: int) -> None:
         what=f"the {pods} GPU claims of gang {name}",
         timeout=60,
     )
-    assert [c["status"].get("allocation") for c in claims if "status" in c] == []
+    assert [c.get("status", {}).get("allocation") for c in claims] == [None] * pods
     assert bound_nodes(cluster, name) == []
 
 
@@ -205,7 +187,7 @@ def delete_gang(cluster: Cluster, name: str) -> None:
 def test_the_cluster_serves_the_workload_api_with_its_gates_by_default(racks: Cluster) -> None:
     resources = racks.kubectl("api-resources", f"--api-group={SCHEDULING_API.split('/')[0]}", "-o", "name")
     assert {"workloads.scheduling.k8s.io", "podgroups.scheduling.k8s.io"} <= set(resources.stdout.split())
-    versions_served = get(racks, "--raw", "/apis/scheduling.k8s.io")["versions"]
+    versions_served = json.loads(racks.kubectl("get", "--raw", "/apis/scheduling.k8s.io").stdout)["versions"]
     assert {"groupVersion": SCHEDULING_API, "version": "v1beta1"} in versions_served
     # The API server's kubernetes_feature_enabled gauge: 1 for each gate on.
     metrics = racks.kubectl("get", "--raw", "/metrics").stdout.splitlines()
@@ -219,25 +201,26 @@ def test_a_gang_one_tray_short_of_a_clique_binds_nothing_and_holds_no_gpu(racks:
     delete_gang(racks, "big")
 
 
-def test_a_gang_binds_whole_in_the_one_clique_with_room_and_its_domain_forms_over_its_nodes(
+def test_the_guides_gang_binds_whole_in_the_one_clique_with_room_and_its_domain_forms_over_its_nodes(
     racks: Cluster,
 ) -> None:
-    start_gang(racks, gang("fit", 3, domain=True))
-    nodes = wait_running(racks, "fit", 3)
+    """The guide's gang (examples/rack-scale/gang.yaml), `train`."""
+    start_gang(racks, GUIDE_GANG)
+    nodes = wait_running(racks, "train", 3)
     assert sorted(nodes) == [f"rack-a-{i}" for i in range(3)]
     assert cliques(racks, nodes) == {CLIQUE_A}
-    condition = scheduled(racks, "fit") or {}
+    condition = scheduled(racks, "train") or {}
     assert (condition.get("status"), condition.get("reason")) == ("True", "Scheduled")
     pools = {
-        r["pool"] for c in gpu_claims(racks, "fit") for r in c["status"]["allocation"]["devices"]["results"]
+        r["pool"] for c in gpu_claims(racks, "train") for r in c["status"]["allocation"]["devices"]["results"]
     }
     assert pools == set(nodes)
     status = wait_for(
-        lambda: ready_status(racks, NAMESPACE, "fit"), what="the gang's domain Ready", timeout=60
+        lambda: ready_status(racks, NAMESPACE, "train"), what="the gang's domain Ready", timeout=60
     )
     assert sorted(n["name"] for n in status["nodes"]) == sorted(nodes)
     assert {n["cliqueID"] for n in status["nodes"]} == {CLIQUE_A}
-    delete_gang(racks, "fit")
+    delete_gang(racks, "train")
 
 
 def test_two_gangs_for_one_rack_one_runs_the_other_waits_whole_then_runs(racks: Cluster) -> None:
