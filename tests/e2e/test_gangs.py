@@ -27,7 +27,7 @@ import yaml
 from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster, versions
 from fakeplugin.testing import container, device_request, pod, resource_claim_template
-from tests.harness.domains import ready_status
+from tests.harness.domains import ready_status, start_domain_job
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, get, items, wait_for
 from tests.harness.paths import EXAMPLES
@@ -98,23 +98,6 @@ def gang(name: str, pods: int) -> list[dict[str, Any]]:
             )
         )
     return objects
-
-
-def start_gang(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
-    """A ComputeDomain first and its channel template awaited, then everything else at once."""
-    if objects[0]["kind"] == api.COMPUTE_DOMAIN_KIND:
-        apply(cluster, NAMESPACE, objects[0])
-        template = objects[0]["spec"]["channel"]["resourceClaimTemplate"]["name"]
-        wait_for(
-            lambda: (
-                template
-                in {t["metadata"]["name"] for t in items(cluster, "resourceclaimtemplates", "-n", NAMESPACE)}
-            ),
-            what=f"the controller's channel template {template}",
-            timeout=60,
-        )
-        objects = objects[1:]
-    apply(cluster, NAMESPACE, *objects)
 
 
 def members(cluster: Cluster, name: str) -> list[dict[str, Any]]:
@@ -196,7 +179,7 @@ def test_the_cluster_serves_the_workload_api_with_its_gates_by_default(racks: Cl
 
 
 def test_a_gang_one_tray_short_of_a_clique_binds_nothing_and_holds_no_gpu(racks: Cluster) -> None:
-    start_gang(racks, gang("big", 4))
+    apply(racks, NAMESPACE, *gang("big", 4))
     assert_waits_whole(racks, "big", 4)
     delete_gang(racks, "big")
 
@@ -205,7 +188,7 @@ def test_the_guides_gang_binds_whole_in_the_one_clique_with_room_and_its_domain_
     racks: Cluster,
 ) -> None:
     """The guide's gang (examples/rack-scale/gang.yaml), `train`."""
-    start_gang(racks, GUIDE_GANG)
+    start_domain_job(racks, NAMESPACE, GUIDE_GANG)
     nodes = wait_running(racks, "train", 3)
     assert sorted(nodes) == [f"rack-a-{i}" for i in range(3)]
     assert cliques(racks, nodes) == {CLIQUE_A}
