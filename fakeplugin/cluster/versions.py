@@ -30,8 +30,7 @@ Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`; 1.38: v1.38.0-beta.0, the
   `spec.schedulingGroup.podGroupName` from 1.36); the scheduler's default profile adds GangScheduling, and
   TopologyPlacementGenerator with PodGroupPodsCount, when their gates are on
   (`pkg/scheduler/apis/config/v1/default_plugins.go`), so its configuration needs nothing more. 1.36 read at
-  v1.36.0. 1.38 not read for these (its source is not served here): its gates exist, and v1beta1 is still
-  served, by the deprecation policy (a beta gate or API stays at least three releases after deprecation);
+  v1.36.0; in 1.38 TopologyAwareWorkloadScheduling is beta (off by default), the rest as in 1.37;
 - helm: helm.sh/docs/topics/version_skew (a helm release supports the Kubernetes minor of its client-go
   and the three before: 3.19 → 1.31-1.34, 3.22 → 1.34-1.37). 1.35 keeps the seed's 3.19.0 (built and
   proven with it; 1.35 is one past its range, which the chart test shows harmless); 1.36 shares 1.37's;
@@ -155,7 +154,7 @@ _LIST_ATTRIBUTES = MappingProxyType({"DRAListTypeAttributes": True})
 # Rack-scale jobs as Kubernetes schedules them (docs/rack-scale-jobs.md), gate → KEP: the Workload API and
 # gang scheduling (alpha in 1.35, beta and off by default in 1.37), ResourceClaims for a whole PodGroup and
 # topology-aware workload scheduling (both alpha in 1.36; the first beta and off by default in 1.37, the
-# second alpha still). Both need GenericWorkload (the gates' dependencies in kube_features.go). On by default
+# second alpha until its beta, off by default, in 1.38). Both need GenericWorkload (the gates' dependencies in kube_features.go). On by default
 # from 1.37, where the API is beta; on 1.35 and 1.36 (alpha, other API versions) when asked for.
 GENERIC_WORKLOAD = "GenericWorkload"
 WORKLOAD_GATES: Mapping[str, str] = MappingProxyType(
@@ -249,7 +248,7 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 helm="v3.22.0",  # one past its range, as 1.35's: no helm with client-go 0.38 is served
                 # DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules:
                 # GA and locked; DRAConsumableCapacity: GA; DynamicResourceAllocation: removed. The
-                # workload gates and API as 1.37's (not read: the module docstring).
+                # workload gates: all three beta, off by default.
                 feature_gates=_WORKLOADS,
                 taint_rule_gate="DRADeviceTaintRules",
                 taint_rule_api="resource.k8s.io/v1",
