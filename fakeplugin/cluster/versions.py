@@ -154,8 +154,9 @@ _LIST_ATTRIBUTES = MappingProxyType({"DRAListTypeAttributes": True})
 # Rack-scale jobs as Kubernetes schedules them (docs/rack-scale-jobs.md), gate → KEP: the Workload API and
 # gang scheduling (alpha in 1.35, beta and off by default in 1.37), ResourceClaims for a whole PodGroup and
 # topology-aware workload scheduling (both alpha in 1.36; the first beta and off by default in 1.37, the
-# second alpha until its beta, off by default, in 1.38). Both need GenericWorkload (the gates' dependencies in kube_features.go). On by default
-# from 1.37, where the API is beta; on 1.35 and 1.36 (alpha, other API versions) when asked for.
+# second alpha until its beta, off by default, in 1.38). Both need GenericWorkload (the gates' dependencies
+# in kube_features.go). On by default from 1.37, where the API is beta; on 1.35 and 1.36 (alpha, other API
+# versions) when asked for.
 GENERIC_WORKLOAD = "GenericWorkload"
 WORKLOAD_GATES: Mapping[str, str] = MappingProxyType(
     {
