@@ -96,7 +96,7 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "this rule and HPA were run by hand once, as the page reports",
     Ref("docs/rack-scale-jobs.md", "fakeplugin cluster up"): "a cluster of its own in the user's default "
     "state dir; tests/e2e/test_gangs.py starts one for this inventory and applies "
-    "examples/rack-scale/gang.yaml",
+    "examples/rack-scale/",
     Ref("docs/rack-scale-jobs.md", "$ kubectl"): "what kubectl showed in one real run, as the page says; "
     "tests/e2e/test_gangs.py asserts the same facts (bound nodes, cliques, conditions, claims, the CD)",
     Ref("docs/kueue.md", "fakeplugin cluster up"): "builds Kueue from its module (--build) for a cluster of "
@@ -339,6 +339,9 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/hpa.md", "apiVersion: keda.sh/v1alpha1"): the_example("examples/hpa/scaledobject.yaml"),
     Ref("docs/rack-scale-jobs.md", "driverVersion:"): the_example("examples/rack-scale/inventory.yaml"),
     Ref("docs/rack-scale-jobs.md", "apiVersion: resource.nvidia.com"): the_example(
+        "examples/rack-scale/compute-domain.yaml"
+    ),
+    Ref("docs/rack-scale-jobs.md", "apiVersion: scheduling.k8s.io"): the_example(
         "examples/rack-scale/gang.yaml"
     ),
     Ref("docs/testing.md", "# conftest.py"): a_conftest,

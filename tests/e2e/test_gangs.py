@@ -9,7 +9,7 @@ and rack B, 2 trays in another (kwok plays the nodes, `fakeplugin fleet` their k
 daemons). Checked:
 - a gang of 4 is one tray short in every clique (5 trays in all would take it, spread): no pod binds, no
   claim is allocated, the PodGroup says Unschedulable;
-- the guide's gang of 3 with a ComputeDomain (examples/rack-scale/gang.yaml) binds whole on rack A, the
+- the guide's gang of 3 with a ComputeDomain (examples/rack-scale/) binds whole on rack A, the
   only clique with room, and the domain forms over the gang's nodes alone;
 - two gangs of 3 at once compete for rack A: one runs there, the other waits whole (rack B's 2 free trays
   untouched), and runs whole once the first is gone.
@@ -46,7 +46,13 @@ STAGES = {
 
 
 INVENTORY = yaml.safe_load((EXAMPLES / "rack-scale" / "inventory.yaml").read_text())
-GUIDE_GANG = [d for d in yaml.safe_load_all((EXAMPLES / "rack-scale" / "gang.yaml").read_text()) if d]
+# The guide's job: its ComputeDomain first, then the gang.
+GUIDE_GANG = [
+    d
+    for f in ("compute-domain.yaml", "gang.yaml")
+    for d in yaml.safe_load_all((EXAMPLES / "rack-scale" / f).read_text())
+    if d
+]
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +193,7 @@ def test_a_gang_one_tray_short_of_a_clique_binds_nothing_and_holds_no_gpu(racks:
 def test_the_guides_gang_binds_whole_in_the_one_clique_with_room_and_its_domain_forms_over_its_nodes(
     racks: Cluster,
 ) -> None:
-    """The guide's gang (examples/rack-scale/gang.yaml), `train`."""
+    """The guide's gang, `train` (examples/rack-scale/compute-domain.yaml and gang.yaml)."""
     start_domain_job(racks, NAMESPACE, GUIDE_GANG)
     nodes = wait_running(racks, "train", 3)
     assert sorted(nodes) == [f"rack-a-{i}" for i in range(3)]
