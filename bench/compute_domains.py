@@ -153,8 +153,8 @@ def run_wave(
     template_path = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates"
     names = [f"{'cd' if channel else 'plain'}-{r}" for r in range(racks)]
     jobs = [job(name, r, channel=channel) for r, name in enumerate(names)]
-    # The CDs first, their pods once the controller made the channel templates (tests/e2e/
-    # test_compute_domains_fleet.py start_job says why).
+    # The CDs first, their pods once the controller made the channel templates (as tests/harness/domains.py
+    # start_domain_job does).
     for objects in jobs:
         create(cluster, in_namespace([o for o in objects if o["kind"] == api.COMPUTE_DOMAIN_KIND]))
     templates = {f"{n}-channel" for n in names} if channel else set()

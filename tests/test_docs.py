@@ -94,6 +94,11 @@ NOT_RUNNABLE: dict[Ref, str] = {
     "its own; tests/e2e/test_hpa.py starts its cluster with these arguments",
     Ref("docs/hpa.md", "externalRules:"): "prometheus-adapter has no build script here (the page says why); "
     "this rule and HPA were run by hand once, as the page reports",
+    Ref("docs/rack-scale-jobs.md", "fakeplugin cluster up"): "a cluster of its own in the user's default "
+    "state dir; tests/e2e/test_gangs.py starts one for this inventory and applies "
+    "examples/rack-scale/",
+    Ref("docs/rack-scale-jobs.md", "$ kubectl"): "what kubectl showed in one real run, as the page says; "
+    "tests/e2e/test_gangs.py asserts the same facts (bound nodes, cliques, conditions, claims, the CD)",
     Ref("docs/kueue.md", "fakeplugin cluster up"): "builds Kueue from its module (--build) for a cluster of "
     "its own; tests/e2e/test_kueue.py applies these manifests on its session cluster",
     Ref("docs/local-cluster.md", "fakeplugin cluster build"): "a cold Go build (about 12 min) and a cluster "
@@ -332,6 +337,13 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/consumable-shares.md", "apiVersion: resource.k8s.io/v1"): parse_manifest,
     Ref("docs/driver-releases.md", "fakeplugin render"): run_commands,
     Ref("docs/hpa.md", "apiVersion: keda.sh/v1alpha1"): the_example("examples/hpa/scaledobject.yaml"),
+    Ref("docs/rack-scale-jobs.md", "driverVersion:"): the_example("examples/rack-scale/inventory.yaml"),
+    Ref("docs/rack-scale-jobs.md", "apiVersion: resource.nvidia.com"): the_example(
+        "examples/rack-scale/compute-domain.yaml"
+    ),
+    Ref("docs/rack-scale-jobs.md", "apiVersion: scheduling.k8s.io"): the_example(
+        "examples/rack-scale/gang.yaml"
+    ),
     Ref("docs/testing.md", "# conftest.py"): a_conftest,
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
     Ref("docs/prometheus.md", "promtool check rules"): promtool_commands,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakeplugin.cluster import binaries, components, versions
+from fakeplugin.cluster import Cluster, binaries, components, versions
 from fakeplugin.cluster.layout import StateLayout
+from tests.harness import docblocks
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = ("v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0")
@@ -60,10 +61,18 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes
     # Beta (on by default) in 1.36; DRAExtendedResource GA and locked in 1.37: never passed there.
     # DRAListTypeAttributes is new in 1.36, alpha: on, so NVIDIA's 0.5.0-dev may publish numaNode as a list.
     assert dict(versions.release("v1.36.3").feature_gates) == {"DRAListTypeAttributes": True}
-    assert dict(versions.release("v1.37.2").feature_gates) == {"DRAListTypeAttributes": True}
+    # 1.37: the Workload API with gangs, claims for pod groups, topology-aware placement (beta, beta, alpha;
+    # all off by default there).
+    workloads = {
+        "DRAListTypeAttributes": True,
+        "GenericWorkload": True,
+        "DRAWorkloadResourceClaims": True,
+        "TopologyAwareWorkloadScheduling": True,
+    }
+    assert dict(versions.release("v1.37.2").feature_gates) == workloads
     # 1.38: DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules GA and
     # locked, DRAConsumableCapacity GA; a locked gate set to its default is accepted, but none is set.
-    assert dict(versions.release("v1.38.0-beta.0").feature_gates) == {"DRAListTypeAttributes": True}
+    assert dict(versions.release("v1.38.0-beta.0").feature_gates) == workloads
     assert dict(versions.release("v1.37.2").feature_gates) == components.DEFAULT_FEATURE_GATES
 
 
@@ -75,11 +84,20 @@ def test_gates_turned_on_are_the_alpha_dra_gates_before_1_36_and_list_attributes
         ("v1.35.4", {"DRADeviceTaintRules": True}, "--runtime-config=resource.k8s.io/v1alpha3=true"),
         ("v1.36.3", None, None),
         ("v1.36.3", {"DRADeviceTaintRules": True}, "--runtime-config=resource.k8s.io/v1beta2=true"),
-        ("v1.37.2", None, None),  # GA: resource.k8s.io/v1 serves DeviceTaintRule by default
-        ("v1.38.0-beta.0", None, None),  # likewise, and the gate locked on
+        # GA: resource.k8s.io/v1 serves DeviceTaintRule by default; the Workload API is beta, off by default.
+        ("v1.37.2", None, "--runtime-config=scheduling.k8s.io/v1beta1=true"),
+        ("v1.37.2", {"GenericWorkload": False}, None),
+        ("v1.38.0-beta.0", None, "--runtime-config=scheduling.k8s.io/v1beta1=true"),
+        # Asked for on 1.35 and 1.36: their alpha APIs, beside DeviceTaintRule's.
+        (
+            "v1.35.4",
+            {"DRADeviceTaintRules": True, "GenericWorkload": True},
+            "--runtime-config=resource.k8s.io/v1alpha3=true,scheduling.k8s.io/v1alpha1=true",
+        ),
+        ("v1.36.3", {"GenericWorkload": True}, "--runtime-config=scheduling.k8s.io/v1alpha2=true"),
     ],
 )
-def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
+def test_apis_off_by_default_are_switched_on_for_the_gates_that_need_them(
     tmp_path: Path, version: str, gates: dict[str, bool] | None, runtime_config: str | None
 ) -> None:
     k8s = versions.release(version)
@@ -95,6 +113,65 @@ def test_the_device_taint_rule_api_is_switched_on_where_it_is_off_by_default(
     assert [a for a in argv if a.startswith("--endpoint-reconciler-type")] == reconciler
     gates_flag = next(a for a in argv if a.startswith("--feature-gates="))
     assert gates_flag == f"--feature-gates={components.gates_flag(all_gates)}"
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "message"),
+    [
+        (
+            "v1.35.4",
+            {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True},
+            r"TopologyAwareWorkloadScheduling=true \(KEP-5732\): Kubernetes v1\.35\.4 has no such gate; "
+            r"it is in 1\.36, 1\.37, 1\.38 \(on by default from 1\.37: --kubernetes-version v1\.37\.2\)",
+        ),
+        (
+            "v1.34.4",
+            {"GenericWorkload": True},
+            r"GenericWorkload=true \(KEP-4671\): Kubernetes v1\.34\.4 has no",
+        ),
+        ("v1.35.4", {"DRAWorkloadResourceClaims": True}, r"DRAWorkloadResourceClaims=true \(KEP-5729\)"),
+        (
+            "v1.37.2",
+            {
+                "GenericWorkload": False,
+                "DRAWorkloadResourceClaims": True,
+                "TopologyAwareWorkloadScheduling": True,
+            },
+            r"DRAWorkloadResourceClaims, TopologyAwareWorkloadScheduling need GenericWorkload=true",
+        ),
+    ],
+)
+def test_workload_gates_asked_for_where_the_minor_cannot_are_refused_before_anything_starts(
+    tmp_path: Path, version: str, gates: dict[str, bool], message: str
+) -> None:
+    with pytest.raises(versions.UnsupportedVersion, match=message):
+        versions.check_workload_gates(version, gates)
+    with pytest.raises(versions.UnsupportedVersion, match=message):
+        Cluster.up(
+            tmp_path / "no-inventory.yaml",
+            tmp_path / "state",
+            kubernetes_version=version,
+            feature_gates=gates,
+        )
+
+
+@pytest.mark.parametrize("version", ["v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2", "v1.38.0-beta.0"])
+def test_every_minor_s_own_gates_pass_the_workload_check(version: str) -> None:
+    versions.check_workload_gates(version, versions.release(version).feature_gates)
+    # Off is never refused, even where the gate does not exist.
+    versions.check_workload_gates(version, dict.fromkeys(versions.WORKLOAD_GATES, False))
+
+
+def test_the_kind_settings_of_the_docs_are_the_gates_and_api_cluster_up_turns_on() -> None:
+    """docs/kind.md's cluster-config fragment (*Gangs and the Workload API*) for the default version."""
+    (fragment,) = [
+        b.text for b in docblocks.blocks() if b.page == "docs/kind.md" and b.first == "featureGates:"
+    ]
+    k8s = versions.release(versions.DEFAULT_VERSION)
+    assert yaml.safe_load(fragment) == {
+        "featureGates": {g: k8s.feature_gates[g] for g in versions.WORKLOAD_GATES},
+        "runtimeConfig": {api: "true" for api in k8s.runtime_config(k8s.feature_gates)},
+    }
 
 
 def test_build_script_takes_etcd_helm_go_kueue_keda_karpenter_and_actionlint_from_the_table() -> None:

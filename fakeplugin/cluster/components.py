@@ -179,8 +179,8 @@ def apiserver_argv(
         *aggregation_args(layout),
     ]
     argv += k8s.apiserver_args
-    if k8s.taint_rule_runtime_config and gates.get(k8s.taint_rule_gate):
-        argv.append(f"--runtime-config={k8s.taint_rule_api}=true")  # DeviceTaintRule's API, off by default
+    if apis := k8s.runtime_config(gates):
+        argv.append("--runtime-config=" + ",".join(f"{api}=true" for api in apis))
     return argv
 
 

@@ -123,6 +123,7 @@ class Cluster(Inspection):
                 version = kubernetes_version or versions.selected()
                 k8s = versions.release(version)
                 gates = dict(k8s.feature_gates) if feature_gates is None else feature_gates
+                versions.check_workload_gates(version, gates)
                 cluster._start(
                     Path(inventory).absolute(),
                     gates,

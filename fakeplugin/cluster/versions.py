@@ -22,7 +22,15 @@ Go module proxy serves for `k8s.io/kubernetes@vX.Y.Z`; 1.38: v1.38.0-beta.0, the
   v1alpha1 from 1.37, v1alpha1 alone before);
 - kubelet config: every field we set (`failCgroupV1` included, since 1.31) exists in all five minors
   (`pkg/kubelet/apis/config/types.go`), so the KubeletConfiguration is the same for all;
-- the API server serves `resource.k8s.io/v1` by default in all five (`pkg/controlplane/instance.go`).
+- the API server serves `resource.k8s.io/v1` by default in all five (`pkg/controlplane/instance.go`);
+- workloads (WORKLOAD_GATES): the gates in `pkg/features/kube_features.go`, the API version serving Workload
+  and PodGroup in `pkg/registry/scheduling/rest/storage_scheduling.go` (v1alpha1, Workload alone, in 1.35;
+  v1alpha2 in 1.36; v1beta1 and v1alpha3 in 1.37, off by default as every beta API since 1.24), the types
+  in `staging/src/k8s.io/api/scheduling/` and `core/v1` (pods join a PodGroup by
+  `spec.schedulingGroup.podGroupName` from 1.36); the scheduler's default profile adds GangScheduling, and
+  TopologyPlacementGenerator with PodGroupPodsCount, when their gates are on
+  (`pkg/scheduler/apis/config/v1/default_plugins.go`), so its configuration needs nothing more. 1.36 read at
+  v1.36.0; in 1.38 TopologyAwareWorkloadScheduling is beta (off by default), the rest as in 1.37;
 - helm: helm.sh/docs/topics/version_skew (a helm release supports the Kubernetes minor of its client-go
   and the three before: 3.19 → 1.31-1.34, 3.22 → 1.34-1.37). 1.35 keeps the seed's 3.19.0 (built and
   proven with it; 1.35 is one past its range, which the chart test shows harmless); 1.36 shares 1.37's;
@@ -108,6 +116,19 @@ class KubernetesRelease:
     # looked claims up by the pod's own entry name, so only a claim named exactly as that entry (kubernetes
     # issue #134482; pkg/kubelet/cm/dra/manager.go UpdateAllocatedResourcesStatus at each tag).
     health_status_claims: str = "template"
+    # The workload gates (WORKLOAD_GATES) this minor has, and the scheduling.k8s.io version that serves
+    # Workload and PodGroup when GenericWorkload is on (off by default: `--runtime-config`); "" where none.
+    workload_gates: frozenset[str] = frozenset()
+    workload_api: str = ""
+
+    def runtime_config(self, gates: Mapping[str, bool]) -> list[str]:
+        """The API versions off by default in this minor that `gates` need served."""
+        apis = []
+        if self.taint_rule_runtime_config and gates.get(self.taint_rule_gate):
+            apis.append(self.taint_rule_api)  # DeviceTaintRule's
+        if self.workload_api and gates.get(GENERIC_WORKLOAD):
+            apis.append(self.workload_api)  # Workload and PodGroup
+        return apis
 
 
 _ALPHA_DRA = MappingProxyType(
@@ -129,6 +150,22 @@ _ALPHA_DRA = MappingProxyType(
 # (pkg/registry/resource/resourceslice/strategy.go dropDisableDRAListTypeAttributesFields) and the device
 # fails validation for an attribute without a value.
 _LIST_ATTRIBUTES = MappingProxyType({"DRAListTypeAttributes": True})
+
+# Rack-scale jobs as Kubernetes schedules them (docs/rack-scale-jobs.md), gate → KEP: the Workload API and
+# gang scheduling (alpha in 1.35, beta and off by default in 1.37), ResourceClaims for a whole PodGroup and
+# topology-aware workload scheduling (both alpha in 1.36; the first beta and off by default in 1.37, the
+# second alpha until its beta, off by default, in 1.38). Both need GenericWorkload (the gates' dependencies
+# in kube_features.go). On by default from 1.37, where the API is beta; on 1.35 and 1.36 (alpha, other API
+# versions) when asked for.
+GENERIC_WORKLOAD = "GenericWorkload"
+WORKLOAD_GATES: Mapping[str, str] = MappingProxyType(
+    {
+        GENERIC_WORKLOAD: "KEP-4671",
+        "DRAWorkloadResourceClaims": "KEP-5729",
+        "TopologyAwareWorkloadScheduling": "KEP-5732",
+    }
+)
+_WORKLOADS = MappingProxyType({**_LIST_ATTRIBUTES, **dict.fromkeys(WORKLOAD_GATES, True)})
 
 RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
     {
@@ -159,6 +196,8 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 taint_rule_gate="DRADeviceTaintRules",  # alpha, new in 1.35
                 taint_rule_api="resource.k8s.io/v1alpha3",
                 taint_rule_runtime_config=True,
+                workload_gates=frozenset({GENERIC_WORKLOAD}),  # alpha; a Workload, no PodGroup yet
+                workload_api="scheduling.k8s.io/v1alpha1",
             ),
             KubernetesRelease(
                 minor="1.36",
@@ -173,6 +212,8 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 taint_rule_gate="DRADeviceTaintRules",  # beta, off by default
                 taint_rule_api="resource.k8s.io/v1beta2",
                 taint_rule_runtime_config=True,
+                workload_gates=frozenset(WORKLOAD_GATES),  # alpha, all three: off unless asked for
+                workload_api="scheduling.k8s.io/v1alpha2",
             ),
             KubernetesRelease(
                 minor="1.37",
@@ -181,8 +222,9 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 etcd="v3.7.3",
                 etcd_release="v3.7.0",  # DefaultEtcdVersion at v1.37.2
                 helm="v3.22.0",
-                # DRADeviceTaints, DRADeviceTaintRules: GA; DRAExtendedResource: GA and locked.
-                feature_gates=_LIST_ATTRIBUTES,
+                # DRADeviceTaints, DRADeviceTaintRules: GA; DRAExtendedResource: GA and locked. The
+                # workload gates: beta (off by default) but TopologyAwareWorkloadScheduling, alpha.
+                feature_gates=_WORKLOADS,
                 taint_rule_gate="DRADeviceTaintRules",
                 taint_rule_api="resource.k8s.io/v1",
                 taint_rule_runtime_config=False,
@@ -192,6 +234,8 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 # pkg/controlplane/reconcilers/lease.go); `none` accepts it. Nothing of ours reaches the
                 # API server through the `kubernetes` Service, so its endpoints may stay empty.
                 apiserver_args=("--endpoint-reconciler-type=none",),
+                workload_gates=frozenset(WORKLOAD_GATES),
+                workload_api="scheduling.k8s.io/v1beta1",
             ),
             KubernetesRelease(
                 minor="1.38",
@@ -204,13 +248,16 @@ RELEASES: Mapping[str, KubernetesRelease] = MappingProxyType(
                 etcd_release="v3.7.1",  # DefaultEtcdVersion at v1.38.0-beta.0
                 helm="v3.22.0",  # one past its range, as 1.35's: no helm with client-go 0.38 is served
                 # DRAPartitionableDevices, DRADeviceBindingConditions, DRADeviceTaints, DRADeviceTaintRules:
-                # GA and locked; DRAConsumableCapacity: GA; DynamicResourceAllocation: removed.
-                feature_gates=_LIST_ATTRIBUTES,
+                # GA and locked; DRAConsumableCapacity: GA; DynamicResourceAllocation: removed. The
+                # workload gates: all three beta, off by default.
+                feature_gates=_WORKLOADS,
                 taint_rule_gate="DRADeviceTaintRules",
                 taint_rule_api="resource.k8s.io/v1",
                 taint_rule_runtime_config=False,
                 health_services=("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"),
                 apiserver_args=("--endpoint-reconciler-type=none",),  # as 1.37's, for the same check
+                workload_gates=frozenset(WORKLOAD_GATES),
+                workload_api="scheduling.k8s.io/v1beta1",
             ),
         )
     }
@@ -242,6 +289,26 @@ def minor_of(version: str) -> str:
 
 def release(version: str) -> KubernetesRelease:
     return RELEASES[minor_of(version)]
+
+
+def check_workload_gates(version: str, gates: Mapping[str, bool]) -> None:
+    """A clear error for a workload gate (WORKLOAD_GATES) turned on where `version`'s minor lacks it, or
+    for DRAWorkloadResourceClaims or TopologyAwareWorkloadScheduling without GenericWorkload."""
+    r = release(version)
+    for gate, kep in WORKLOAD_GATES.items():
+        if gates.get(gate) and gate not in r.workload_gates:
+            having = [m.minor for m in RELEASES.values() if gate in m.workload_gates]
+            raise UnsupportedVersion(
+                f"--kubernetes-feature-gates: {gate}=true ({kep}): Kubernetes {version} has no such gate; "
+                f"it is in {', '.join(having)} "
+                f"(on by default from 1.37: --kubernetes-version {DEFAULT_VERSION})"
+            )
+    lacking = [g for g in WORKLOAD_GATES if g != GENERIC_WORKLOAD and gates.get(g)]
+    if lacking and not gates.get(GENERIC_WORKLOAD):
+        raise UnsupportedVersion(
+            f"--kubernetes-feature-gates: {', '.join(lacking)} need{'s' if len(lacking) == 1 else ''} "
+            f"{GENERIC_WORKLOAD}=true (the Workload API)"
+        )
 
 
 def selected(env: Mapping[str, str] = os.environ) -> str:

@@ -80,7 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="Kubernetes feature gates for every component, over the version's defaults (1.34, 1.35: "
         "DRAPartitionableDevices, DRAExtendedResource, DRADeviceTaints, ResourceHealthStatus on; "
-        "1.36 to 1.38: DRAListTypeAttributes, the rest is on by default there)",
+        "1.36 to 1.38: DRAListTypeAttributes, the rest is on by default there; 1.37, 1.38 also "
+        "GenericWorkload, DRAWorkloadResourceClaims, TopologyAwareWorkloadScheduling: gangs, "
+        "docs/rack-scale-jobs.md)",
     )
     flag(
         up,

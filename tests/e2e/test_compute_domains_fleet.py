@@ -32,9 +32,16 @@ from fakeplugin.faults.daemonfaults import NOT_READY_ANNOTATION
 from fakeplugin.testing import Faults, container, device_request, pod, resource_claim
 from fakeplugin.testing.containers import local_view
 from tests.harness import DRIVER
-from tests.harness.domains import CHANNEL_INJECTION, SPECS, cd_status, channel_injection_ran, ready_status
+from tests.harness.domains import (
+    CHANNEL_INJECTION,
+    SPECS,
+    cd_status,
+    channel_injection_ran,
+    ready_status,
+    start_domain_job,
+)
 from tests.harness.host import own_cluster
-from tests.harness.kube import apply, apply_file, get, items, wait_for
+from tests.harness.kube import apply_file, get, items, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -115,22 +122,6 @@ def job(
             )
         )
     return objects
-
-
-def start_job(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
-    """The CD, then, once the controller made its channel template, the claims and pods."""
-    cd, rest = objects[0], objects[1:]
-    apply(cluster, NAMESPACE, cd)
-    template = cd["spec"]["channel"]["resourceClaimTemplate"]["name"]
-    wait_for(
-        lambda: (
-            template
-            in {t["metadata"]["name"] for t in items(cluster, "resourceclaimtemplates", "-n", NAMESPACE)}
-        ),
-        what=f"the controller's channel template {template}",
-        timeout=60,
-    )
-    apply(cluster, NAMESPACE, *rest)
 
 
 def on_clique(clique: str) -> dict[str, Any]:
@@ -224,8 +215,8 @@ def test_nvidias_channel_injection_demo_on_a_simulated_rack(racks: Cluster, spec
 def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Cluster) -> None:
     fault_racks(racks, True)
     try:
-        start_job(racks, job("job-a", 16, **on_clique(f"{RACK_A}.1")))
-        start_job(racks, job("job-b", 18, selector=GB300, **on_clique(f"{RACK_B}.1")))
+        start_domain_job(racks, NAMESPACE, job("job-a", 16, **on_clique(f"{RACK_A}.1")))
+        start_domain_job(racks, NAMESPACE, job("job-b", 18, selector=GB300, **on_clique(f"{RACK_B}.1")))
 
         def all_listed(name: str, count: int) -> dict[str, Any] | None:
             s = cd_status(racks, NAMESPACE, name)
@@ -286,7 +277,7 @@ def test_two_jobs_on_two_racks_run_only_once_their_daemons_are_ready(racks: Clus
 
 
 def test_a_two_node_domain_across_kubelet_nodes(racks: Cluster) -> None:
-    start_job(racks, job("pair", 2, **on_clique(f"{LOCAL}.3")))
+    start_domain_job(racks, NAMESPACE, job("pair", 2, **on_clique(f"{LOCAL}.3")))
     wait_for(
         lambda: set(phases(racks, "pair").values()) == {"Running"},
         what="both pods of the 2-node domain Running",
@@ -312,7 +303,7 @@ def test_a_node_that_leaves_its_clique_leaves_the_domain_until_it_comes_back(
     """The left-clique fault through the testing API (fakeplugin.testing.Faults), on a simulated rack node
     (the fleet's daemon) and on a kubelet node (the plugin's --emulate-daemon)."""
     faults = Faults(racks.kubectl)
-    start_job(racks, job("solo", 1, nodeSelector={"kubernetes.io/hostname": node}))
+    start_domain_job(racks, NAMESPACE, job("solo", 1, nodeSelector={"kubernetes.io/hostname": node}))
     wait_for(lambda: ready_status(racks, NAMESPACE, "solo"), what="the 1-node domain Ready", timeout=120)
     faults.leave_clique(node, "tray lost its NVLink")
     try:
@@ -350,7 +341,7 @@ def test_a_domain_larger_than_a_rack_stays_not_ready(racks: Cluster) -> None:
     objects = job("wide", 20, **same_clique)
     for worker in (o for o in objects if o["kind"] == "Pod"):
         worker["metadata"]["labels"] = {"job": "wide"}
-    start_job(racks, objects)
+    start_domain_job(racks, NAMESPACE, objects)
     counts = wait_for(
         lambda: (c := sorted(phases(racks, "wide").values())).count("Running") == TRAYS and c,
         what=f"{TRAYS} pods of the 20-node job Running",

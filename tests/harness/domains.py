@@ -8,7 +8,7 @@ from typing import Any
 
 from fakeplugin.apis import computedomain as api
 from fakeplugin.testing.containers import local_view
-from tests.harness.kube import get, pod_phase, wait_for
+from tests.harness.kube import apply, get, items, pod_phase, wait_for
 from tests.harness.paths import REPO
 
 SPECS = REPO / "tests" / "data" / "nvidia-demo-specs"
@@ -23,6 +23,23 @@ def cd_status(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
 def ready_status(cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
     status = cd_status(cluster, namespace, name)
     return status if status.get("status") == api.STATUS_READY else None
+
+
+def start_domain_job(cluster: Any, namespace: str, objects: list[dict[str, Any]]) -> None:
+    """A ComputeDomain (`objects[0]`), then, once the controller made its channel template, the rest (the
+    claims and pods naming that template)."""
+    cd, rest = objects[0], objects[1:]
+    apply(cluster, namespace, cd)
+    template = cd["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    wait_for(
+        lambda: (
+            template
+            in {t["metadata"]["name"] for t in items(cluster, "resourceclaimtemplates", "-n", namespace)}
+        ),
+        what=f"the controller's channel template {template}",
+        timeout=60,
+    )
+    apply(cluster, namespace, *rest)
 
 
 def channel_injection_ran(cluster: Any, namespace: str, cd: str, pod: str, channel: str) -> dict[str, Any]:
