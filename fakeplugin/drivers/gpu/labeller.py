@@ -22,6 +22,7 @@ from fakeplugin.drivers.gpu.publish.nodelabels import (
     owned_labels_patch,
     owned_labels_removal,
 )
+from fakeplugin.inventory import Inventory, NodeEntry
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.runtime.driver import Obj
 
@@ -36,6 +37,9 @@ class OperatorLabeller:
     def __init__(self, patch: PatchNode, node_name: str, inventory: InventoryFile) -> None:
         self._patch, self._node, self._inventory = patch, node_name, inventory
         self._meta: Obj | None = None  # the Node's metadata as last seen; None before the informer's first
+        # The labels of the last (inventory, entry): kwok's heartbeats and every status update are Node
+        # events, and a fleet has thousands of nodes; the labels change only with these two.
+        self._want: tuple[Inventory | None, NodeEntry | None, dict[str, str]] = (None, None, {})
         self._lock = threading.Lock()  # the informer and the inventory poll call in on their own threads
 
     def node_changed(self, meta: Obj) -> None:
@@ -56,10 +60,13 @@ class OperatorLabeller:
     def _sync(self) -> None:
         if self._meta is None:
             return
-        inventory, stamp = self._inventory.inventory, self._inventory.written
+        inventory = self._inventory.inventory
         entry = inventory.node_entry(self._node, self._meta.get("labels") or {})
-        want = operator_labels(inventory, entry, timestamp=stamp) if entry else {}
-        patch = owned_labels_patch(self._meta, want, OWNED_ANNOTATION)
+        if inventory is not self._want[0] or entry is not self._want[1]:  # identity: a reload is new
+            stamp = self._inventory.written
+            want = operator_labels(inventory, entry, timestamp=stamp) if entry else {}
+            self._want = (inventory, entry, want)
+        patch = owned_labels_patch(self._meta, self._want[2], OWNED_ANNOTATION)
         if patch is not None:
             self._send(patch, "setting")
 
