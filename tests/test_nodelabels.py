@@ -328,6 +328,25 @@ def test_a_fleet_relabels_its_nodes_when_the_inventory_changes_not_on_every_sync
     assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gfd.timestamp"]) == ("2", str(STAMP + 100))
 
 
+def labelling_plugin(
+    tmp_path: Path, inventory: InventoryFile, nodes: Nodes, name: str
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The GPU plugin of node `name` with --gpu-operator-labels, its patches applied to `nodes`; and the
+    list of the patches it sent."""
+    sent: list[dict[str, Any]] = []
+
+    def patch(node: str, body: dict[str, Any]) -> dict[str, Any]:
+        sent.append(body)
+        nodes.patch(f"/api/v1/nodes/{node}", body)
+        return {}
+
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    plugin = GpuDriver(emulation(release=""), node_labels=patch).node(
+        name, inventory, dirs=dirs, boot_id="b", get_claim=lambda ns, n: {}
+    )
+    return plugin, sent
+
+
 def test_the_gpu_plugin_keeps_its_nodes_operator_labels_and_only_those(tmp_path: Path) -> None:
     """serve --gpu-operator-labels (drivers.gpu.labeller) through the GpuNode the runtime drives: labels at
     the Node's first sight, nothing while nothing changed, relabelled by an inventory edit, removed at close;
@@ -338,17 +357,7 @@ def test_the_gpu_plugin_keeps_its_nodes_operator_labels_and_only_those(tmp_path:
     inventory = InventoryFile(path)
     node = Nodes()
     node.metas["n"] = {"name": "n", "uid": "u1", "labels": {"zone": "z", "team": "a"}, "annotations": {}}
-    sent: list[dict[str, Any]] = []
-
-    def patch(name: str, body: dict[str, Any]) -> dict[str, Any]:
-        sent.append(body)
-        node.patch(f"/api/v1/nodes/{name}", body)
-        return {}
-
-    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
-    plugin = GpuDriver(emulation(release=""), node_labels=patch).node(
-        "n", inventory, dirs=dirs, boot_id="b", get_claim=lambda ns, n: {}
-    )
+    plugin, sent = labelling_plugin(tmp_path, inventory, node, "n")
     plugin.set_node({"metadata": copy.deepcopy(node.metas["n"])})
     labels = node.metas["n"]["labels"]
     assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/mig.config"]) == (
@@ -436,17 +445,7 @@ def test_simulated_nodes_of_cluster_up_need_no_patch_from_the_fleets_labeller(tm
     body = simulated_node(node.name, node.labels, annotations=node.annotations)
     metas = Nodes()
     metas.metas["sim"] = {**body["metadata"], "uid": "u"}
-    sent: list[dict[str, Any]] = []
-
-    def patch(name: str, patch_body: dict[str, Any]) -> dict[str, Any]:
-        sent.append(patch_body)
-        metas.patch(f"/api/v1/nodes/{name}", patch_body)
-        return {}
-
-    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
-    plugin = GpuDriver(emulation(release=""), node_labels=patch).node(
-        "sim", inventory, dirs=dirs, boot_id="b", get_claim=lambda ns, n: {}
-    )
+    plugin, sent = labelling_plugin(tmp_path, inventory, metas, "sim")
     plugin.set_node({"metadata": copy.deepcopy(metas.metas["sim"])})
     assert sent == []
     doc["nodes"][0]["gpus"] = [{"profile": "h200", "mig": [{"profile": "1g.18gb", "count": 7}]}]
