@@ -5,6 +5,7 @@
     python bench/fleet.py --json out.json --keep  # keep the cluster to look around
     python bench/fleet.py --nodes 200 --pods 400 --soak 5   # RSS per cycle
     python bench/fleet.py --nodes 5000 --pods 10000 --waves 1 --claimless   # claim pods vs claimless pods
+    python bench/fleet.py --operator-labels --rounds 2   # publish with the GPU Operator's labels vs without
 
 Brings up a local cluster (`fakeplugin cluster up`: etcd, kube-apiserver, -scheduler, -controller-manager,
 kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose inventory is one entry:
@@ -28,6 +29,14 @@ kwok for the simulated nodes, one `fakeplugin fleet` for their DRA side) whose i
              later): `--soak N` runs N waves and reports the RSS per cycle and how much it grew per pod
              served after the first cycle (flat: nothing kept per pod or claim once it is gone)
 
+  operator labels  with --operator-labels, instead of the above: --rounds times a cluster whose nodes have
+             no GPU Operator (`gpuOperator: none`), then one whose nodes have its labels (`clusterPolicy`,
+             kept by the fleet's `--gpu-operator-labels`), each fresh: publish as above and, finer, when
+             a 0.2 s poll of the slices' count first saw all of them (secondsToEverySlice), the fleet's CPU
+             from its start until every slice is there and in the IDLE_SECONDS after (kwok's node
+             heartbeats are Node events the labels are checked on), per node; then the medians, and
+             labels over none ("labelled")
+
 It also checks that every Running pod's claim has its CDI spec on its node (in the cluster's state dir).
 Everything is deleted at the end unless --keep.
 """
@@ -46,10 +55,12 @@ from common import (
     PodWatch,
     cluster_arguments,
     cpu_by_process,
+    cpu_seconds,
     create,
     exit_on_sigterm,
     inventory_beside,
     machine,
+    median_max,
     report,
     rss_kib,
     say,
@@ -59,9 +70,10 @@ from common import (
 
 from fakeplugin.cluster import Cluster
 from fakeplugin.fleet.api import FleetKube
-from fakeplugin.kube import SLICES, new_api_client
+from fakeplugin.kube import NODES, SLICES, new_api_client
 
 SETTLE_SECONDS = 5.0  # after a scale-down, before the fleet's RSS is read
+IDLE_SECONDS = 30.0  # --operator-labels: the idle window after publishing whose fleet CPU is measured
 
 
 class Sampler(threading.Thread):
@@ -85,15 +97,112 @@ class Sampler(threading.Thread):
             self.peak_total = max(self.peak_total, total)
 
 
-def simulated_inventory(state_dir: Path, profile: str, nodes: int, gpus: int) -> Path:
-    """An inventory of `nodes` simulated nodes `<profile>-0..` with `gpus` GPUs each, beside `state_dir`."""
+def simulated_inventory(
+    state_dir: Path, profile: str, nodes: int, gpus: int, gpu_operator: str = "clusterPolicy"
+) -> Path:
+    """An inventory of `nodes` simulated nodes `<profile>-0..` with `gpus` GPUs each, beside `state_dir`,
+    in the GPU Operator mode `gpu_operator`."""
     node = {
         "namePrefix": f"{profile}-",
         "replicas": nodes,
         "kubelet": False,
+        "gpuOperator": gpu_operator,
         "gpus": [{"profile": profile, "count": gpus}],
     }
     return inventory_beside(state_dir, [node])
+
+
+def publish(kube: FleetKube, fleets: list[Any], up_seconds: float) -> dict[str, Any]:
+    """Every slice of the fleet processes `fleets`, and when the newest was made after their start."""
+    slices, _ = kube.list(SLICES, field_selector="spec.driver=gpu.nvidia.com")
+    newest = max(
+        datetime.datetime.fromisoformat(s["metadata"]["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+        for s in slices
+    )
+    return {
+        "slices": len(slices),
+        "devices": sum(len(s["spec"].get("devices") or []) for s in slices),
+        "secondsFromFleetStart": round(newest - min(start_epoch(f.pid) for f in fleets), 1),
+        "clusterUpSeconds": round(up_seconds, 1),
+    }
+
+
+class SliceClock(threading.Thread):
+    """While `cluster up` runs: every POLL_SECONDS the number of ResourceSlices (a one-item list's count);
+    `done` is when it first reached `slices`. Finer than the slices' creationTimestamps (whole seconds),
+    which at a few seconds of publishing are a quarter of the time."""
+
+    POLL_SECONDS = 0.2
+
+    def __init__(self, kubeconfig: Path, slices: int) -> None:
+        super().__init__(daemon=True)
+        self.kubeconfig, self.slices = kubeconfig, slices
+        self.done = 0.0
+
+    def run(self) -> None:
+        kube = None
+        while not self.done:
+            time.sleep(self.POLL_SECONDS)
+            try:
+                kube = kube or FleetKube(new_api_client(str(self.kubeconfig)))
+                if kube.count(SLICES) >= self.slices:
+                    self.done = time.time()
+            except Exception:  # no kubeconfig or API server yet
+                kube = None
+
+
+def labelled_publish(args: Any, gpu_operator: str) -> dict[str, Any]:
+    """One fresh cluster of --nodes in `gpu_operator` mode: publish, the fleet's CPU to publish and idle."""
+    inventory = simulated_inventory(args.state_dir, "h200", args.nodes, args.gpus, gpu_operator)
+    say(f"cluster up: {args.nodes} simulated nodes x {args.gpus} H200, gpuOperator {gpu_operator}")
+    clock = SliceClock(args.state_dir / "admin.kubeconfig", args.nodes)
+    clock.start()
+    started = time.time()
+    cluster = Cluster.up(inventory, args.state_dir)
+    up_seconds = time.time() - started
+    try:
+        kube = FleetKube(new_api_client(str(cluster.kubeconfig)))
+        fleets = [p for p in cluster.status() if p.name.split("/")[0] == "fleet"]
+        clock.join(timeout=60)
+        result = publish(kube, fleets, up_seconds)
+        result["secondsToEverySlice"] = round(clock.done - min(start_epoch(f.pid) for f in fleets), 2)
+        published_cpu = sum(cpu_seconds(f.pid) for f in fleets)
+        time.sleep(IDLE_SECONDS)
+        idle_cpu = sum(cpu_seconds(f.pid) for f in fleets) - published_cpu
+        present, _ = kube.list(NODES, label_selector="nvidia.com/gpu.present=true", metadata_only=True)
+        want = args.nodes if gpu_operator == "clusterPolicy" else 0
+        if len(present) != want:
+            raise SystemExit(f"gpuOperator {gpu_operator}: {len(present)} nodes labelled, not {want}")
+    finally:
+        cluster.down()
+    result |= {
+        "fleetCpuMsPerNodeToPublish": round(published_cpu * 1000 / args.nodes, 2),
+        "fleetCpuMsPerNodeIdle": round(idle_cpu * 1000 / args.nodes, 3),
+    }
+    say(f"  {gpu_operator}: {result}")
+    return result
+
+
+def operator_labels(args: Any) -> dict[str, Any]:
+    """--operator-labels: --rounds of (none, clusterPolicy) clusters; medians, and labels over none."""
+    modes = ("none", "clusterPolicy")
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    for _ in range(args.rounds):
+        for mode in modes:
+            runs[mode].append(labelled_publish(args, mode))
+    keys = (
+        "secondsToEverySlice",
+        "secondsFromFleetStart",
+        "fleetCpuMsPerNodeToPublish",
+        "fleetCpuMsPerNodeIdle",
+    )
+    medians = {m: {k: median_max([r[k] for r in runs[m]], 3) for k in keys} for m in modes}
+    ratio = {
+        k: round(medians["clusterPolicy"][k]["median"] / medians["none"][k]["median"], 3)
+        for k in keys
+        if medians["none"][k]["median"]
+    }
+    return {"machine": machine(), "nodes": args.nodes, "runs": runs, "medians": medians, "labelled": ratio}
 
 
 def workload(pods: int, name: str, claims: bool) -> list[dict[str, Any]]:
@@ -216,8 +325,17 @@ def main() -> int:
         action="store_true",
         help="also one wave of claimless pods: the control plane's ceiling",
     )
+    parser.add_argument(
+        "--operator-labels",
+        action="store_true",
+        help="only publish, with the GPU Operator's labels and without, on fresh clusters (--rounds)",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="--operator-labels: clusters of each mode")
     args = parser.parse_args()
     exit_on_sigterm()
+    if args.operator_labels:
+        report(operator_labels(args), args.json)
+        return 0
 
     inventory = simulated_inventory(args.state_dir, "h200", args.nodes, args.gpus)
     say(f"cluster up: {args.nodes} simulated nodes x {args.gpus} H200")
@@ -232,21 +350,8 @@ def main() -> int:
         kube = FleetKube(new_api_client(str(cluster.kubeconfig)))
         # One process, or two shards (fleet/0, fleet/1) above 1000 nodes: the first start counts.
         fleets = [p for p in cluster.status() if p.name.split("/")[0] == "fleet"]
-        slices, _ = kube.list(SLICES, field_selector="spec.driver=gpu.nvidia.com")
-        newest = max(
-            datetime.datetime.fromisoformat(
-                s["metadata"]["creationTimestamp"].replace("Z", "+00:00")
-            ).timestamp()
-            for s in slices
-        )
-        devices = sum(len(s["spec"].get("devices") or []) for s in slices)
-        results["publish"] = {
-            "slices": len(slices),
-            "devices": devices,
-            "secondsFromFleetStart": round(newest - min(start_epoch(f.pid) for f in fleets), 1),
-            "clusterUpSeconds": round(up_seconds, 1),
-        }
-        say(f"  {len(slices)} slices, {devices} devices: {results['publish']}")
+        results["publish"] = publish(kube, fleets, up_seconds)
+        say(f"  published: {results['publish']}")
         time.sleep(5)
         results["fleetIdleRssMiB"] = {f.name: round(rss_kib(f.pid)[0] / 1024, 1) for f in fleets}
         sampler = Sampler(cluster)

@@ -9,17 +9,19 @@ memory.total in MiB; family from the compute capability (8.x below 8.9: ampere);
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from fakeplugin.drivers.gpu import GpuDriver, gpu_node_labels, operator_labels
-from fakeplugin.fleet import nodeobjects
-from fakeplugin.fleet.nodeobjects import LABEL_KEYS, NodeOwner, label_patch, simulated_nodes
+from fakeplugin import releases
+from fakeplugin.cluster.state import cluster_nodes
+from fakeplugin.drivers.gpu import GpuDriver, gpu_node_labels, instance_types, operator_labels
+from fakeplugin.fleet.nodeobjects import LABEL_KEYS, NodeOwner, label_patch, simulated_node, simulated_nodes
 from fakeplugin.inventory import Inventory, InventoryError, load_inventory, parse_inventory
-from fakeplugin.inventory.file import InventoryFile
+from fakeplugin.inventory.file import InventoryFile, written
 from fakeplugin.runtime.driver import NodeDirs
 from fakeplugin.runtime.emulation import emulation
 from tests.harness.seedlab import A5000, GPU_OPERATOR_LABELS, T10
@@ -28,11 +30,11 @@ STAMP = 1_780_000_000
 LAB = Path("examples/seed-lab.yaml")
 
 
-def labels_of(doc: dict[str, Any], node: str, **kwargs: Any) -> dict[str, str]:
+def labels_of(doc: dict[str, Any], node: str) -> dict[str, str]:
     inv = parse_inventory(doc, source="inv.yaml")
     entry = inv.node_entry(node)
     assert entry is not None
-    return operator_labels(inv, entry, timestamp=STAMP, **kwargs)
+    return operator_labels(inv, entry, timestamp=STAMP)
 
 
 def node_doc(gpus: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
@@ -143,7 +145,7 @@ def test_mig_strategy_mixed_labels_each_profile_as_its_own_resource() -> None:
         {"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 2}, {"profile": "1g.5gb+me"}]},
         {"profile": "a100-40gb", "mig": [{"profile": "3g.20gb"}]},
     ]
-    labels = labels_of(node_doc(gpus), "n", mig_strategy="mixed")
+    labels = labels_of(node_doc(gpus, migStrategy="mixed"), "n")
     assert labels["nvidia.com/mig.strategy"] == "mixed"
     # The full GPUs: MIG-enabled, labelled without sharing (replicas 0).
     assert {k: labels[f"nvidia.com/gpu.{k}"] for k in ("product", "count", "replicas", "memory")} == {
@@ -303,25 +305,46 @@ class Nodes:
         del self.metas[path.rsplit("/", 1)[1]]
 
 
-def test_a_fleet_relabels_its_nodes_when_the_inventory_changes_not_on_every_sync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ticks = iter(range(STAMP, STAMP + 10_000, 100))  # a clock 100 s on at every look
-    monkeypatch.setattr(nodeobjects.time, "time", lambda: next(ticks))
+def write_at(path: Path, doc: dict[str, Any], stamp: int) -> None:
+    """The inventory file, last written at `stamp` (seconds since the epoch)."""
+    path.write_text(yaml.safe_dump(doc))
+    os.utime(path, (stamp, stamp))
+
+
+def test_a_fleet_relabels_its_nodes_when_the_inventory_changes_not_on_every_sync(tmp_path: Path) -> None:
     path = tmp_path / "inventory.yaml"
     doc = {**node_doc([]), "nodes": [{"name": "sim", "kubelet": False, "gpus": [{"profile": "t4"}]}]}
-    path.write_text(yaml.safe_dump(doc))
+    write_at(path, doc, STAMP)
     nodes, inventory = Nodes(), InventoryFile(path)
     owner = NodeOwner(nodes, inventory, owner="o", owns=lambda _: True)  # type: ignore[arg-type]
     assert owner.sync() == (1, 0, 0)
-    stamp = nodes.metas["sim"]["labels"]["nvidia.com/gfd.timestamp"]
+    assert nodes.metas["sim"]["labels"]["nvidia.com/gfd.timestamp"] == str(STAMP)  # the file's
     assert owner.sync() == (0, 0, 0)  # GFD's timestamp is the labels', not the sync's
     doc["nodes"][0]["gpus"] = [{"profile": "t4", "count": 2}]
-    path.write_text(yaml.safe_dump(doc))
+    write_at(path, doc, STAMP + 100)
     assert inventory.reload_if_changed()
     assert owner.sync() == (0, 1, 0)
     labels = nodes.metas["sim"]["labels"]
-    assert labels["nvidia.com/gpu.count"] == "2" and int(labels["nvidia.com/gfd.timestamp"]) > int(stamp)
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gfd.timestamp"]) == ("2", str(STAMP + 100))
+
+
+def labelling_plugin(
+    tmp_path: Path, inventory: InventoryFile, nodes: Nodes, name: str
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The GPU plugin of node `name` with --gpu-operator-labels, its patches applied to `nodes`; and the
+    list of the patches it sent."""
+    sent: list[dict[str, Any]] = []
+
+    def patch(node: str, body: dict[str, Any]) -> dict[str, Any]:
+        sent.append(body)
+        nodes.patch(f"/api/v1/nodes/{node}", body)
+        return {}
+
+    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
+    plugin = GpuDriver(emulation(release=""), node_labels=patch).node(
+        name, inventory, dirs=dirs, boot_id="b", get_claim=lambda ns, n: {}
+    )
+    return plugin, sent
 
 
 def test_the_gpu_plugin_keeps_its_nodes_operator_labels_and_only_those(tmp_path: Path) -> None:
@@ -334,17 +357,7 @@ def test_the_gpu_plugin_keeps_its_nodes_operator_labels_and_only_those(tmp_path:
     inventory = InventoryFile(path)
     node = Nodes()
     node.metas["n"] = {"name": "n", "uid": "u1", "labels": {"zone": "z", "team": "a"}, "annotations": {}}
-    sent: list[dict[str, Any]] = []
-
-    def patch(name: str, body: dict[str, Any]) -> dict[str, Any]:
-        sent.append(body)
-        node.patch(f"/api/v1/nodes/{name}", body)
-        return {}
-
-    dirs = NodeDirs(cdi_root=tmp_path / "cdi", plugin_dir=tmp_path / "plugin")
-    plugin = GpuDriver(emulation(release=""), node_labels=patch).node(
-        "n", inventory, dirs=dirs, boot_id="b", get_claim=lambda ns, n: {}
-    )
+    plugin, sent = labelling_plugin(tmp_path, inventory, node, "n")
     plugin.set_node({"metadata": copy.deepcopy(node.metas["n"])})
     labels = node.metas["n"]["labels"]
     assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/mig.config"]) == (
@@ -370,3 +383,103 @@ def test_the_gpu_plugin_keeps_its_nodes_operator_labels_and_only_those(tmp_path:
     plugin.close()
     assert node.metas["n"]["labels"] == {"zone": "z", "team": "a"}
     assert "fakeplugin.dev/gpu-operator-labels" not in node.metas["n"]["annotations"]
+
+
+def test_mig_strategy_is_the_inventorys_single_by_default_and_none_labels_no_mig() -> None:
+    layout = [{"profile": "a100-40gb", "mig": [{"profile": "1g.5gb", "count": 7}]}]
+    assert parse_inventory(node_doc(layout)).mig_strategy == "single"
+    labels = labels_of(node_doc(layout, migStrategy="none"), "n")
+    assert "nvidia.com/mig.strategy" not in labels
+    assert not any(k.startswith("nvidia.com/mig-") for k in labels)
+    # No MIG label: the full GPUs' (MIG-enabled: no sharing, replicas 0), as GFD's newGPULabelers gives.
+    assert {k: labels[f"nvidia.com/gpu.{k}"] for k in ("product", "count", "replicas")} == {
+        "product": "NVIDIA-A100-SXM4-40GB",
+        "count": "1",
+        "replicas": "0",
+    }
+    assert labels["nvidia.com/mig.capable"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("Mixed", 'inv.yaml: migStrategy: unknown MIG strategy "Mixed"; one of: single, mixed, none'),
+        (1, "inv.yaml: migStrategy: must be a string, got"),
+    ],
+)
+def test_a_bad_mig_strategy_names_the_file_and_field(value: Any, problem: str) -> None:
+    with pytest.raises(InventoryError) as err:
+        parse_inventory(node_doc([{"profile": "t4"}], migStrategy=value), source="inv.yaml")
+    assert problem in str(err.value)
+
+
+def test_a_new_mig_layout_relabels_per_the_strategy(tmp_path: Path) -> None:
+    """The same layout change on a node of each strategy: `single` moves `gpu.product` to the MIG
+    profile, `mixed` keeps the full GPU's and adds the profile's resource; both drop `mig.config`."""
+    whole = [{"profile": "a100-40gb", "count": 2}]
+    cut = [{"profile": "a100-40gb", "count": 2, "mig": [{"profile": "2g.10gb", "count": 3}]}]
+    for strategy, product, mixed_count in (
+        ("single", "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb", None),
+        ("mixed", "NVIDIA-A100-SXM4-40GB", "6"),
+    ):
+        before = labels_of(node_doc(whole, migStrategy=strategy), "n")
+        after = labels_of(node_doc(cut, migStrategy=strategy), "n")
+        assert before["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+        assert before["nvidia.com/mig.config"] == "all-disabled" and "nvidia.com/mig.config" not in after
+        assert (after["nvidia.com/gpu.product"], after.get("nvidia.com/mig-2g.10gb.count")) == (
+            product,
+            mixed_count,
+        )
+        assert after["nvidia.com/mig.strategy"] == strategy
+
+
+def test_simulated_nodes_of_cluster_up_need_no_patch_from_the_fleets_labeller(tmp_path: Path) -> None:
+    """`cluster up` registers a simulated node with the labels and the annotation the fleet's labeller
+    (fleet --gpu-operator-labels) would give, GFD's timestamp the file's: its first look sends nothing, a
+    MIG layout change relabels it."""
+    path = tmp_path / "inventory.yaml"
+    doc = {**node_doc([]), "nodes": [{"name": "sim", "kubelet": False, "gpus": [{"profile": "h200"}]}]}
+    write_at(path, doc, STAMP)
+    inventory = InventoryFile(path)
+    (node,) = cluster_nodes(inventory.inventory, 0, timestamp=written(path))
+    body = simulated_node(node.name, node.labels, annotations=node.annotations)
+    metas = Nodes()
+    metas.metas["sim"] = {**body["metadata"], "uid": "u"}
+    plugin, sent = labelling_plugin(tmp_path, inventory, metas, "sim")
+    plugin.set_node({"metadata": copy.deepcopy(metas.metas["sim"])})
+    assert sent == []
+    doc["nodes"][0]["gpus"] = [{"profile": "h200", "mig": [{"profile": "1g.18gb", "count": 7}]}]
+    write_at(path, doc, STAMP + 60)
+    assert inventory.reload_if_changed()
+    plugin.refresh()
+    labels = metas.metas["sim"]["labels"]
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gfd.timestamp"]) == (
+        "NVIDIA-H200-MIG-1g.18gb",
+        str(STAMP + 60),
+    )
+    assert len(sent) == 1 and "nvidia.com/mig.config" not in labels
+
+
+def test_karpenter_instance_types_offer_the_operator_labels_and_cpu_types_exclude_them() -> None:
+    """Every offering carries its type's GPU Operator labels known at launch (no timestamp) as single
+    `In` requirements (Karpenter's kwok provider puts them on the node it launches), and a type without
+    one has `DoesNotExist` for it: a NodePool requiring `gpu.product` cannot get a CPU-only type."""
+    inv = load_inventory(Path("examples/karpenter/inventory.yaml"))
+    types = {t["name"]: t for t in instance_types(inv, driver="gpu.nvidia.com", release=releases.get(None))}
+
+    def requirements(name: str) -> dict[str, tuple[str, list[str]]]:
+        (first, *others) = types[name]["offerings"]
+        assert all(o["Requirements"] == first["Requirements"] for o in others)
+        return {r["key"]: (r["operator"], r.get("values", [])) for r in first["Requirements"]}
+
+    t4, cpu = requirements("gpu-t4-1x"), requirements("cpu-8x")
+    assert t4["nvidia.com/gpu.product"] == ("In", ["Tesla-T4"])
+    assert t4["nvidia.com/gpu.present"] == ("In", ["true"])
+    assert (t4["nvidia.com/gpu.count"], t4["nvidia.com/gpu.memory"]) == (("In", ["1"]), ("In", ["15360"]))
+    assert "nvidia.com/gfd.timestamp" not in t4
+    assert cpu["nvidia.com/gpu.product"] == cpu["nvidia.com/gpu.present"] == ("DoesNotExist", [])
+    assert requirements("gpu-a100-mig-8x")["nvidia.com/gpu.product"] == (
+        "In",
+        ["NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"],
+    )
+    assert set(t4) == set(cpu)  # every type speaks of every key some type has

@@ -40,6 +40,7 @@ from fakeplugin.cluster.supervisor import take_down
 from fakeplugin.cluster.view import View
 from fakeplugin.cluster.watchdog import Watchdog
 from fakeplugin.inventory import load_inventory
+from fakeplugin.inventory.file import written
 
 log = logging.getLogger("fakeplugin.cluster")
 
@@ -181,7 +182,8 @@ class Cluster(Inspection):
         `telemetry`: every plugin and fleet gets a telemetry endpoint; `prometheus`: Prometheus a port;
         `autoscaled`: Karpenter adds simulated nodes later (kwok and the fleet run, maybe with no node)."""
         inventory = load_inventory(inventory_path)
-        nodes = cluster_nodes(inventory, simulated_nodes, autoscaled=autoscaled)
+        stamp = written(inventory_path)  # GFD's timestamp, as the plugins and the fleet label (state.py)
+        nodes = cluster_nodes(inventory, simulated_nodes, autoscaled=autoscaled, timestamp=stamp)
         kubelet_nodes = [n for n in nodes if n.kubelet]
         simulated = [n for n in nodes if not n.kubelet]
         shards = fleet_shards or simulated_fleet_shards(len(simulated))

@@ -28,7 +28,8 @@ def register_simulated_nodes(kubectl: Kubectl, nodes: list[ClusterNode]) -> None
     if not nodes:
         return
     # kubectl creates one at a time: a thousand nodes take a while on a busy machine.
-    kubectl.send("create", [simulated_node(n.name, n.labels) for n in nodes], timeout=60 + len(nodes) / 10)
+    bodies = [simulated_node(n.name, n.labels, annotations=n.annotations) for n in nodes]
+    kubectl.send("create", bodies, timeout=60 + len(nodes) / 10)
     shown = ", ".join(n.name for n in nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
     log.info("simulated nodes registered: %s", shown)
 

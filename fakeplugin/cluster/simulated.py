@@ -58,6 +58,9 @@ class SimulatedNodes:
         argv = components.fleet_argv(
             sys.executable, Path(state.inventory), self._store.layout, state.plugin_args
         )
+        # The nodes' GPU Operator labels, set at `up` (state.cluster_nodes) or by Karpenter at launch
+        # (publish.instancetypes), kept current by each node's GPU plugin in the fleet.
+        argv += ["--gpu-operator-labels"]
         if compute_domains:
             argv += ["--compute-domains", f"--namespace={computedomains.NAMESPACE}"]
             argv += ["--binding-conditions"] if state.binding_conditions else []

@@ -10,7 +10,6 @@ import fcntl
 import json
 import logging
 import shutil
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from fakeplugin.cluster.components import KubeletPorts
 from fakeplugin.cluster.layout import KubeletDirs, StateLayout
 from fakeplugin.cluster.processes import ProcessRecord, is_running, processes_of
 from fakeplugin.cluster.versions import DEFAULT_VERSION
-from fakeplugin.drivers.gpu import gpu_node_labels
+from fakeplugin.drivers.gpu import OWNED_ANNOTATION, gpu_node_labels, operator_labels
 from fakeplugin.inventory import Inventory
 
 log = logging.getLogger("fakeplugin.cluster")
@@ -42,6 +41,9 @@ class ClusterNode:
     labels: dict[str, str]
     gpus: int
     index: int = -1
+    # A simulated node's: the keys of the GPU Operator's labels (OWNED_ANNOTATION), as the fleet's
+    # labeller records those it keeps, so that its first look finds nothing to change.
+    annotations: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,26 +52,29 @@ class ClusterNode:
             "labels": self.labels,
             "gpus": self.gpus,
             "index": self.index,
+            "annotations": self.annotations,
         }
 
 
 def cluster_nodes(
-    inventory: Inventory, simulated_nodes: int, *, autoscaled: bool = False, timestamp: int | None = None
+    inventory: Inventory, simulated_nodes: int, *, autoscaled: bool = False, timestamp: int = 0
 ) -> list[ClusterNode]:
     """The inventory's named nodes (by name, and every node of a namePrefix entry), then `simulated_nodes`
     plain API-only nodes (worker-1...); none at all only when `autoscaled` (Karpenter makes them). A
-    node's labels are the entry's and the GPU Operator's, labelled at `timestamp` (default: now).
+    node's labels are the entry's and the GPU Operator's, labelled at `timestamp` (GFD's; the inventory
+    file's inventory.file.written, as the plugins and the fleet that keep them label).
 
     Selector and instanceType entries name no node: they only decide what is published on matching nodes.
     """
     nodes: list[ClusterNode] = []
     kubelets = 0
-    stamp = int(time.time()) if timestamp is None else timestamp
     for entry in inventory.nodes:
-        labels = gpu_node_labels(inventory, entry, timestamp=stamp)
+        labels = gpu_node_labels(inventory, entry, timestamp=timestamp)
+        owned = ",".join(sorted(operator_labels(inventory, entry, timestamp=timestamp)))
+        annotations = {OWNED_ANNOTATION: owned} if owned and not entry.kubelet else {}
         for name in entry.node_names():
             index = kubelets if entry.kubelet else -1
-            nodes.append(ClusterNode(name, entry.kubelet, labels, entry.gpu_count, index))
+            nodes.append(ClusterNode(name, entry.kubelet, labels, entry.gpu_count, index, annotations))
             kubelets += entry.kubelet
     taken = {n.name for n in nodes}
     for i in range(1, simulated_nodes + 1):

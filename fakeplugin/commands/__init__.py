@@ -160,6 +160,14 @@ SHARED: dict[str, dict[str, Any]] = {
         "(MIG: parentUUID, profile); removed again at Unprepare. Needs update of resourceclaims/status and, "
         "from Kubernetes 1.36, associated-node:update of resourceclaims/driver for the driver name",
     ),
+    "--gpu-operator-labels": dict(
+        env="GPU_OPERATOR_LABELS",
+        action="store_true",
+        help="keep the GPU Operator's labels of each served node's inventory entry (its gpuOperator mode: "
+        "GPU Feature Discovery's nvidia.com/gpu.product, ...) on its Node, current when the inventory "
+        "changes, removed at stop; only the labels it gave are changed (serve: gpus only); needs patch "
+        "on nodes",
+    ),
     "--plugin": dict(
         env="FAKEPLUGIN_PLUGIN",
         default="gpus",

@@ -38,7 +38,9 @@ nvidia-smi data) before kwok may make the pod Running; unprepare when the pod is
 The nodes served are the Node objects kwok manages (annotation kwok.x-k8s.io/node=fake); what each
 publishes comes from the inventory (by name, namePrefix + replicas, or label selector). With
 --create-nodes the fleet makes those Node objects itself, for the inventory's `kubelet: false` nodes, and
-keeps them as the inventory says (the chart's fleet mode: docs/chart-fleet.md). kwok must run
+keeps them as the inventory says (the chart's fleet mode: docs/chart-fleet.md), GPU Operator labels included;
+without it, --gpu-operator-labels keeps those labels on the Nodes someone else made (`cluster up`,
+Karpenter) as `serve --gpu-operator-labels` does on its own. kwok must run
 with the config of --print-kwok-config: its stages hold pods that use claims until the fleet annotated
 them fakeplugin.dev/prepared (and, when deleted, fakeplugin.dev/unprepared). A failed prepare leaves the pod
 Pending with the kubelet's FailedPrepareDynamicResources event and is retried.
@@ -120,7 +122,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "every simulated node, doing each ComputeDomain daemon's part (clique entry, Ready) when its "
         "daemon claim is prepared",
     )
-    shared_flags(p, "--binding-conditions", "--namespace", "--device-status")
+    shared_flags(p, "--binding-conditions", "--namespace", "--device-status", "--gpu-operator-labels")
     flag(
         p,
         "--shard",
@@ -187,6 +189,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(
             "--create-nodes with --manage-nodes-with-label-selector: a fleet that creates its Nodes shards "
             "them with --shard only"
+        )
+    if args.gpu_operator_labels and args.create_nodes:
+        raise ValueError(
+            "--gpu-operator-labels with --create-nodes: the Nodes the fleet creates carry the GPU Operator's "
+            "labels already (kept with their other inventory labels)"
         )
     if args.owner_cluster_role and not args.create_nodes:
         raise ValueError(
@@ -257,6 +264,7 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
     --compute-domains, its ComputeDomain driver (commands.compute_domain_driver_name)."""
     from fakeplugin.drivers.computedomain import ComputeDomainDriver, DomainClient
     from fakeplugin.drivers.gpu import GpuDriver
+    from fakeplugin.kube import NODES
 
     # No fsync of the simulated nodes' checkpoints (a third of the fleet's time on 5000 nodes, issue 20):
     # the rename is atomic, so a kill -9 of the fleet leaves each checkpoint old or new, and the page cache
@@ -264,7 +272,14 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
     # whose checkpoints start empty anyway (prepare.checkpoint: one boot ID per checkpoint).
     gpu = emulated(args, inventory_release, args.driver_name)
     device_status = kube.replace if args.device_status else None
-    drivers: list[Driver] = [GpuDriver(gpu, sync_checkpoints=False, device_status=device_status)]
+    # --gpu-operator-labels: each node's GPU plugin keeps its Node's labels, as `serve`'s does its own
+    # (drivers.gpu.labeller): the nodes someone else made (`cluster up`, Karpenter), by name or selector.
+    node_labels = None
+    if args.gpu_operator_labels:
+        node_labels = lambda name, body: kube.patch(f"{NODES}/{name}", body)  # noqa: E731
+    drivers: list[Driver] = [
+        GpuDriver(gpu, sync_checkpoints=False, device_status=device_status, node_labels=node_labels)
+    ]
     if args.compute_domains:
         cd = emulated(args, inventory_release, compute_domain_driver_name(args.driver_name))
         drivers.append(

@@ -175,16 +175,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compute-domains: set the nvidia.com/gpu.clique node label (historically set by "
         "gpu-feature-discovery) to the node's clique ID at start and when it changes; removed at stop",
     )
-    flag(
-        p,
-        "--gpu-operator-labels",
-        env="GPU_OPERATOR_LABELS",
-        action="store_true",
-        help="gpus: keep the GPU Operator's labels of the node's inventory entry (its gpuOperator mode: GPU "
-        "Feature Discovery's nvidia.com/gpu.product, ...) on its Node, current when the inventory changes, "
-        "removed at stop; only the labels it gave are changed",
-    )
-    shared_flags(p, "--binding-conditions", "--device-status")
+    shared_flags(p, "--gpu-operator-labels", "--binding-conditions", "--device-status")
     flag(
         p,
         "--nvml-library",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -126,15 +125,11 @@ class NodeOwner:
         self._owns = owns
         self._owner_ref = owner_ref
         self._foreign: set[str] = set()  # names taken by Nodes we did not make (logged once)
-        # The inventory last labelled from and when: GFD's timestamp changes with the labels, not every sync.
-        self._stamped: tuple[Inventory | None, int] = (None, 0)
 
     def sync(self) -> tuple[int, int, int]:
         """One pass; (created, relabelled, deleted)."""
-        inventory = self._inventory.inventory
-        if inventory is not self._stamped[0]:
-            self._stamped = (inventory, int(time.time()))
-        want = simulated_nodes(inventory, self._owns, timestamp=self._stamped[1])
+        # GFD's timestamp: when the inventory was written, so it changes with the labels, not every sync.
+        want = simulated_nodes(self._inventory.inventory, self._owns, timestamp=self._inventory.written)
         ours, _ = self._kube.list(NODES, label_selector=f"{OWNER_LABEL}={self._owner}", metadata_only=True)
         have = {n["metadata"]["name"]: n["metadata"] for n in ours if self._owns(n["metadata"]["name"])}
         created = relabelled = deleted = 0

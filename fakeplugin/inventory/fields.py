@@ -26,6 +26,7 @@ Fields:
 | `cudaDriverVersion` | `"N.N"` | required | CUDA driver version, `13.0` (published as `13.0.0`) |
 | `driverRelease` | string | `"0.5.0"` | NVIDIA release emulated: `25.12`, `0.4.1`, `0.5.0-dev`, `0.5.0` [7] |
 | `gpuOperator` | `clusterPolicy`, `gpuCluster`, `none` | `clusterPolicy` | GPU Operator node labels [11] |
+| `migStrategy` | `single`, `mixed`, `none` | `single` | the ClusterPolicy's MIG strategy: GFD's labels [11] |
 | `nodes[]` | list | required | at least one entry: a node by name, many by prefix or by selector, a type |
 | `nodes[].name` | string | one of the four | exact node name (DNS subdomain) |
 | `nodes[].namePrefix` | string | one of the four | nodes `<namePrefix>0`...`<namePrefix><replicas-1>` [6] |
@@ -96,6 +97,9 @@ Fields:
     docs/emulation.md): `clusterPolicy`, its default mode (GPU Feature Discovery's labels, `gpu.present`,
     `gpu.deploy.*`); `gpuCluster`, its DRA mode (`gpu.present` and that mode's `gpu.deploy.*`, no GPU
     Feature Discovery); `none`, no operator. A node entry's value overrides the top level's.
+    `migStrategy` is the ClusterPolicy's `mig.strategy` (one per cluster): `single` labels a node whose
+    GPUs are all cut into one MIG profile as that profile (`gpu.product` `<model>-MIG-<profile>`),
+    `mixed` adds `nvidia.com/mig-<profile>.*` per profile, `none` no MIG label.
 
 Unknown fields anywhere are errors (typos never pass silently). The driver name is not
 configuration: it is the `--driver-name` flag.
@@ -140,4 +144,7 @@ DEFAULT_ZONES = ("zone-a",)
 ARCHITECTURES = ("amd64", "arm64")  # kubernetes.io/arch of an instanceType's nodes
 # gpuOperator: the GPU Operator's modes (a ClusterPolicy, a GPUCluster) and none; the first is the default.
 GPU_OPERATOR_MODES = ("clusterPolicy", "gpuCluster", "none")
+# migStrategy: the ClusterPolicy's mig.strategy (NVIDIA/gpu-operator api/nvidia/v1/clusterpolicy_types.go
+# MIGStrategy); the first is the default (deployments/gpu-operator/values.yaml `mig.strategy`).
+MIG_STRATEGIES = ("single", "mixed", "none")
 LIMITS = Limits(max_bytes=MAX_FILE_BYTES, max_depth=MAX_YAML_DEPTH, max_nodes=MAX_YAML_NODES)

@@ -23,6 +23,7 @@ class InventoryFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._digest = self._file_digest()
+        self.written = written(path)
         self.inventory: Inventory = load_inventory(path)  # the first load raises InventoryError
 
     def reload_if_changed(self) -> bool:
@@ -32,10 +33,12 @@ class InventoryFile:
             return False
         self._digest = digest
         try:
+            stamp = written(self.path)
             self.inventory = load_inventory(self.path)
         except InventoryError as exc:
             log.error("inventory %s changed but is invalid; keeping the previous one:\n%s", self.path, exc)
             return False
+        self.written = stamp
         log.info("inventory %s changed; reloaded", self.path)
         return True
 
@@ -43,3 +46,9 @@ class InventoryFile:
         with open(self.path, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused by load_inventory; never held whole
         return hashlib.sha256(data).hexdigest()
+
+
+def written(path: Path) -> int:
+    """When the file was last written, in seconds since the epoch: the moment its inventory took effect,
+    the same for every process that reads it (GPU Feature Discovery's `gfd.timestamp` of its nodes)."""
+    return int(path.stat().st_mtime)

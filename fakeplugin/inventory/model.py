@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from fakeplugin import releases
 from fakeplugin.apis.computedomain import GPU_CLIQUE_LABEL
-from fakeplugin.inventory.fields import ARCHITECTURES, CPUS_PER_GPU, GPU_OPERATOR_MODES
+from fakeplugin.inventory.fields import ARCHITECTURES, CPUS_PER_GPU, GPU_OPERATOR_MODES, MIG_STRATEGIES
 from fakeplugin.model import Fabric
 from fakeplugin.profiles import MigProfile, Profile
 
@@ -121,6 +121,7 @@ class Inventory:
     source: str  # file name, for messages
     driver_release: str = releases.DEFAULT_RELEASE  # a name in fakeplugin.releases.RELEASES
     gpu_operator: str = GPU_OPERATOR_MODES[0]  # the top level's; each NodeEntry has its own, resolved
+    mig_strategy: str = MIG_STRATEGIES[0]  # the ClusterPolicy's mig.strategy: GFD's MIG labels
 
     def node_entry(self, node_name: str, labels: dict[str, str] | None = None) -> NodeEntry | None:
         """The entry serving `node_name`: by name or name prefix first, else the first matching selector."""

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from fakeplugin import releases
-from fakeplugin.inventory.fields import GPU_OPERATOR_MODES, LIMITS, MAX_GPUS, MAX_NODES, MAX_NODES_PER_CLIQUE
+from fakeplugin.inventory.fields import (
+    GPU_OPERATOR_MODES,
+    LIMITS,
+    MAX_GPUS,
+    MAX_NODES,
+    MAX_NODES_PER_CLIQUE,
+    MIG_STRATEGIES,
+)
 from fakeplugin.inventory.model import Inventory, NodeEntry
 from fakeplugin.inventory.nodes import parse_gpu_operator, parse_node
 from fakeplugin.yamlschema import Problems, SchemaError, join, parse_yaml, read_document, shorten
@@ -43,7 +50,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
         data,
         "",
         required=("driverVersion", "cudaDriverVersion", "nodes"),
-        optional=("driverRelease", "gpuOperator"),
+        optional=("driverRelease", "gpuOperator", "migStrategy"),
         hints=not_config,
     )
     if top is None:
@@ -52,6 +59,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     cuda = _version(p, top, "cudaDriverVersion", _CUDA_VERSION, '"13.0"')
     release = _release(p, top)
     operator = parse_gpu_operator(p, top, "", GPU_OPERATOR_MODES[0])
+    mig_strategy = _mig_strategy(p, top)
     raw_nodes = p.sequence(top, "nodes", "")
     if raw_nodes == []:
         p.add("nodes", "must list at least one node")
@@ -77,7 +85,16 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
         source=source,
         driver_release=release,
         gpu_operator=operator,
+        mig_strategy=mig_strategy,
     )
+
+
+def _mig_strategy(p: Problems, top: dict[str, Any]) -> str:
+    """`migStrategy`: one of MIG_STRATEGIES, the first when absent."""
+    value = p.string(top, "migStrategy", "") if "migStrategy" in top else MIG_STRATEGIES[0]
+    if value is not None and value not in MIG_STRATEGIES:
+        p.add("migStrategy", f'unknown MIG strategy "{shorten(value)}"; one of: {", ".join(MIG_STRATEGIES)}')
+    return value if value in MIG_STRATEGIES else MIG_STRATEGIES[0]
 
 
 def _version(p: Problems, m: dict[str, Any], key: str, pattern: re.Pattern[str], example: str) -> str | None:

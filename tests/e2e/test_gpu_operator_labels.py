@@ -1,7 +1,8 @@
 """End-to-end: the seed lab's nodes carry the labels NVIDIA's GPU Operator gives them (its default
 ClusterPolicy mode: GPU Feature Discovery's and its own, docs/emulation.md), their plugins keep them
-current when the inventory changes (serve --gpu-operator-labels), and a workload written for a GPU
-Operator cluster, selecting `nvidia.com/gpu.product`, runs on ours unchanged.
+current when the inventory changes (serve --gpu-operator-labels), and so does the fleet on a simulated
+node (fleet --gpu-operator-labels), a new MIG layout included; a workload written for a GPU Operator
+cluster, selecting `nvidia.com/gpu.product`, runs on ours unchanged.
 
 Runs on the session's seed-lab cluster (tests/e2e/conftest.py); the expected labels are written out by hand
 from GFD's rules in tests/harness/seedlab.py (GPU_OPERATOR_LABELS). The inventory edit is undone at the end.
@@ -34,6 +35,7 @@ from tests.harness.seedlab import (
 pytestmark = pytest.mark.cluster
 
 TIMESTAMP = "nvidia.com/gfd.timestamp"
+SIMULATED = "worker-1"  # a kwok node of the lab; the fleet serves it
 
 
 def nvidia_labels(cluster: Any, node: str) -> dict[str, str]:
@@ -86,6 +88,11 @@ def inventory(cluster: FakepluginCluster) -> Iterator[dict[str, Any]]:
             timeout=WITHIN,
         )
         wait_for(lambda: published(cluster) == before, what="the original slices again", timeout=WITHIN)
+        wait_for(
+            lambda: not nvidia_labels(cluster, SIMULATED),
+            what=f"no GPU Operator label on {SIMULATED} again",
+            timeout=WITHIN,
+        )
 
 
 def test_an_inventory_edit_relabels_the_node_and_leaves_a_users_label(
@@ -112,3 +119,44 @@ def test_an_inventory_edit_relabels_the_node_and_leaves_a_users_label(
         assert (labels["team"], labels["nvidia.com/dra-kubelet-plugin"]) == ("ml", "true")
     finally:
         cluster.kubectl("label", "node", T10, "team-")
+
+
+def test_a_simulated_node_given_gpus_is_labelled_by_the_fleet_and_a_mig_layout_relabels_it(
+    cluster: Any, inventory: dict[str, Any]
+) -> None:
+    """Expected values from GFD's rules by hand: an A100-SXM4-40GB is `NVIDIA-A100-SXM4-40GB`, 40960 MiB,
+    compute 8.0 (ampere); cut into 1g.5gb under the default `single` strategy, `gpu.product` is
+    `<model>-MIG-1g.5gb`, `gpu.count` the MIG devices (2 x 7), `gpu.memory` the profile's 4864 MiB, and
+    the MIG manager's default `mig.config` goes (a layout is the user's)."""
+    worker = next(n for n in inventory["nodes"] if n.get("name") == SIMULATED)
+    worker["gpus"] = [{"profile": "a100-40gb", "count": 2}]
+    worker["kubelet"] = False  # still kwok's: with GPUs an entry defaults to a kubelet node
+    write_inventory(cluster.inventory, inventory)
+    wait_for(lambda: owned(cluster, SIMULATED), what=f"the fleet labelling {SIMULATED}", timeout=WITHIN)
+    labels = nvidia_labels(cluster, SIMULATED)
+    assert {
+        k: labels[f"nvidia.com/{k}"] for k in ("gpu.product", "gpu.count", "gpu.memory", "gpu.family")
+    } == {
+        "gpu.product": "NVIDIA-A100-SXM4-40GB",
+        "gpu.count": "2",
+        "gpu.memory": "40960",
+        "gpu.family": "ampere",
+    }
+    assert (labels["nvidia.com/mig.capable"], labels["nvidia.com/mig.config"]) == ("true", "all-disabled")
+    assert owned(cluster, SIMULATED) == set(labels)
+    stamp = int(labels[TIMESTAMP])
+
+    worker["gpus"][0]["mig"] = [{"profile": "1g.5gb", "count": 7}]
+    write_inventory(cluster.inventory, inventory)
+    wait_for(
+        lambda: nvidia_labels(cluster, SIMULATED).get("nvidia.com/gpu.count") == "14",
+        what=f"{SIMULATED} relabelled for its MIG layout",
+        timeout=WITHIN,
+    )
+    labels = nvidia_labels(cluster, SIMULATED)
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.memory"]) == (
+        "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "4864",
+    )
+    assert labels["nvidia.com/mig.strategy"] == "single" and "nvidia.com/mig.config" not in labels
+    assert int(labels[TIMESTAMP]) >= stamp and owned(cluster, SIMULATED) == set(labels)

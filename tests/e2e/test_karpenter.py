@@ -381,3 +381,68 @@ def test_nodes_deleted_while_their_pods_are_prepared_leak_nothing(
     assert_nothing_left_of(cluster, {gone})
     live = {p["spec"]["nodeName"] for p in ran}
     assert set(allocated_devices(cluster)) == live and sum(allocated_devices(cluster).values()) == 8
+
+
+def test_a_nodepool_selecting_the_gpu_product_label_gets_that_gpus_type_fully_labelled(
+    cluster: Cluster, scaled_to_zero: None
+) -> None:
+    """A NodePool written for a GPU Operator cluster, requiring GFD's `nvidia.com/gpu.product`: Karpenter
+    launches the cheapest type whose offerings carry it (gpu-t4-1x, not the cheaper CPU-only cpu-8x,
+    whose offerings say DoesNotExist), the node has the operator's labels from launch, and the fleet
+    adds GFD's timestamp and keeps them (the annotation of the keys it gave). Expected values from GFD's
+    rules by hand: a Tesla T4 is `Tesla-T4`, 15360 MiB, compute 7.5 (turing)."""
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "t4-product"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [
+                        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["Tesla-T4"]}
+                    ],
+                    "expireAfter": "Never",
+                }
+            },
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "on-t4-pool"},
+        "spec": {
+            "nodeSelector": {"karpenter.sh/nodepool": "t4-product"},
+            "containers": [{"name": "ctr", "image": "ubuntu:22.04"}],
+        },
+    }
+    apply(cluster, None, pool)
+    try:
+        apply(cluster, NAMESPACE, pod)
+        (ran,) = wait_for(
+            lambda: running(cluster, 1), what="the pod Running on a t4-product node", timeout=TIMEOUT
+        )
+        node = next(n for n in nodes(cluster) if n["metadata"]["name"] == ran["spec"]["nodeName"])
+        assert node["metadata"]["labels"][INSTANCE_TYPE_LABEL] == "gpu-t4-1x"
+
+        def kept() -> dict[str, str] | None:
+            meta = next(n for n in nodes(cluster) if n["metadata"]["name"] == ran["spec"]["nodeName"])[
+                "metadata"
+            ]
+            owned = (meta.get("annotations") or {}).get("fakeplugin.dev/gpu-operator-labels")
+            return meta["labels"] if owned else None
+
+        labels = wait_for(kept, what="the fleet keeping the node's GPU Operator labels", timeout=TIMEOUT)
+        assert {k: labels.get(f"nvidia.com/{k}") for k in ("gpu.product", "gpu.count", "gpu.memory")} == {
+            "gpu.product": "Tesla-T4",
+            "gpu.count": "1",
+            "gpu.memory": "15360",
+        }
+        assert (labels["nvidia.com/gpu.family"], labels["nvidia.com/gpu.present"]) == ("turing", "true")
+        assert labels["nvidia.com/gfd.timestamp"].isdigit()
+    finally:
+        cluster.kubectl("delete", "nodepool", "t4-product", "--wait=false")

@@ -20,10 +20,16 @@ from fakeplugin.drivers.gpu.prepare import smi
 from fakeplugin.drivers.gpu.publish.deviceclasses import device_classes
 from fakeplugin.drivers.gpu.publish.instancetypes import instance_types
 from fakeplugin.drivers.gpu.publish.node import node_devices, node_slices
-from fakeplugin.drivers.gpu.publish.nodelabels import gpu_node_labels, operator_labels, owned_labels_patch
+from fakeplugin.drivers.gpu.publish.nodelabels import (
+    OWNED_ANNOTATION,
+    gpu_node_labels,
+    operator_labels,
+    owned_labels_patch,
+)
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 
 __all__ = [
+    "OWNED_ANNOTATION",
     "SPLIT_COUNTERS_SINCE",
     "GpuDriver",
     "device_classes",

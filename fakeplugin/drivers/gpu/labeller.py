@@ -4,15 +4,16 @@
 A merge patch of the Node's labels whenever the Node or the inventory changes, the keys it gave in the
 annotation `fakeplugin.dev/gpu-operator-labels`: a label it gave and no longer gives (a new MIG layout, a
 `gpuOperator: none`) is removed, any other label (a user's) is never touched. At close every label it gave
-goes, and the annotation. GFD's timestamp is when the inventory was read, so an unchanged inventory never
-relabels. Errors are logged, and the next change tries again: the labels are not what the plugin serves.
+goes, and the annotation. GFD's timestamp is when the inventory file was written (inventory.file.written),
+so an unchanged inventory never relabels and every process labelling from it (`cluster up`, the
+plugins, the fleet) writes the same. Errors are logged, and the next change tries again: the labels are
+not what the plugin serves.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from fakeplugin.drivers.gpu.publish.nodelabels import (
@@ -21,7 +22,7 @@ from fakeplugin.drivers.gpu.publish.nodelabels import (
     owned_labels_patch,
     owned_labels_removal,
 )
-from fakeplugin.inventory import Inventory
+from fakeplugin.inventory import Inventory, NodeEntry
 from fakeplugin.inventory.file import InventoryFile
 from fakeplugin.runtime.driver import Obj
 
@@ -36,7 +37,9 @@ class OperatorLabeller:
     def __init__(self, patch: PatchNode, node_name: str, inventory: InventoryFile) -> None:
         self._patch, self._node, self._inventory = patch, node_name, inventory
         self._meta: Obj | None = None  # the Node's metadata as last seen; None before the informer's first
-        self._stamped: tuple[Inventory | None, int] = (None, 0)  # the inventory labelled from, and when
+        # The labels of the last (inventory, entry): kwok's heartbeats and every status update are Node
+        # events, and a fleet has thousands of nodes; the labels change only with these two.
+        self._want: tuple[Inventory | None, NodeEntry | None, dict[str, str]] = (None, None, {})
         self._lock = threading.Lock()  # the informer and the inventory poll call in on their own threads
 
     def node_changed(self, meta: Obj) -> None:
@@ -58,11 +61,12 @@ class OperatorLabeller:
         if self._meta is None:
             return
         inventory = self._inventory.inventory
-        if inventory is not self._stamped[0]:
-            self._stamped = (inventory, int(time.time()))
         entry = inventory.node_entry(self._node, self._meta.get("labels") or {})
-        want = operator_labels(inventory, entry, timestamp=self._stamped[1]) if entry else {}
-        patch = owned_labels_patch(self._meta, want, OWNED_ANNOTATION)
+        if inventory is not self._want[0] or entry is not self._want[1]:  # identity: a reload is new
+            stamp = self._inventory.written
+            want = operator_labels(inventory, entry, timestamp=stamp) if entry else {}
+            self._want = (inventory, entry, want)
+        patch = owned_labels_patch(self._meta, self._want[2], OWNED_ANNOTATION)
         if patch is not None:
             self._send(patch, "setting")
 

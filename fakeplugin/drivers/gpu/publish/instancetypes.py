@@ -13,6 +13,21 @@ same release, gates and API server layout), less what only a running node knows:
 runtime when two nodes of the type publish different values for it (UUIDs, PCI addresses, PCIe roots).
 Devices that share such a value on one node (a MIG device and its parent GPU's UUID) become an
 attribute binding, so a claim's matchAttribute constraint on it can still be simulated.
+
+The GPU Operator's labels of the type's nodes (publish.nodelabels.launch_labels: all but GFD's
+timestamp) are requirements of each offering, so that a NodePool or a pod selecting
+`nvidia.com/gpu.product` or `nvidia.com/gpu.present` gets a node of a type that has them. Karpenter
+v1.15.0 matches a NodeClaim's requirements (its NodePool's and its pods') against a type's own
+requirements only on keys both have (pkg/scheduling/requirements.go `Intersects`,
+pkg/controllers/provisioning/scheduling/nodeclaim.go `compatible`), which the kwok provider fixes to
+the instance type, arch, OS, zone, capacity type and its own instance labels
+(kwok/cloudprovider/helpers.go `newInstanceType`), and against each offering's requirements (`fits`:
+`requirements.IsCompatible(of.Requirements, AllowUndefinedWellKnownLabels)`). The kwok provider makes
+every offering requirement's key a well-known label (`newInstanceType` inserts it into
+`v1.WellKnownLabels`), so a pod may select it before any node has it, and puts each single-valued `In`
+one on the node it launches (kwok/cloudprovider/cloudprovider.go `addInstanceLabels`). A key some type
+has and this one lacks is `DoesNotExist` in its offerings: without it a NodePool requiring
+`gpu.product` would launch the cheapest CPU-only type and label it with the wanted product.
 """
 
 from __future__ import annotations
@@ -21,6 +36,7 @@ from typing import Any
 
 from fakeplugin import consumableshares
 from fakeplugin.drivers.gpu.publish.node import node_slices
+from fakeplugin.drivers.gpu.publish.nodelabels import launch_labels
 from fakeplugin.drivers.gpu.publish.slices import SPLIT_COUNTERS_SINCE
 from fakeplugin.inventory import INSTANCE_TYPE_LABEL, Inventory, NodeEntry
 from fakeplugin.releases import DriverRelease
@@ -47,6 +63,9 @@ def instance_types(
 ) -> list[dict[str, Any]]:
     """Every instanceType entry of `inventory` as the kwok provider's instance type, with its templates;
     the same emulation arguments as the fleet that serves the nodes (publish.node.node_slices)."""
+    entries = [e for e in inventory.nodes if e.instance_type is not None]
+    labels = [launch_labels(inventory, e) for e in entries]
+    keys = sorted({k for type_labels in labels for k in type_labels})
     return [
         _instance_type(
             entry,
@@ -60,14 +79,23 @@ def instance_types(
                 server_version,
                 consumable_shares,
             ),
+            [_label_requirement(k, type_labels.get(k)) for k in keys],
         )
-        for entry in inventory.nodes
-        if entry.instance_type is not None
+        for entry, type_labels in zip(entries, labels, strict=True)
     ]
 
 
+def _label_requirement(key: str, value: str | None) -> dict[str, Any]:
+    """An offering's requirement on a GPU Operator label: its value, or none for a type without it."""
+    if value is None:
+        return {"key": key, "operator": "DoesNotExist"}
+    return {"key": key, "operator": "In", "values": [value]}
+
+
 def _instance_type(
-    entry: NodeEntry, templates: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    entry: NodeEntry,
+    templates: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    labels: list[dict[str, Any]],
 ) -> dict[str, Any]:
     t = entry.instance_type
     assert t is not None  # instance_types passes only instanceType entries
@@ -81,6 +109,7 @@ def _instance_type(
                 "Requirements": [
                     {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": [ON_DEMAND]},
                     {"key": ZONE_LABEL, "operator": "In", "values": [zone]},
+                    *labels,
                 ],
             }
             for zone in t.zones

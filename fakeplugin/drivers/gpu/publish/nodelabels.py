@@ -36,7 +36,10 @@ Where GFD reads what a simulated node does not have, the choice is ours:
 - Several GPU models on one node: GFD makes one labeller per model name from Go maps, so which model's
   `gpu.product`, `gpu.count`, `gpu.memory` win depends on map order; we take the first GPU's model
   (full GPUs over MIG-enabled ones, as GFD orders its two groups).
-- The MIG strategy is the ClusterPolicy's `mig.strategy`, `single` by default (values.yaml); no sharing
+- The MIG strategy is the ClusterPolicy's `mig.strategy`, the inventory's `migStrategy` (`single` by
+  default, as values.yaml's); `mixed` labels each MIG profile as the resource `nvidia.com/mig-<profile>`
+  (`newMigStrategyMixedLabeler` in `mig-strategy.go`, which names it `"nvidia.com/mig-" + name`, the
+  name `GetName` gives); no sharing
   (time-slicing, MPS) is configured for the device plugin, so replicas are 1 and `mps.capable` false.
 - A MIG device's compute-instance slices equal its GPU instance's (the full-size compute instance
   `nvidia-smi mig -cgi ... -C` creates).
@@ -56,9 +59,9 @@ MIB = 1024 * 1024
 OWNED_ANNOTATION = "fakeplugin.dev/gpu-operator-labels"
 PREFIX = "nvidia.com/"
 PRESENT = "nvidia.com/gpu.present"
+TIMESTAMP = "nvidia.com/gfd.timestamp"
 # QEMU's q35 DMI product name (see the module's docstring).
 MACHINE = "Standard PC (Q35 + ICH9, 2009)"
-DEFAULT_MIG_STRATEGY = "single"  # gpu-operator values.yaml `mig.strategy`
 MIG_CONFIG_DEFAULT = "all-disabled"  # gpu-operator values.yaml `migManager.config.default`
 # gpu-operator state_manager.go: gpuStateLabels[container] (v26.3.1) and gpuClusterStateLabels (v26.7.0).
 CLUSTER_POLICY_DEPLOY = (
@@ -93,25 +96,23 @@ def family(major: int, minor: int) -> str:
     return "blackwell" if major in (10, 12) else names.get(major, "undefined")
 
 
-def operator_labels(
-    inventory: Inventory, entry: NodeEntry, *, timestamp: int, mig_strategy: str = DEFAULT_MIG_STRATEGY
-) -> dict[str, str]:
-    """The GPU Operator's labels of a node of `entry` (its `gpu_operator` mode); none without GPUs, where
-    the operator deploys nothing. `timestamp`: when GFD labelled (seconds since the epoch);
-    `mig_strategy`: GFD's `none`, `single` or `mixed`."""
+def operator_labels(inventory: Inventory, entry: NodeEntry, *, timestamp: int) -> dict[str, str]:
+    """The GPU Operator's labels of a node of `entry` (its `gpu_operator` mode, the inventory's
+    `mig_strategy`); none without GPUs, where the operator deploys nothing. `timestamp`: when GFD
+    labelled (seconds since the epoch)."""
     gpus = [g for g in entry.gpus for _ in range(g.count)]  # GFD's devices, in minor order
     if not gpus or entry.gpu_operator == "none":
         return {}
     if entry.gpu_operator == "gpuCluster":
         return {PRESENT: "true", **_deploy(GPU_CLUSTER_DEPLOY)}
     labels = {
-        f"{PREFIX}gfd.timestamp": str(timestamp),
+        TIMESTAMP: str(timestamp),
         f"{PREFIX}gpu.machine": sanitise(MACHINE),
         **_versions(inventory.driver_version, inventory.cuda_driver_version),
         f"{PREFIX}mig.capable": str(any(g.profile.mig is not None for g in gpus)).lower(),
         f"{PREFIX}mps.capable": "false",
         **_full_gpus(gpus),
-        **_mig(gpus, mig_strategy),
+        **_mig(gpus, inventory.mig_strategy),
         f"{PREFIX}gpu.mode": _mode(gpus),
         f"{PREFIX}vgpu.present": "false",
         PRESENT: "true",
@@ -122,6 +123,14 @@ def operator_labels(
         labels[f"{PREFIX}gpu.deploy.mig-manager"] = "true"
         if not any(g.mig is not None for g in gpus):  # a MIG layout is the user's mig.config, not the default
             labels[f"{PREFIX}mig.config"] = MIG_CONFIG_DEFAULT
+    return labels
+
+
+def launch_labels(inventory: Inventory, entry: NodeEntry) -> dict[str, str]:
+    """The GPU Operator's labels of a node of `entry` known before it runs (a Karpenter instance type's):
+    all but GFD's timestamp, which only the labelling gives."""
+    labels = operator_labels(inventory, entry, timestamp=0)
+    labels.pop(TIMESTAMP, None)
     return labels
 
 
