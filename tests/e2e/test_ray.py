@@ -103,7 +103,7 @@ def test_ray_as_the_claims_container_counts_its_gpus_and_names_their_type(
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
     resources = report["resources"]
-    assert resources["GPU"] == len(allocated) == count
+    assert resources.get("GPU") == len(allocated) == count, resources
     types = {k: v for k, v in resources.items() if k.startswith("accelerator_type:")}
     assert types == {f"accelerator_type:{rayvenv.accelerator_type(name)}": 1.0}, resources
 
