@@ -10,7 +10,8 @@
 #     builds     Kubernetes (hack/build-k8s.sh), Kueue, Karpenter and actionlint (--long: KEDA too); started in the
 #                background during the fast tier
 #     local      tests marked build or cluster: helm, real local clusters (tests/e2e); --long adds
-#                LONG_LOCAL_TESTS (below): the GPU-utilisation HPA through KEDA
+#                LONG_LOCAL_TESTS (below): the GPU-utilisation HPA through KEDA, Ray from PyPI as a claim's
+#                container
 #     kind       a kind cluster from images built here (hack/kind/images.sh, built in the background during
 #                `local`) running a release of HEAD (hack/release.sh --local: its packaged chart, its image
 #                archive): tests/kind/test_upgrade.py, helm upgrade from 0.1.0 with claims prepared, and
@@ -59,7 +60,7 @@ SEED_K8S_LONG=(
 KIND_TESTS=(tests/kind/test_upgrade.py tests/kind/test_kind.py)
 # Left out of the local tier but with --long: GPU-utilisation autoscaling through KEDA, whose build costs
 # about 6 minutes on 2 cores (docs/hpa.md); --long builds it after Kueue.
-LONG_LOCAL_TESTS=(tests/e2e/test_hpa.py tests/test_keda.py::test_keda_manifests_from_its_module)
+LONG_LOCAL_TESTS=(tests/e2e/test_hpa.py tests/test_keda.py::test_keda_manifests_from_its_module tests/e2e/test_ray.py)
 ADDONS=kueue,karpenter,actionlint  # actionlint: the workflow linter of the build tier (tests/test_workflows.py)
 LOCAL_ARGS=()
 for t in "${LONG_LOCAL_TESTS[@]}"; do LOCAL_ARGS+=("--deselect=$t"); done

@@ -54,6 +54,8 @@ End-to-end tests (tests/e2e, tests/kind):
   (`allocated_uuids`) and those `nvidia-smi -L` listed (`smi_uuids`).
 - kueue: examples/kueue's Jobs created (`create_job`) and what Kueue's Workload for one says (`admitted`,
   `pending`, `finished`, `usage`), on the local cluster and in kind.
+- rayvenv: Ray from PyPI in a venv under the build cache (`python`, `RAY_VERSION`) and the accelerator type
+  Ray derives from an NVML name (`accelerator_type`), for tests/e2e/test_ray.py (`--long`).
 - browser: a real headless chromium driven by selenium through Debian's chromedriver, offline
   (`chromium`), for the fleet view's page.
 
