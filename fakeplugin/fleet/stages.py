@@ -5,6 +5,13 @@ kwok applies the first Stage whose selector matches an object (sigs.k8s.io/kwok,
 ResourceClaims wait for the fleet: Running only once it annotated PREPARED (what the kubelet's
 NodePrepareResources gates: kubernetes/kubernetes v1.35 pkg/kubelet/cm/dra/manager.go), gone only once it
 annotated UNPREPARED (NodeUnprepareResources, same file).
+
+A deleted pod ends as the kubelet ends it (kubernetes/kubernetes v1.37.2): a pod not yet Succeeded or Failed
+is first set Failed, its containers terminated and the conditions others wrote (DisruptionTarget) kept
+(pkg/kubelet/status/status_manager.go TerminatePod and mergePodStatus, pkg/kubelet/kubelet_pods.go
+getPhase); only a pod whose phase is terminal is deleted, with grace 0 and its finalizers left to their
+owners, a Job's tracking finalizer to the Job controller (status_manager.go syncPod, canBeDeleted). Jobs
+see such a pod Failed with its DisruptionTarget condition, which their podFailurePolicy matches.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ COMPLETE_AFTER = "fakeplugin.dev/complete-after"
 
 _NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 _DELETING = {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
+_TERMINAL = ["Succeeded", "Failed"]
+_ENDED = {"key": ".status.phase", "operator": "In", "values": _TERMINAL}
+_NOT_ENDED = {"key": ".status.phase", "operator": "NotIn", "values": _TERMINAL}
 _NO_CLAIMS = [
     {"key": ".spec.resourceClaims", "operator": "DoesNotExist"},
     {"key": ".status.extendedResourceClaimStatus", "operator": "DoesNotExist"},  # DRAExtendedResource
@@ -110,6 +120,31 @@ conditions:
 phase: Succeeded
 """
 
+# A deleted pod's end: its containers killed (exit code 137, 128 + SIGKILL; "Error" is containerd's reason
+# for a non-zero exit, containerd/containerd internal/cri/server/helpers.go errorExitReason) and Ready and
+# ContainersReady False for PodFailed (kubernetes/kubernetes v1.37.2 pkg/kubelet/status/generate.go).
+# Conditions merge by type, so the DisruptionTarget condition an eviction added stays.
+_POD_FAILED = """\
+{{ $now := Now }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 137
+      reason: Error
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+conditions:
+- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodFailed}
+- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodFailed}
+phase: Failed
+"""
+
 
 def _stage(
     name: str,
@@ -135,7 +170,7 @@ def _annotated(key: str) -> dict[str, Any]:
 def kwok_stages() -> list[dict[str, Any]]:
     """The Stages a fleet's kwok runs with (its --config file holds these documents)."""
     running = {"statusTemplate": _POD_RUNNING}
-    gone = {"delete": True, "finalizers": {"empty": True}}
+    gone = {"delete": True}
     return [
         _stage(
             "node-ready",
@@ -167,8 +202,9 @@ def kwok_stages() -> list[dict[str, Any]]:
                 "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_AFTER}"]'},
             },
         ),
-        _stage("pod-delete", "Pod", [_DELETING, *_NO_CLAIMS], gone),
-        _stage("pod-delete-unprepared", "Pod", [_DELETING, _annotated(UNPREPARED)], gone),
+        _stage("pod-terminate", "Pod", [_DELETING, _NOT_ENDED], {"statusTemplate": _POD_FAILED}),
+        _stage("pod-delete", "Pod", [_DELETING, _ENDED, *_NO_CLAIMS], gone),
+        _stage("pod-delete-unprepared", "Pod", [_DELETING, _ENDED, _annotated(UNPREPARED)], gone),
     ]
 
 
