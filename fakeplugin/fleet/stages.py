@@ -99,51 +99,40 @@ startTime: {{ $now | Quote }}
 """
 
 
-_POD_SUCCEEDED = """\
-{{ $now := Now }}
+def _pod_ended(phase: str, exit_code: int, reason: str, condition_reason: str) -> str:
+    """The status of a pod whose containers all ended with `exit_code` (`reason`): Ready and
+    ContainersReady False for `condition_reason`. Conditions merge by type (kwok patches status with a
+    strategic merge), so those others wrote, an eviction's DisruptionTarget, stay."""
+    conditions = "".join(
+        f'- {{lastTransitionTime: {{{{ $now | Quote }}}}, status: "False", type: {kind}, '
+        f"reason: {condition_reason}}}\n"
+        for kind in ("Ready", "ContainersReady")
+    )
+    return f"""\
+{{{{ $now := Now }}}}
 containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
+{{{{ range .spec.containers }}}}
+- image: {{{{ .image | Quote }}}}
+  name: {{{{ .name | Quote }}}}
   ready: false
   started: false
   restartCount: 0
   state:
     terminated:
-      exitCode: 0
-      reason: Completed
-      finishedAt: {{ $now | Quote }}
-{{ end }}
+      exitCode: {exit_code}
+      reason: {reason}
+      finishedAt: {{{{ $now | Quote }}}}
+{{{{ end }}}}
 conditions:
-- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
-- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
-phase: Succeeded
+{conditions}phase: {phase}
 """
 
+
+_POD_SUCCEEDED = _pod_ended("Succeeded", 0, "Completed", "PodCompleted")
 # A deleted pod's end: its containers killed (exit code 137, 128 + SIGKILL; "Error" is containerd's reason
-# for a non-zero exit, containerd/containerd internal/cri/server/helpers.go errorExitReason) and Ready and
+# for a non-zero exit, containerd/containerd internal/cri/server/helpers.go errorExitReason), Ready and
 # ContainersReady False for PodFailed (kubernetes/kubernetes v1.37.2 pkg/kubelet/status/generate.go).
-# Conditions merge by type, so the DisruptionTarget condition an eviction added stays.
-_POD_FAILED = """\
-{{ $now := Now }}
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  started: false
-  restartCount: 0
-  state:
-    terminated:
-      exitCode: 137
-      reason: Error
-      finishedAt: {{ $now | Quote }}
-{{ end }}
-conditions:
-- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodFailed}
-- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodFailed}
-phase: Failed
-"""
+_POD_FAILED = _pod_ended("Failed", 137, "Error", "PodFailed")
 
 
 def _stage(
