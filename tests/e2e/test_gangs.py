@@ -261,6 +261,20 @@ def gang_job(name: str, pods: int) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
 
 
+def no_execute(node: str, gpu: str) -> dict[str, Any]:
+    """DeviceTaintRule `job-xid`: NVIDIA's XID 79 taint on `gpu` of `node` as NoExecute, which the device
+    taint eviction controller acts on (resource.k8s.io/v1 from 1.37: versions.py)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "job-xid"},
+        "spec": {
+            "deviceSelector": {"driver": GPU_DRIVER, "pool": node, "device": gpu},
+            "taint": {"key": XID_TAINT, "value": "79", "effect": "NoExecute"},
+        },
+    }
+
+
 def allocated(cluster: Cluster) -> list[tuple[str, str]]:
     """(pool, device) of every device allocated to a claim of the namespace."""
     return [
@@ -330,16 +344,7 @@ def test_a_gang_losing_a_gpu_is_evicted_failed_by_its_job_and_re_placed_whole_on
     timeline["NVIDIA's NoSchedule taint on the slice"] = time.monotonic() - start
     # The remediation step (the cluster's, not NVIDIA's driver): the same taint as NoExecute, which the
     # device taint eviction controller acts on (resource.k8s.io/v1 DeviceTaintRule in 1.37).
-    rule = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceTaintRule",
-        "metadata": {"name": "job-xid"},
-        "spec": {
-            "deviceSelector": {"driver": GPU_DRIVER, "pool": node, "device": gpu},
-            "taint": {"key": XID_TAINT, "value": "79", "effect": "NoExecute"},
-        },
-    }
-    apply(racks, None, rule)
+    apply(racks, None, no_execute(node, gpu))
     timeline["DeviceTaintRule NoExecute created"] = time.monotonic() - start
 
     def evicted() -> bool:
