@@ -33,6 +33,7 @@ from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster, versions
 from fakeplugin.testing import container, device_request, pod, resource_claim_template
 from tests.harness.domains import ready_status, start_domain_job
+from tests.harness.gangs import XID_TAINT, gang_job, no_execute, worker
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, get, items, wait_for
 from tests.harness.paths import EXAMPLES
@@ -77,17 +78,6 @@ def gang(name: str, pods: int) -> list[dict[str, Any]]:
     and the `pods` pods of 4 GPUs each: the guide's gang without its ComputeDomain, by builders."""
     objects = [*scheduling(name, pods), resource_claim_template(f"{name}-gpus", device_request(count=4))]
     return objects + [worker(f"{name}-{i}", name) for i in range(pods)]
-
-
-def worker(name: str, group: str) -> dict[str, Any]:
-    """A pod of 4 GPUs (from template `{group}-gpus`) in PodGroup `group`."""
-    claims = {"gpus": {"resourceClaimTemplateName": f"{group}-gpus"}}
-    return pod(
-        name,
-        [container("worker", claims=list(claims))],
-        claims=claims,
-        schedulingGroup={"podGroupName": group},
-    )
 
 
 def scheduling(name: str, pods: int) -> list[dict[str, Any]]:
@@ -237,42 +227,6 @@ def test_two_gangs_for_one_rack_one_runs_the_other_waits_whole_then_runs(racks: 
     delete_gang(racks, winner)
     assert cliques(racks, wait_running(racks, loser, 3)) == {CLIQUE_A}
     delete_gang(racks, loser)
-
-
-GPU_DRIVER = "gpu.nvidia.com"
-XID_TAINT = f"{GPU_DRIVER}/xid"  # NVIDIA's taint key (docs/faults.md)
-
-
-def gang_job(name: str, pods: int) -> dict[str, Any]:
-    """An Indexed Job of `pods` workers in PodGroup `name` that fails whole when a pod is disrupted: its
-    podFailurePolicy rule FailJob on DisruptionTarget, backoffLimit 0. With a podFailurePolicy the Job's
-    podReplacementPolicy defaults to Failed and the Job controller counts a pod, and matches its policy,
-    only once it is Failed, not while it is deleting (kubernetes/kubernetes v1.37.2
-    pkg/apis/batch/v1/defaults.go; pkg/controller/job/job_controller.go isPodFailed)."""
-    rule = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-    spec = {
-        "completionMode": "Indexed",
-        "completions": pods,
-        "parallelism": pods,
-        "backoffLimit": 0,
-        "podFailurePolicy": {"rules": [rule]},
-        "template": {"spec": worker(name, name)["spec"]},
-    }
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
-
-
-def no_execute(node: str, gpu: str) -> dict[str, Any]:
-    """DeviceTaintRule `job-xid`: NVIDIA's XID 79 taint on `gpu` of `node` as NoExecute, which the device
-    taint eviction controller acts on (resource.k8s.io/v1 from 1.37: versions.py)."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceTaintRule",
-        "metadata": {"name": "job-xid"},
-        "spec": {
-            "deviceSelector": {"driver": GPU_DRIVER, "pool": node, "device": gpu},
-            "taint": {"key": XID_TAINT, "value": "79", "effect": "NoExecute"},
-        },
-    }
 
 
 def allocated(cluster: Cluster) -> list[tuple[str, str]]:
