@@ -37,6 +37,7 @@ from tests.harness.docblocks import (
     shows,
     shows_yaml,
 )
+from tests.harness.gangs import gang_job, no_execute
 from tests.harness.paths import REPO
 from tests.harness.tooling import unavailable
 
@@ -197,6 +198,28 @@ def the_example(path: str) -> Callable[[Block], None]:
     return check
 
 
+def the_failover_job(b: Block) -> None:
+    """The Job of docs/rack-scale-jobs.md, *A tray fails*: the one tests/e2e/test_gangs.py runs, but for
+    the pod template's test defaults."""
+    (doc,) = yaml.safe_load_all(b.text)
+    built = gang_job(doc["metadata"]["name"], doc["spec"]["completions"])
+    assert {k: v for k, v in doc["spec"].items() if k != "template"} == {
+        k: v for k, v in built["spec"].items() if k != "template"
+    }, f"{b}: differs from tests/harness/gangs.py gang_job"
+    shown, run = doc["spec"]["template"]["spec"], built["spec"]["template"]["spec"]
+    for key in ("schedulingGroup", "restartPolicy", "resourceClaims"):
+        assert shown[key] == run[key], f"{b}: {key} differs from tests/harness/gangs.py gang_job"
+
+
+def the_failover_rule(b: Block) -> None:
+    """The DeviceTaintRule of the same section: tests/harness/gangs.py no_execute's for its device."""
+    (doc,) = yaml.safe_load_all(b.text)
+    selector = doc["spec"]["deviceSelector"]
+    assert doc == no_execute(selector["pool"], selector["device"]), (
+        f"{b}: differs from tests/harness/gangs.py no_execute"
+    )
+
+
 def excerpt_of(command: str) -> Callable[[Block], None]:
     """A YAML block that shows part of what `command` (named in the page's text) prints."""
 
@@ -344,6 +367,8 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/rack-scale-jobs.md", "apiVersion: scheduling.k8s.io"): the_example(
         "examples/rack-scale/gang.yaml"
     ),
+    Ref("docs/rack-scale-jobs.md", "apiVersion: batch/v1"): the_failover_job,
+    Ref("docs/rack-scale-jobs.md", "apiVersion: resource.k8s.io/v1"): the_failover_rule,
     Ref("docs/testing.md", "# conftest.py"): a_conftest,
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
     Ref("docs/prometheus.md", "promtool check rules"): promtool_commands,

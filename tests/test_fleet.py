@@ -47,8 +47,19 @@ def test_pods_with_claims_run_only_once_prepared_and_go_only_once_unprepared() -
     delete, unprepared = keys(stage("pod-delete")), keys(stage("pod-delete-unprepared"))
     assert delete[".spec.resourceClaims"] == ("DoesNotExist", ())
     assert unprepared['.metadata.annotations["fakeplugin.dev/unprepared"]'] == ("In", ("true",))
-    assert stage("pod-delete")["spec"]["next"] == {"delete": True, "finalizers": {"empty": True}}
+    assert stage("pod-delete")["spec"]["next"] == {"delete": True}  # finalizers are their owners' (a Job's)
     assert "phase: Running" in stage("pod-ready-prepared")["spec"]["next"]["statusTemplate"]
+
+
+def test_a_deleted_pod_is_failed_first_and_deleted_only_once_terminal_as_the_kubelet_does() -> None:
+    terminate = stage("pod-terminate")
+    assert keys(terminate)[".metadata.deletionTimestamp"] == ("Exists", ())
+    assert keys(terminate)[".status.phase"] == ("NotIn", ("Succeeded", "Failed"))
+    template = terminate["spec"]["next"]["statusTemplate"]
+    assert "phase: Failed" in template and "exitCode: 137" in template and "reason: PodFailed" in template
+    assert "DisruptionTarget" not in template  # the eviction's condition is merged, not overwritten
+    for name in ("pod-delete", "pod-delete-unprepared"):
+        assert keys(stage(name))[".status.phase"] == ("In", ("Succeeded", "Failed"))
 
 
 def test_an_annotated_running_pod_completes_after_its_delay_and_is_then_unprepared() -> None:
@@ -75,6 +86,7 @@ def test_kwok_config_file_is_the_configuration_then_the_stages() -> None:
         "pod-ready",
         "pod-ready-prepared",
         "pod-complete",
+        "pod-terminate",
         "pod-delete",
         "pod-delete-unprepared",
     ]

@@ -10,8 +10,9 @@ as `fakeplugin serve` (one runtime.host.Host per driver):
               poddra.py: the node's plugin of each claim's driver (CDI spec, checkpoint, nvidia-smi data in
               the node's dir) ─▶ annotation fakeplugin.dev/prepared ─▶ kwok's pod-ready stage (stages.py)
               makes the pod Running
-    delete:   pod deleting ─▶ Unprepare (claims no other pod on the node uses) ─▶ fakeplugin.dev/unprepared
-              ─▶ kwok's pod-delete stage removes the pod
+    delete:   pod deleting ─▶ kwok's pod-terminate stage sets it Failed (as the kubelet, stages.py) ─▶
+              Unprepare (claims no other pod on the node uses) ─▶ fakeplugin.dev/unprepared ─▶ kwok's
+              pod-delete stage deletes it (grace 0; finalizers stay their owners')
     reconcile: on start, every re-list of the pods and every minute (reconcile.py, the kubelet's loop)
               ─▶ Unprepare the checkpointed claims no active pod uses or whose claim is gone; records of
               gone pods and the files of gone nodes removed

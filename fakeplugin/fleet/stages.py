@@ -5,6 +5,13 @@ kwok applies the first Stage whose selector matches an object (sigs.k8s.io/kwok,
 ResourceClaims wait for the fleet: Running only once it annotated PREPARED (what the kubelet's
 NodePrepareResources gates: kubernetes/kubernetes v1.35 pkg/kubelet/cm/dra/manager.go), gone only once it
 annotated UNPREPARED (NodeUnprepareResources, same file).
+
+A deleted pod ends as the kubelet ends it (kubernetes/kubernetes v1.37.2): a pod not yet Succeeded or Failed
+is first set Failed, its containers terminated and the conditions others wrote (DisruptionTarget) kept
+(pkg/kubelet/status/status_manager.go TerminatePod and mergePodStatus, pkg/kubelet/kubelet_pods.go
+getPhase); only a pod whose phase is terminal is deleted, with grace 0 and its finalizers left to their
+owners, a Job's tracking finalizer to the Job controller (status_manager.go syncPod, canBeDeleted). Jobs
+see such a pod Failed with its DisruptionTarget condition, which their podFailurePolicy matches.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ COMPLETE_AFTER = "fakeplugin.dev/complete-after"
 
 _NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 _DELETING = {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
+_TERMINAL = ["Succeeded", "Failed"]
+_ENDED = {"key": ".status.phase", "operator": "In", "values": _TERMINAL}
+_NOT_ENDED = {"key": ".status.phase", "operator": "NotIn", "values": _TERMINAL}
 _NO_CLAIMS = [
     {"key": ".spec.resourceClaims", "operator": "DoesNotExist"},
     {"key": ".status.extendedResourceClaimStatus", "operator": "DoesNotExist"},  # DRAExtendedResource
@@ -89,26 +99,40 @@ startTime: {{ $now | Quote }}
 """
 
 
-_POD_SUCCEEDED = """\
-{{ $now := Now }}
+def _pod_ended(phase: str, exit_code: int, reason: str, condition_reason: str) -> str:
+    """The status of a pod whose containers all ended with `exit_code` (`reason`): Ready and
+    ContainersReady False for `condition_reason`. Conditions merge by type (kwok patches status with a
+    strategic merge), so those others wrote, an eviction's DisruptionTarget, stay."""
+    conditions = "".join(
+        f'- {{lastTransitionTime: {{{{ $now | Quote }}}}, status: "False", type: {kind}, '
+        f"reason: {condition_reason}}}\n"
+        for kind in ("Ready", "ContainersReady")
+    )
+    return f"""\
+{{{{ $now := Now }}}}
 containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
+{{{{ range .spec.containers }}}}
+- image: {{{{ .image | Quote }}}}
+  name: {{{{ .name | Quote }}}}
   ready: false
   started: false
   restartCount: 0
   state:
     terminated:
-      exitCode: 0
-      reason: Completed
-      finishedAt: {{ $now | Quote }}
-{{ end }}
+      exitCode: {exit_code}
+      reason: {reason}
+      finishedAt: {{{{ $now | Quote }}}}
+{{{{ end }}}}
 conditions:
-- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
-- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
-phase: Succeeded
+{conditions}phase: {phase}
 """
+
+
+_POD_SUCCEEDED = _pod_ended("Succeeded", 0, "Completed", "PodCompleted")
+# A deleted pod's end: its containers killed (exit code 137, 128 + SIGKILL; "Error" is containerd's reason
+# for a non-zero exit, containerd/containerd internal/cri/server/helpers.go errorExitReason), Ready and
+# ContainersReady False for PodFailed (kubernetes/kubernetes v1.37.2 pkg/kubelet/status/generate.go).
+_POD_FAILED = _pod_ended("Failed", 137, "Error", "PodFailed")
 
 
 def _stage(
@@ -135,7 +159,7 @@ def _annotated(key: str) -> dict[str, Any]:
 def kwok_stages() -> list[dict[str, Any]]:
     """The Stages a fleet's kwok runs with (its --config file holds these documents)."""
     running = {"statusTemplate": _POD_RUNNING}
-    gone = {"delete": True, "finalizers": {"empty": True}}
+    gone = {"delete": True}
     return [
         _stage(
             "node-ready",
@@ -167,8 +191,9 @@ def kwok_stages() -> list[dict[str, Any]]:
                 "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_AFTER}"]'},
             },
         ),
-        _stage("pod-delete", "Pod", [_DELETING, *_NO_CLAIMS], gone),
-        _stage("pod-delete-unprepared", "Pod", [_DELETING, _annotated(UNPREPARED)], gone),
+        _stage("pod-terminate", "Pod", [_DELETING, _NOT_ENDED], {"statusTemplate": _POD_FAILED}),
+        _stage("pod-delete", "Pod", [_DELETING, _ENDED, *_NO_CLAIMS], gone),
+        _stage("pod-delete-unprepared", "Pod", [_DELETING, _ENDED, _annotated(UNPREPARED)], gone),
     ]
 
 

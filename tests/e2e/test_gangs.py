@@ -12,12 +12,17 @@ daemons). Checked:
 - the guide's gang of 3 with a ComputeDomain (examples/rack-scale/) binds whole on rack A, the
   only clique with room, and the domain forms over the gang's nodes alone;
 - two gangs of 3 at once compete for rack A: one runs there, the other waits whole (rack B's 2 free trays
-  untouched), and runs whole once the first is gone.
+  untouched), and runs whole once the first is gone;
+- failover: a gang of 2 run by an Indexed Job loses a GPU to XID 79; NVIDIA's NoSchedule taint, then a
+  DeviceTaintRule with NoExecute evicts its pod, which ends Failed with DisruptionTarget, so the Job's
+  podFailurePolicy fails the Job; the test, as the user's controller, re-creates the PodGroup and the Job and
+  the gang runs whole on the other rack (its own one tray short), no GPU held twice.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +33,7 @@ from fakeplugin.apis import computedomain as api
 from fakeplugin.cluster import Cluster, versions
 from fakeplugin.testing import container, device_request, pod, resource_claim_template
 from tests.harness.domains import ready_status, start_domain_job
+from tests.harness.gangs import XID_TAINT, gang_job, no_execute, worker
 from tests.harness.host import own_cluster
 from tests.harness.kube import apply, get, items, wait_for
 from tests.harness.paths import EXAMPLES
@@ -70,6 +76,12 @@ def racks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def gang(name: str, pods: int) -> list[dict[str, Any]]:
     """A Workload of one pod group, its PodGroup (gang of `pods`, all in one clique), the GPU claim template
     and the `pods` pods of 4 GPUs each: the guide's gang without its ComputeDomain, by builders."""
+    objects = [*scheduling(name, pods), resource_claim_template(f"{name}-gpus", device_request(count=4))]
+    return objects + [worker(f"{name}-{i}", name) for i in range(pods)]
+
+
+def scheduling(name: str, pods: int) -> list[dict[str, Any]]:
+    """Gang `name`'s Workload and PodGroup: `pods` pods or none, all in one clique."""
     policy = {"gang": {"minCount": pods}}
     constraints = {"topology": [{"key": api.GPU_CLIQUE_LABEL}]}
     workload = {
@@ -92,18 +104,7 @@ def gang(name: str, pods: int) -> list[dict[str, Any]]:
             "schedulingConstraints": constraints,
         },
     }
-    objects = [workload, group, resource_claim_template(f"{name}-gpus", device_request(count=4))]
-    claims = {"gpus": {"resourceClaimTemplateName": f"{name}-gpus"}}
-    for i in range(pods):
-        objects.append(
-            pod(
-                f"{name}-{i}",
-                [container("worker", claims=list(claims))],
-                claims=claims,
-                schedulingGroup={"podGroupName": name},
-            )
-        )
-    return objects
+    return [workload, group]
 
 
 def members(cluster: Cluster, name: str) -> list[dict[str, Any]]:
@@ -226,3 +227,113 @@ def test_two_gangs_for_one_rack_one_runs_the_other_waits_whole_then_runs(racks: 
     delete_gang(racks, winner)
     assert cliques(racks, wait_running(racks, loser, 3)) == {CLIQUE_A}
     delete_gang(racks, loser)
+
+
+def allocated(cluster: Cluster) -> list[tuple[str, str]]:
+    """(pool, device) of every device allocated to a claim of the namespace."""
+    return [
+        (r["pool"], r["device"])
+        for c in items(cluster, "resourceclaims", "-n", NAMESPACE)
+        for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+    ]
+
+
+def job_ended(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    conditions = get(cluster, "job", name, "-n", NAMESPACE).get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "Failed" and c["status"] == "True"), None)
+
+
+def test_a_gang_losing_a_gpu_is_evicted_failed_by_its_job_and_re_placed_whole_on_the_other_rack(
+    racks: Cluster,
+) -> None:
+    """Failover (docs/rack-scale-jobs.md, *A tray fails*). A filler pod holds rack A's third tray, so each
+    rack has 2 free trays and the gang's own rack is one short once a GPU of it fails."""
+    filler = pod(
+        "filler",
+        [container("worker", claims=["gpus"])],
+        claims={"gpus": {"resourceClaimTemplateName": "filler-gpus"}},
+        nodeSelector={"kubernetes.io/hostname": "rack-a-2"},
+    )
+    apply(racks, NAMESPACE, resource_claim_template("filler-gpus", device_request(count=4)), filler)
+    wait_for(
+        lambda: get(racks, "pod", "filler", "-n", NAMESPACE)["status"].get("phase") == "Running",
+        what="the filler pod Running",
+        timeout=60,
+    )
+    apply(
+        racks, NAMESPACE, *scheduling("job", 2), resource_claim_template("job-gpus", device_request(count=4))
+    )
+    apply(racks, NAMESPACE, gang_job("job", 2))
+    first = wait_running(racks, "job", 2)
+    (clique,) = cliques(racks, first)
+    victim = next(p for p in members(racks, "job") if p["spec"]["nodeName"] == first[0])
+    claim = next(
+        c
+        for c in gpu_claims(racks, "job")
+        if c["metadata"]["ownerReferences"][0]["uid"] == victim["metadata"]["uid"]
+    )
+    gpu = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+    node, victim_name = first[0], victim["metadata"]["name"]
+
+    timeline: dict[str, float] = {}
+    start = time.monotonic()
+    racks.kubectl("annotate", "node", node, f"fakeplugin.dev/device-faults={gpu}=xid:79")
+    xid79 = {"key": XID_TAINT, "value": "79", "effect": "NoSchedule"}
+
+    def taints() -> list[dict[str, Any]]:
+        slices = items(racks, "resourceslices", "--field-selector", f"spec.nodeName={node}")
+        return [
+            t
+            for s in slices
+            for d in s["spec"].get("devices") or []
+            if d["name"] == gpu
+            for t in d.get("taints") or []
+        ]
+
+    wait_for(
+        lambda: any({k: t.get(k) for k in xid79} == xid79 for t in taints()),
+        what="NVIDIA's xid taint",
+        timeout=30,
+    )
+    timeline["NVIDIA's NoSchedule taint on the slice"] = time.monotonic() - start
+    # The remediation step (the cluster's, not NVIDIA's driver): the same taint as NoExecute, which the
+    # device taint eviction controller acts on (resource.k8s.io/v1 DeviceTaintRule in 1.37).
+    apply(racks, None, no_execute(node, gpu))
+    timeline["DeviceTaintRule NoExecute created"] = time.monotonic() - start
+
+    def evicted() -> bool:
+        found = items(racks, "pods", "-n", NAMESPACE, "--field-selector", f"metadata.name={victim_name}")
+        return not found or bool(found[0]["metadata"].get("deletionTimestamp"))
+
+    wait_for(evicted, what="the pod on the failed GPU evicted", timeout=30)
+    timeline["pod evicted (deleting)"] = time.monotonic() - start
+    ended = wait_for(
+        lambda: job_ended(racks, "job"), what="the Job failed by its podFailurePolicy", timeout=60
+    )
+    timeline["Job Failed (FailJob on DisruptionTarget)"] = time.monotonic() - start
+    assert ended["reason"] == "PodFailurePolicy", ended
+    assert "DisruptionTarget" in ended["message"] and victim_name in ended["message"], ended
+    wait_for(lambda: not members(racks, "job"), what="the failed gang's pods gone", timeout=60)
+    timeline["old gang's pods gone"] = time.monotonic() - start
+
+    # The user's (here the test's) controller step: Kubernetes does not restart a failed Job; re-create
+    # the PodGroup (its scheduling is done once) and the Job.
+    racks.kubectl("delete", "job,podgroup", "job", "-n", NAMESPACE, "--wait=true", "--timeout=60s")
+    apply(racks, NAMESPACE, *scheduling("job", 2)[1:], gang_job("job", 2))
+    timeline["Job and PodGroup re-created"] = time.monotonic() - start
+    wait_for(lambda: len(bound_nodes(racks, "job")) == 2, what="the new gang bound", timeout=60)
+    timeline["new gang bound"] = time.monotonic() - start
+    second = wait_running(racks, "job", 2)
+    timeline["new gang Running"] = time.monotonic() - start
+    print("failover timeline (s after the fault):", json.dumps({k: round(v, 1) for k, v in timeline.items()}))
+
+    (new_clique,) = cliques(racks, second)
+    assert new_clique != clique and node not in second
+    held = allocated(racks)
+    assert len(held) == len(set(held)) == 12  # the filler's 4 and the gang's 8, none twice
+    assert (node, gpu) not in held
+
+    racks.kubectl("delete", "job,podgroup,workload", "job", "-n", NAMESPACE, "--wait=true", "--timeout=60s")
+    racks.kubectl("delete", "pod", "filler", "-n", NAMESPACE, "--wait=true", "--timeout=60s")
+    racks.kubectl("delete", "devicetaintrule", "job-xid")
+    racks.kubectl("annotate", "node", node, "fakeplugin.dev/device-faults-")

@@ -48,6 +48,7 @@ End-to-end tests (tests/e2e, tests/kind):
 - seedlab: the e2e session's cluster, the seed lab: its nodes (`T10`, `A5000`), inventory, slices, claims.
 - host: what a local cluster needs of this host (`require_cluster_host`) and must leave alone (`HostBefore`);
   a module's cluster of its own (`own_cluster`).
+- gangs: a gang's worker pod and Job (`worker`, `gang_job`) and a failover's DeviceTaintRule (`no_execute`).
 - domains: a ComputeDomain's status (`cd_status`, `ready_status`) and NVIDIA's channel-injection demo
   checked end to end (`channel_injection_ran`, `SPECS`, `CHANNEL_INJECTION`).
 - kind: the kind e2e's cluster (`KindCluster`) and the names run.sh gives it; a claim's allocated GPUs
