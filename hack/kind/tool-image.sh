@@ -4,17 +4,21 @@
 # the Dockerfile and the base are the same (key in the image's label). On stdout, one line:
 #   KUEUE_IMAGE=fakeplugin.local/kueue:$VERSION    (hack/build-k8s.sh --only kueue)
 #   KWOK_IMAGE=fakeplugin.local/kwok:$VERSION      (hack/build-k8s.sh --only kwok)
+#   PROMETHEUS_IMAGE=fakeplugin.local/prometheus:$VERSION   (Debian's package `prometheus`, installed here)
 #
 #   hack/kind/tool-image.sh kueue [VERSION]   (default: $FAKEPLUGIN_KUEUE_VERSION, else the pinned one)
 #   hack/kind/tool-image.sh kwok [VERSION]    (default: $KWOK_VERSION, else v0.8.0, build-k8s.sh's)
+#   hack/kind/tool-image.sh prometheus        (this machine's /usr/bin/prometheus: Debian's build for the
+#                                              base's suite; its version from `prometheus --version`)
 #
 # Load it with `hack/kind/kind load docker-image`. Kueue's chart runs it with
 # controllerManager.manager.image.{repository,tag} (docs/kueue-kind.md); ours runs kwok's with
 # fleet.kwok.image.{repository,tag} (docs/chart-fleet.md); both with pullPolicy IfNotPresent.
+# tests/kind/test_operator_prometheus.py runs Prometheus's (docs/prometheus.md).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[[ "${1:-}" == -h || "${1:-}" == --help || -z "${1:-}" ]] && { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ "${1:-}" == -h || "${1:-}" == --help || -z "${1:-}" ]] && { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 use_our_docker
 docker info >/dev/null 2>&1 || die "no Docker engine answers (start one: hack/kind/dockerd.sh start)"
 
@@ -27,7 +31,14 @@ case "$TOOL" in
   kwok)
     VERSION="${2:-${KWOK_VERSION:-v0.8.0}}"
     BINARY="$FAKEPLUGIN_CACHE/kwok/$VERSION/kwok" ;;
-  *) die "unknown tool '$TOOL': kueue or kwok" ;;
+  prometheus)
+    # Debian's package, as the local cluster runs it (fakeplugin/cluster/prometheus.py); linked against
+    # glibc only, so it runs on the Debian base of the same suite. Tags allow no '+': 2.42.0+ds -> 2.42.0-ds.
+    BINARY="$(command -v prometheus || true)"
+    [[ -n "$BINARY" ]] || die "no prometheus (apt-get install --no-install-recommends prometheus; hack/setup.sh does)"
+    VERSION="$("$BINARY" --version 2>&1 | sed -n '1s/^prometheus, version \([^ ]*\).*/\1/p' | tr + -)"
+    [[ -n "$VERSION" ]] || die "$BINARY --version printed no version" ;;
+  *) die "unknown tool '$TOOL': kueue, kwok or prometheus" ;;
 esac
 [[ -x "$BINARY" ]] || die "no $TOOL $VERSION at $BINARY (build it: hack/build-k8s.sh --only $TOOL)"
 DEBIAN_IMAGE="fakeplugin.local/debian:$DEBIAN_SUITE"
