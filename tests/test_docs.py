@@ -39,8 +39,8 @@ from tests.harness.docblocks import (
 )
 from tests.harness.gangs import gang_job, no_execute
 from tests.harness.paths import REPO
+from tests.harness.servicemonitor import service_monitor_job
 from tests.harness.tooling import unavailable
-from tests.kind.test_operator_prometheus import service_monitor_job
 
 # Blocks nobody runs, and why. One entry per block; "" as the start of a first line: every block of its page.
 NOT_RUNNABLE: dict[Ref, str] = {

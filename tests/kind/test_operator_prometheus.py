@@ -5,11 +5,7 @@ unchanged.
 Prometheus is Debian's server (the one the local cluster runs) in an image built here (hack/kind/tool-image.sh
 prometheus, on the local Debian base), with a ServiceAccount and a ClusterRole to list and watch what
 Kubernetes service discovery reads. Its jobs are what prometheus-operator compiles the operator's
-ServiceMonitor to: NVIDIA/gpu-operator v26.3.1 assets/state-dcgm-exporter/0500_service_monitor.yaml (selector
-`app: nvidia-dcgm-exporter`, endpoint port `gpu-metrics`, path `/metrics`, `jobLabel: app`, the namespace the
-operator fills in: `gpu-operator`) with the operator chart's defaults (deployments/gpu-operator/values.yaml
-dcgmExporter.serviceMonitor: interval 15s, honorLabels false); v26.7.0's GPUCluster one
-(manifests/state-dcgm-exporter/0600_service_monitor.yaml) differs only in the name `nvidia-dcgm-exporter-dra`.
+ServiceMonitor to, one per mode (tests/harness/servicemonitor.py, with the upstream files).
 
 The chart goes into the namespace `gpu-operator` (a Service selects pods of its own namespace) with
 `telemetry.enabled` and each `gpuOperator.mode`: Prometheus's API then has `up == 1` for each plugin pod under
@@ -36,52 +32,15 @@ from tests.harness.kind import KIND as KIND_BIN
 from tests.harness.kind import NAMESPACE, KindCluster
 from tests.harness.kube import apply, wait_for
 from tests.harness.paths import REPO
+from tests.harness.servicemonitor import OPERATOR_NAMESPACE, PORT, service_monitor_job
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 RELEASE = "fakeplugin"
-OPERATOR_NAMESPACE = "gpu-operator"  # the operator's install guide's; its ServiceMonitor's namespaceSelector
 MONITORING = "monitoring"
 PROMETHEUS = "prometheus"
 # gpuOperator.mode -> the exporter's Service name and `app` label (charts/fakeplugin/templates/_helpers.tpl).
 EXPORTERS = {"clusterPolicy": "nvidia-dcgm-exporter", "gpuCluster": "nvidia-dcgm-exporter-dra"}
-PORT = "gpu-metrics"
-
-
-def service_monitor_job(app: str) -> dict[str, Any]:
-    """The scrape job prometheus-operator generates for the operator's ServiceMonitor `app` (endpoint 0):
-    endpoints discovery in the monitor's namespace, the Service's `app` label and port name kept, the target
-    labelled with namespace, service, pod, container and endpoint, `job` from the Service's `app` label
-    (jobLabel)."""
-    return {
-        "job_name": f"serviceMonitor/{OPERATOR_NAMESPACE}/{app}/0",
-        "honor_labels": False,
-        "scrape_interval": "15s",
-        "metrics_path": "/metrics",
-        "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [OPERATOR_NAMESPACE]}}],
-        "relabel_configs": [
-            {
-                "action": "keep",
-                "source_labels": [
-                    "__meta_kubernetes_service_label_app",
-                    "__meta_kubernetes_service_labelpresent_app",
-                ],
-                "regex": f"({app});true",
-            },
-            {"action": "keep", "source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": PORT},
-            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-            {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "service"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-            {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
-            {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "job"},
-            {
-                "source_labels": ["__meta_kubernetes_service_label_app"],
-                "target_label": "job",
-                "regex": "(.+)",
-            },
-            {"target_label": "endpoint", "replacement": PORT},
-        ],
-    }
 
 
 def prometheus_objects(image: str) -> list[dict[str, Any]]:
