@@ -4,12 +4,12 @@
 # the Dockerfile and the base are the same (key in the image's label). On stdout, one line:
 #   KUEUE_IMAGE=fakeplugin.local/kueue:$VERSION    (hack/build-k8s.sh --only kueue)
 #   KWOK_IMAGE=fakeplugin.local/kwok:$VERSION      (hack/build-k8s.sh --only kwok)
-#   PROMETHEUS_IMAGE=fakeplugin.local/prometheus:$VERSION   (Debian's package `prometheus`, installed here)
+#   PROMETHEUS_IMAGE=fakeplugin.local/prometheus:$VERSION   (built here from its Go module, cached)
 #
 #   hack/kind/tool-image.sh kueue [VERSION]   (default: $FAKEPLUGIN_KUEUE_VERSION, else the pinned one)
 #   hack/kind/tool-image.sh kwok [VERSION]    (default: $KWOK_VERSION, else v0.8.0, build-k8s.sh's)
-#   hack/kind/tool-image.sh prometheus        (this machine's /usr/bin/prometheus: Debian's build for the
-#                                              base's suite; its version from `prometheus --version`)
+#   hack/kind/tool-image.sh prometheus [VERSION]  (default: $PROMETHEUS_VERSION, else v0.316.0; the binary
+#                                              in $FAKEPLUGIN_CACHE/prometheus/VERSION)
 #
 # Load it with `hack/kind/kind load docker-image`. Kueue's chart runs it with
 # controllerManager.manager.image.{repository,tag} (docs/kueue-kind.md); ours runs kwok's with
@@ -32,12 +32,21 @@ case "$TOOL" in
     VERSION="${2:-${KWOK_VERSION:-v0.8.0}}"
     BINARY="$FAKEPLUGIN_CACHE/kwok/$VERSION/kwok" ;;
   prometheus)
-    # Debian's package, as the local cluster runs it (fakeplugin/cluster/prometheus.py); linked against
-    # glibc only, so it runs on the Debian base of the same suite. Tags allow no '+': 2.42.0+ds -> 2.42.0-ds.
-    BINARY="$(command -v prometheus || true)"
-    [[ -n "$BINARY" ]] || die "no prometheus (apt-get install --no-install-recommends prometheus; hack/setup.sh does)"
-    VERSION="$("$BINARY" --version 2>&1 | sed -n '1s/^prometheus, version \([^ ]*\).*/\1/p' | tr + -)"
-    [[ -n "$VERSION" ]] || die "$BINARY --version printed no version" ;;
+    # Built here from its Go module with Kubernetes service discovery alone (Debian's package has none:
+    # its config refuses kubernetes_sd_configs); the build tags are the module's plugins/*.go (v0.316.0 is
+    # Prometheus 3.16.0). No web UI (docs/prometheus.md): the HTTP API is what the tests read.
+    VERSION="${2:-${PROMETHEUS_VERSION:-v0.316.0}}"
+    BINARY="$FAKEPLUGIN_CACHE/prometheus/$VERSION/prometheus"
+    if [[ ! -x "$BINARY" ]]; then
+      say "prometheus $VERSION: building from its Go module (minutes when cold)"
+      src="$(GOFLAGS=-mod=mod go mod download -json "github.com/prometheus/prometheus@$VERSION" \
+        | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
+      [[ -d "$src/cmd/prometheus" ]] || die "github.com/prometheus/prometheus@$VERSION not in the Go module cache"
+      mkdir -p "${BINARY%/*}"
+      (cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" \
+        -tags remove_all_sd,enable_kubernetes_sd -o "$BINARY.tmp" ./cmd/prometheus) || die "go build of prometheus failed"
+      mv "$BINARY.tmp" "$BINARY"
+    fi ;;
   *) die "unknown tool '$TOOL': kueue, kwok or prometheus" ;;
 esac
 [[ -x "$BINARY" ]] || die "no $TOOL $VERSION at $BINARY (build it: hack/build-k8s.sh --only $TOOL)"

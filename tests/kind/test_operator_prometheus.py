@@ -2,10 +2,11 @@
 (docs/prometheus.md, *The GPU Operator's exporter*), with a scrape config written for the operator's exporter,
 unchanged.
 
-Prometheus is Debian's server (the one the local cluster runs) in an image built here (hack/kind/tool-image.sh
-prometheus, on the local Debian base), with a ServiceAccount and a ClusterRole to list and watch what
-Kubernetes service discovery reads. Its jobs are what prometheus-operator compiles the operator's
-ServiceMonitor to, one per mode (tests/harness/servicemonitor.py, with the upstream files).
+Prometheus is built here from its Go module with Kubernetes service discovery (Debian's package, which the
+local cluster runs, has none) into an image on the local Debian base (hack/kind/tool-image.sh prometheus),
+with a ServiceAccount and a ClusterRole to list and watch what Kubernetes service discovery reads. Its jobs
+are what prometheus-operator compiles the operator's ServiceMonitor to, one per mode
+(tests/harness/servicemonitor.py, with the upstream files).
 
 The chart goes into the namespace `gpu-operator` (a Service selects pods of its own namespace) with
 `telemetry.enabled` and each `gpuOperator.mode`: Prometheus's API then has `up == 1` for each plugin pod under
@@ -165,7 +166,7 @@ def prometheus(kind_cluster: KindCluster, tmp_path_factory: pytest.TempPathFacto
     """The session's release moved aside (when installed), Prometheus running; after: Prometheus and the
     chart in OPERATOR_NAMESPACE gone, the session's release back with its values."""
     kind = kind_cluster
-    out = kind.run(str(REPO / "hack/kind/tool-image.sh"), "prometheus", timeout=600)
+    out = kind.run(str(REPO / "hack/kind/tool-image.sh"), "prometheus", timeout=1800)
     image = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)["PROMETHEUS_IMAGE"]
     kind.run(str(KIND_BIN), "load", "docker-image", "--name", CLUSTER_NAME, image, timeout=600)
     session_values: Path | None = None

@@ -1,6 +1,6 @@
-# Prometheus for the kind path: Debian's server binary (package `prometheus`, the one the local cluster runs),
-# on the local Debian base of the same suite: the build context holds this machine's /usr/bin/prometheus as
-# `prometheus`. Its data directory is the pod's volume. Built by hack/kind/tool-image.sh.
+# Prometheus for the kind path: the static server binary hack/kind/tool-image.sh builds from its Go module
+# (Kubernetes service discovery alone), on the local Debian base: the build context holds it as
+# `prometheus`. Its data directory is the pod's volume.
 ARG DEBIAN_IMAGE
 FROM ${DEBIAN_IMAGE}
 COPY prometheus /usr/bin/prometheus
