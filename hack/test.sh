@@ -16,8 +16,8 @@
 #                `local`) running a release of HEAD (hack/release.sh --local: its packaged chart, its image
 #                archive): tests/kind/test_upgrade.py, helm upgrade from 0.1.0 with claims prepared, and
 #                tests/kind/test_kind.py, the chart with real containers (--long: all of tests/kind,
-#                ComputeDomains, the chart's fleet mode and Kueue on kind too); in CI or with
-#                FAKEPLUGIN_KIND=1, else skipped
+#                ComputeDomains, the chart's fleet mode, Kueue and the operator-shaped Prometheus on
+#                kind too); in CI or with FAKEPLUGIN_KIND=1, else skipped
 #     versions   the seed lab's Kubernetes line (1.35; every tier before runs the default, the newest
 #                minor with a release): its binaries (built in the background during `local`), then
 #                SEED_K8S_TESTS on it, through its alpha gates (--long: SEED_K8S_LONG too;

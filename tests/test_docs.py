@@ -39,6 +39,7 @@ from tests.harness.docblocks import (
 )
 from tests.harness.gangs import gang_job, no_execute
 from tests.harness.paths import REPO
+from tests.harness.servicemonitor import service_monitor_job
 from tests.harness.tooling import unavailable
 
 # Blocks nobody runs, and why. One entry per block; "" as the start of a first line: every block of its page.
@@ -250,6 +251,11 @@ def chart_pod_annotations(b: Block) -> None:
     assert yaml.safe_load(b.text).items() <= ds["spec"]["template"]["metadata"]["annotations"].items(), b
 
 
+def the_operator_scrape_job(b: Block) -> None:
+    """The scrape job Prometheus runs in tests/kind/test_operator_prometheus.py (ClusterPolicy mode)."""
+    assert yaml.safe_load(b.text) == [service_monitor_job("nvidia-dcgm-exporter")], b
+
+
 def a_call_log_record(b: Block, tmp: Path) -> None:
     """The record as read_calls (and `fakeplugin calls --file`) reads it."""
     (tmp / "calls.jsonl").write_text(b.text)
@@ -373,6 +379,7 @@ FAST: dict[Ref, Callable[..., None]] = {
     Ref("docs/testing.md", "with FakepluginCluster.start"): python_against_a_recorder,
     Ref("docs/prometheus.md", "promtool check rules"): promtool_commands,
     Ref("docs/prometheus.md", 'prometheus.io/scrape: "true"'): chart_pod_annotations,
+    Ref("docs/prometheus.md", "- job_name: serviceMonitor/"): the_operator_scrape_job,
     Ref("docs/telemetry.md", "# my dashboard's metrics"): a_counters_file,
     Ref("docs/fleet-view.md", "$ fakeplugin view --help"): run_commands,
     Ref("docs/karpenter.md", "- instanceType: {name: gpu-h100-8x"): validate_inventory_entries,

@@ -4,17 +4,21 @@
 # the Dockerfile and the base are the same (key in the image's label). On stdout, one line:
 #   KUEUE_IMAGE=fakeplugin.local/kueue:$VERSION    (hack/build-k8s.sh --only kueue)
 #   KWOK_IMAGE=fakeplugin.local/kwok:$VERSION      (hack/build-k8s.sh --only kwok)
+#   PROMETHEUS_IMAGE=fakeplugin.local/prometheus:$VERSION   (built here from its Go module, cached)
 #
 #   hack/kind/tool-image.sh kueue [VERSION]   (default: $FAKEPLUGIN_KUEUE_VERSION, else the pinned one)
 #   hack/kind/tool-image.sh kwok [VERSION]    (default: $KWOK_VERSION, else v0.8.0, build-k8s.sh's)
+#   hack/kind/tool-image.sh prometheus [VERSION]  (default: $PROMETHEUS_VERSION, else v0.316.0; the binary
+#                                              in $FAKEPLUGIN_CACHE/prometheus/VERSION)
 #
 # Load it with `hack/kind/kind load docker-image`. Kueue's chart runs it with
 # controllerManager.manager.image.{repository,tag} (docs/kueue-kind.md); ours runs kwok's with
 # fleet.kwok.image.{repository,tag} (docs/chart-fleet.md); both with pullPolicy IfNotPresent.
+# tests/kind/test_operator_prometheus.py runs Prometheus's (docs/prometheus.md).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[[ "${1:-}" == -h || "${1:-}" == --help || -z "${1:-}" ]] && { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ "${1:-}" == -h || "${1:-}" == --help || -z "${1:-}" ]] && { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 use_our_docker
 docker info >/dev/null 2>&1 || die "no Docker engine answers (start one: hack/kind/dockerd.sh start)"
 
@@ -27,7 +31,23 @@ case "$TOOL" in
   kwok)
     VERSION="${2:-${KWOK_VERSION:-v0.8.0}}"
     BINARY="$FAKEPLUGIN_CACHE/kwok/$VERSION/kwok" ;;
-  *) die "unknown tool '$TOOL': kueue or kwok" ;;
+  prometheus)
+    # Built here from its Go module with Kubernetes service discovery alone (Debian's package has none:
+    # its config refuses kubernetes_sd_configs); the build tags are the module's plugins/*.go (v0.316.0 is
+    # Prometheus 3.16.0). No web UI (docs/prometheus.md): the HTTP API is what the tests read.
+    VERSION="${2:-${PROMETHEUS_VERSION:-v0.316.0}}"
+    BINARY="$FAKEPLUGIN_CACHE/prometheus/$VERSION/prometheus"
+    if [[ ! -x "$BINARY" ]]; then
+      say "prometheus $VERSION: building from its Go module (minutes when cold)"
+      src="$(GOFLAGS=-mod=mod go mod download -json "github.com/prometheus/prometheus@$VERSION" \
+        | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
+      [[ -d "$src/cmd/prometheus" ]] || die "github.com/prometheus/prometheus@$VERSION not in the Go module cache"
+      mkdir -p "${BINARY%/*}"
+      (cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go build -ldflags "-s -w" \
+        -tags remove_all_sd,enable_kubernetes_sd -o "$BINARY.tmp" ./cmd/prometheus) || die "go build of prometheus failed"
+      mv "$BINARY.tmp" "$BINARY"
+    fi ;;
+  *) die "unknown tool '$TOOL': kueue, kwok or prometheus" ;;
 esac
 [[ -x "$BINARY" ]] || die "no $TOOL $VERSION at $BINARY (build it: hack/build-k8s.sh --only $TOOL)"
 DEBIAN_IMAGE="fakeplugin.local/debian:$DEBIAN_SUITE"

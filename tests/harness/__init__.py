@@ -57,6 +57,8 @@ End-to-end tests (tests/e2e, tests/kind):
   `pending`, `finished`, `usage`), on the local cluster and in kind.
 - rayvenv: Ray from PyPI in a venv under the build cache (`python`, `RAY_VERSION`) and the accelerator type
   Ray derives from an NVML name (`accelerator_type`), for tests/e2e/test_ray.py (`--long`).
+- servicemonitor: the scrape job prometheus-operator makes of the GPU Operator's DCGM exporter ServiceMonitor
+  (`service_monitor_job`), for tests/kind/test_operator_prometheus.py and docs/prometheus.md's block.
 - browser: a real headless chromium driven by selenium through Debian's chromedriver, offline
   (`chromium`), for the fleet view's page.
 

@@ -29,9 +29,10 @@ from tests.harness.tooling import unavailable
 HERE = Path(__file__).parent
 
 
-# Modules that go last, in this order: test_kind.py's last test uninstalls the chart the others use, and
-# test_fleet.py installs it again in fleet mode and uninstalls it.
-LAST = ("test_kind.py", "test_fleet.py")
+# Modules that go last, in this order: test_kind.py's last test uninstalls the chart the others use;
+# test_operator_prometheus.py installs it in the namespace gpu-operator and uninstalls it; test_fleet.py
+# installs it again in fleet mode and uninstalls it.
+LAST = ("test_kind.py", "test_operator_prometheus.py", "test_fleet.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
