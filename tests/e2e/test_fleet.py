@@ -5,8 +5,8 @@ Checked: the fleet's slices are what `render` prints for those nodes; a CEL-sele
 simulated H100 and its pod runs only once the claim is prepared (CDI spec on disk, in the node's dir);
 what its container would get is readable, nvidia-smi included; NVML run as a container of a 2-GPU claim
 lists exactly the claim's GPUs (the fleet's plugins get the cluster's mock NVML library); an injected
-prepare error keeps the pod Pending with the kubelet's event until the fault is cleared; deleting the pod unprepares; a pod without
-claims on a simulated worker runs.
+prepare error keeps the pod Pending with the kubelet's event until the fault is cleared; deleting the
+pod unprepares; a pod without claims on a simulated worker runs.
 """
 
 from __future__ import annotations
