@@ -222,6 +222,15 @@ def test_cluster_command_help_lists_its_actions() -> None:
     assert all(action in out.stdout for action in ("up", "down", "status", "build"))
 
 
+def test_the_fleet_gets_the_nvml_library_as_kubelet_nodes_and_plugin_args_can_turn_it_off() -> None:
+    layout = StateLayout(Path("/tmp/s"))
+    argv = components.fleet_argv("python3", Path("/i.yaml"), layout, [], Path("/c/libnvidia-ml.so.1"))
+    assert argv[-2:] == ["--nodes-dir=/tmp/s/nodes", "--nvml-library=/c/libnvidia-ml.so.1"]
+    off = components.fleet_argv("python3", Path("/i.yaml"), layout, ["--nvml-library="], Path("/c/l.so"))
+    assert off[-2:] == ["--nvml-library=/c/l.so", "--nvml-library="]  # argparse: the last one wins
+    assert "--nvml-library" not in " ".join(components.fleet_argv("python3", Path("/i.yaml"), layout, []))
+
+
 def test_the_fleet_gets_the_plugin_flags_it_shares_and_no_gates_from_the_callers_env() -> None:
     plugin_args = [
         "--driver-release=0.5.0-dev",

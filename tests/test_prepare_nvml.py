@@ -253,3 +253,11 @@ def test_serve_with_a_missing_library_stops_at_start(
     argv = ["serve", f"--inventory={SEED_LAB}", "--node-name=n1", f"--nvml-library={missing}"]
     assert main(argv) != 0
     assert capsys.readouterr().err.strip().endswith(f"error: --nvml-library {missing}: no such file")
+
+
+def test_fleet_with_a_missing_library_stops_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "libnvidia-ml.so.1"
+    assert main(["fleet", f"--inventory={SEED_LAB}", f"--nvml-library={missing}"]) != 0
+    assert capsys.readouterr().err.strip().endswith(f"error: --nvml-library {missing}: no such file")

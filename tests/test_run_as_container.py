@@ -161,3 +161,28 @@ def test_without_a_compiler_the_plugins_get_no_library_and_one_warning(
     assert str(tmp_path / "no-cc") in warning.getMessage()
     assert components.nvml_args(None) == []
     assert not list(tmp_path.rglob(LIBRARY_NAME))
+
+
+CTR = {"name": "ctr", "resources": {"claims": [{"name": "gpu"}]}}
+RUNNING = {"spec": {"nodeName": "h100-0", "containers": [CTR]}, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "container", "message"),
+    [
+        (None, "ctr", r"pod ns/p: not found in this cluster \(NotFound\)"),
+        ({**RUNNING, "spec": {"nodeName": "elsewhere"}}, "ctr", "on node elsewhere, not a node"),
+        ({**RUNNING, "spec": {"containers": []}}, "ctr", "not scheduled, not a node of this cluster"),
+        ({**RUNNING, "status": {"phase": "Pending"}}, "ctr", "pod ns/p: Pending, not running"),
+        (RUNNING, "other", "pod ns/p: no container other \\(it has ctr\\)"),
+    ],
+)
+def test_run_as_container_names_what_is_missing(
+    pod: dict[str, Any] | None, container: str, message: str
+) -> None:
+    with pytest.raises(LookupError, match=message):
+        crirecords.check_runnable(pod, "ns/p", container, {"h100-0", "t10"}, "NotFound")
+
+
+def test_a_running_pod_on_a_simulated_node_is_runnable() -> None:
+    crirecords.check_runnable(RUNNING, "ns/p", "ctr", {"h100-0"})  # the fleet's record is read next

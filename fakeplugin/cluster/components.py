@@ -397,10 +397,13 @@ def python_env(environ: Mapping[str, str], source: Path) -> dict[str, str]:
     }
 
 
-def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: Sequence[str]) -> list[str]:
-    """`fakeplugin fleet` for the cluster's simulated nodes, with the flags of the plugins' extra flags
-    that the fleet shares with `serve` (the NVIDIA feature gates, fake device nodes, the driver release,
-    consumable shares, the claim device status)."""
+def fleet_argv(
+    python: str, inventory: Path, layout: StateLayout, plugin_args: Sequence[str], library: Path | None = None
+) -> list[str]:
+    """`fakeplugin fleet` for the cluster's simulated nodes: its GPU plugins with the mock NVML `library`
+    as the kubelet nodes' (`nvml_args`), and the flags of the plugins' extra flags that the fleet shares
+    with `serve` (the NVIDIA feature gates, fake device nodes, the driver release, consumable shares, the
+    claim device status, --nvml-library), after it."""
     return [
         python,
         "-m",
@@ -409,17 +412,19 @@ def fleet_argv(python: str, inventory: Path, layout: StateLayout, plugin_args: S
         f"--inventory={inventory}",
         f"--kubeconfig={layout.kubeconfig}",
         f"--nodes-dir={layout.root / 'nodes'}",
+        *nvml_args(library),
         *fleet_flags(plugin_args),
     ]
 
 
-PREPARE_ONLY_FLAGS = ("--fake-device-nodes", "--device-status")  # fleet flags `render` has not
+# Fleet flags `render` has not.
+PREPARE_ONLY_FLAGS = ("--fake-device-nodes", "--device-status", "--nvml-library=")
 
 
 def fleet_flags(plugin_args: Sequence[str]) -> list[str]:
     """The plugins' extra flags that the fleet shares with `serve` (the NVIDIA feature gates, fake device
-    nodes, the driver release, consumable shares, the claim device status); `render` takes them but the
-    two that only Prepare reads (PREPARE_ONLY_FLAGS)."""
+    nodes, the driver release, consumable shares, the claim device status, the NVML library); `render`
+    takes them but those only Prepare reads (PREPARE_ONLY_FLAGS)."""
     return [
         a
         for a in plugin_args

@@ -10,7 +10,7 @@ import posixpath
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,28 @@ def container_record(nodes: list[KubeletDirs], namespace: str, pod: str, contain
         dirs = ", ".join(str(n.containers_dir) for n in nodes) or "(no kubelet nodes)"
         raise FileNotFoundError(f"no fake CRI record {name} in {dirs}")
     return json.loads(max(found, key=lambda p: p.stat().st_mtime_ns).read_text())
+
+
+def check_runnable(
+    pod: Mapping[str, Any] | None, name: str, container: str, nodes: Collection[str], why: str = ""
+) -> None:
+    """LookupError, naming the pod `name` (namespace/pod) and the container, unless `pod` (its API
+    object; None: not found, `why` kubectl's complaint) runs on one of this cluster's `nodes` (kubelet or
+    simulated) and `container` is one of its containers: what run_as_container needs, before it reads the
+    container's record (pure).
+    A container without a claim is no error: it runs with no NVML, as a real one gets none."""
+    if pod is None:
+        raise LookupError(f"pod {name}: not found in this cluster" + (f" ({why})" if why else ""))
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node not in nodes:
+        where = f"on node {node}" if node else "not scheduled"
+        raise LookupError(f"pod {name}: {where}, not a node of this cluster")
+    phase = (pod.get("status") or {}).get("phase")
+    if phase != "Running":
+        raise LookupError(f"pod {name}: {phase or 'no phase'}, not running")
+    containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+    if container not in containers:
+        raise LookupError(f"pod {name}: no container {container} (it has {', '.join(containers)})")
 
 
 def run_in_container_view(

@@ -5,6 +5,7 @@ container, a plugin's call log. `Cluster` (local.py) is this plus starting, stop
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,7 +103,13 @@ class Inspection:
         self, namespace: str, pod: str, container: str, argv: Sequence[str], *, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         """Run a host command as the container: its env and NVML (fakeplugin.cluster.crirecords
-        .run_as_container)."""
+        .run_as_container), on a kubelet node (the fake CRI's record) or a simulated one (the fleet's, from
+        the CDI specs its Prepare wrote). LookupError when the pod is not found, not on a node of this
+        cluster, not running, or has no such container (crirecords.check_runnable)."""
+        found = self._kubectl("get", "pod", pod, "-n", namespace, "-o", "json", check=False)
+        pod_obj = json.loads(found.stdout) if found.returncode == 0 else None
+        nodes = {d.name for d in self._store.every_node_dirs()}
+        crirecords.check_runnable(pod_obj, f"{namespace}/{pod}", container, nodes, found.stderr.strip())
         record = self.container_record(namespace, pod, container)
         return crirecords.run_as_container(record, argv, timeout=timeout)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import fakeplugin
 from fakeplugin import DEFAULT_DRIVER_NAME
 from fakeplugin.atomicfile import write_atomic
-from fakeplugin.cluster import components, computedomains
+from fakeplugin.cluster import binaries, components, computedomains, plugins
 from fakeplugin.cluster.kubectl import Kubectl
 from fakeplugin.cluster.state import ClusterNode, StateStore
 from fakeplugin.cluster.supervisor import Supervisor
@@ -55,8 +55,9 @@ class SimulatedNodes:
         node, in the driver namespace of fakeplugin.cluster.computedomains; `shards`: that many fleet
         processes, each serving its shard of the nodes (`fleet/<i>`)."""
         state = self._store.require()
+        library = plugins.nvml_library(binaries.cache_root())  # as the kubelet nodes' plugins get it
         argv = components.fleet_argv(
-            sys.executable, Path(state.inventory), self._store.layout, state.plugin_args
+            sys.executable, Path(state.inventory), self._store.layout, state.plugin_args, library
         )
         # The nodes' GPU Operator labels, set at `up` (state.cluster_nodes) or by Karpenter at launch
         # (publish.instancetypes), kept current by each node's GPU plugin in the fleet.

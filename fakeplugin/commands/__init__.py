@@ -160,6 +160,22 @@ SHARED: dict[str, dict[str, Any]] = {
         "(MIG: parentUUID, profile); removed again at Unprepare. Needs update of resourceclaims/status and, "
         "from Kubernetes 1.36, associated-node:update of resourceclaims/driver for the driver name",
     ),
+    "--nvml-library": dict(
+        env="FAKEPLUGIN_NVML_LIBRARY",
+        default="",
+        metavar="FILE",
+        help="GPU plugin (serve --plugin gpus; the fleet: each simulated node's): the mock NVML library, a "
+        "libnvidia-ml.so.1 built from fakeplugin's C source "
+        "(fakeplugin/nvml) by fakeplugin.nvml.build.build(CACHE_DIR) with the system's C compiler; "
+        "`fakeplugin cluster up` builds and passes it; the image ships it as "
+        "/opt/fakeplugin/nvml/libnvidia-ml.so.1, which the chart passes. The plugin installs a copy at "
+        "<plugins dir>/<driver>/lib/ when it starts, a path its node shares, and each claim's CDI spec then "
+        "mounts that copy where a container finds libnvidia-ml.so.1 by name (/usr/lib/<arch>-linux-gnu, "
+        "/usr/lib64) and, per device, "
+        "the NVML description Prepare writes into <plugins dir>/<driver>/nvml/, so NVML in the container "
+        "(pynvml, Ray, go-nvml) lists exactly the GPUs or MIG devices of its requests (docs/emulation.md, "
+        "NVML in the container); empty: containers get no NVML",
+    ),
     "--gpu-operator-labels": dict(
         env="GPU_OPERATOR_LABELS",
         action="store_true",

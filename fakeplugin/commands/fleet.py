@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fakeplugin.commands import (
+    PLUGINS,
     compute_domain_driver_name,
     emulated,
     emulation_flags,
@@ -122,7 +123,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "every simulated node, doing each ComputeDomain daemon's part (clique entry, Ready) when its "
         "daemon claim is prepared",
     )
-    shared_flags(p, "--binding-conditions", "--namespace", "--device-status", "--gpu-operator-labels")
+    shared_flags(
+        p, "--binding-conditions", "--namespace", "--device-status", "--gpu-operator-labels", "--nvml-library"
+    )
     flag(
         p,
         "--shard",
@@ -185,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
     from fakeplugin.fleet.shard import parse_shard
 
     shard = parse_shard(args.shard)
+    from fakeplugin.commands.serve import nvml_library
+
+    library = nvml_library(args.nvml_library, PLUGINS[0])  # the GPU plugin's; before any connection
     if args.create_nodes and args.label_selector:
         raise ValueError(
             "--create-nodes with --manage-nodes-with-label-selector: a fleet that creates its Nodes shards "
@@ -213,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     # telemetry's claim watch; the ComputeDomain watch; the view's watches.
     connections = 3 * args.threads + 7 + (VIEW_WATCHES if args.view_endpoint else 0)
     kube = FleetKube(new_api_client(args.kubeconfig or None, connections=connections))
-    drivers = fleet_drivers(args, inventory.inventory.driver_release, kube)
+    drivers = fleet_drivers(args, inventory.inventory.driver_release, kube, library)
     node_owner = None
     if args.create_nodes:
         from fakeplugin.fleet.nodeobjects import NodeOwner, cluster_role_owner
@@ -259,9 +265,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetKube) -> list[Driver]:
-    """The drivers every simulated node runs: the GPU driver --driver-name names and, with
-    --compute-domains, its ComputeDomain driver (commands.compute_domain_driver_name)."""
+def fleet_drivers(
+    args: argparse.Namespace, inventory_release: str, kube: FleetKube, nvml_library: Path | None = None
+) -> list[Driver]:
+    """The drivers every simulated node runs: the GPU driver --driver-name names (its claims' containers
+    get `nvml_library`, --nvml-library checked) and, with --compute-domains, its ComputeDomain driver
+    (commands.compute_domain_driver_name)."""
     from fakeplugin.drivers.computedomain import ComputeDomainDriver, DomainClient
     from fakeplugin.drivers.gpu import GpuDriver
     from fakeplugin.kube import NODES
@@ -278,7 +287,13 @@ def fleet_drivers(args: argparse.Namespace, inventory_release: str, kube: FleetK
     if args.gpu_operator_labels:
         node_labels = lambda name, body: kube.patch(f"{NODES}/{name}", body)  # noqa: E731
     drivers: list[Driver] = [
-        GpuDriver(gpu, sync_checkpoints=False, device_status=device_status, node_labels=node_labels)
+        GpuDriver(
+            gpu,
+            sync_checkpoints=False,
+            device_status=device_status,
+            node_labels=node_labels,
+            nvml_library=nvml_library,
+        )
     ]
     if args.compute_domains:
         cd = emulated(args, inventory_release, compute_domain_driver_name(args.driver_name))

@@ -175,24 +175,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compute-domains: set the nvidia.com/gpu.clique node label (historically set by "
         "gpu-feature-discovery) to the node's clique ID at start and when it changes; removed at stop",
     )
-    shared_flags(p, "--gpu-operator-labels", "--binding-conditions", "--device-status")
-    flag(
-        p,
-        "--nvml-library",
-        env="FAKEPLUGIN_NVML_LIBRARY",
-        default="",
-        metavar="FILE",
-        help="GPU plugin: the mock NVML library, a libnvidia-ml.so.1 built from fakeplugin's C source "
-        "(fakeplugin/nvml) by fakeplugin.nvml.build.build(CACHE_DIR) with the system's C compiler; "
-        "`fakeplugin cluster up` builds and passes it; the image ships it as "
-        "/opt/fakeplugin/nvml/libnvidia-ml.so.1, which the chart passes. The plugin installs a copy at "
-        "<plugins dir>/<driver>/lib/ when it starts, a path its node shares, and each claim's CDI spec then "
-        "mounts that copy where a container finds libnvidia-ml.so.1 by name (/usr/lib/<arch>-linux-gnu, "
-        "/usr/lib64) and, per device, "
-        "the NVML description Prepare writes into <plugins dir>/<driver>/nvml/, so NVML in the container "
-        "(pynvml, Ray, go-nvml) lists exactly the GPUs or MIG devices of its requests (docs/emulation.md, "
-        "NVML in the container); empty: containers get no NVML",
-    )
+    shared_flags(p, "--gpu-operator-labels", "--binding-conditions", "--device-status", "--nvml-library")
     p.set_defaults(func=run)
 
 

@@ -3,14 +3,16 @@
 
 Checked: the fleet's slices are what `render` prints for those nodes; a CEL-selected claim lands on a
 simulated H100 and its pod runs only once the claim is prepared (CDI spec on disk, in the node's dir);
-what its container would get is readable, nvidia-smi included; an injected prepare error keeps the pod
-Pending with the kubelet's event until the fault is cleared; deleting the pod unprepares; a pod without
-claims on a simulated worker runs.
+what its container would get is readable, nvidia-smi included; NVML run as a container of a 2-GPU claim
+lists exactly the claim's GPUs (the fleet's plugins get the cluster's mock NVML library); an injected
+prepare error keeps the pod Pending with the kubelet's event until the fault is cleared; deleting the
+pod unprepares; a pod without claims on a simulated worker runs.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from fakeplugin.testing import claim_pod, device_request, resource_claim_templat
 from tests.harness import DRIVER
 from tests.harness.host import require_cluster_host
 from tests.harness.kube import apply, get, items, pod_phase, wait_for
+from tests.harness.nvml import PROBE
 from tests.harness.paths import EXAMPLES
 
 pytestmark = pytest.mark.cluster
@@ -147,6 +150,28 @@ def test_cel_claim_runs_on_a_simulated_h100_only_after_prepare(mixed: Cluster) -
     )
     assert claim["metadata"]["uid"] not in json.dumps(checkpoint)
     mixed.kubectl("delete", "resourceclaimtemplate", "h100", "-n", NAMESPACE)
+
+
+def test_nvml_run_as_a_simulated_nodes_container_lists_exactly_its_claims_two_gpus(mixed: Cluster) -> None:
+    # The fleet's GPU plugins get the cluster's mock NVML library as the kubelet nodes' do: the probe, run
+    # as the container, sees the claim's two GPUs of the simulated node's slice, no other.
+    template = resource_claim_template("two", device_request(selector=H100_CEL, count=2))
+    apply(mixed, NAMESPACE, template)
+    apply(mixed, NAMESPACE, claim_pod("nvml", {"resourceClaimTemplateName": "two"}))
+    wait_for(lambda: pod_phase(mixed, NAMESPACE, "nvml") == "Running", what="pod nvml Running")
+    node = get(mixed, "pod", "nvml", "-n", NAMESPACE)["spec"]["nodeName"]
+    results = claim_of(mixed, "nvml")["status"]["allocation"]["devices"]["results"]
+    (slice_obj,) = [s for s in items(mixed, "resourceslices") if s["spec"]["nodeName"] == node]
+    uuids = {d["name"]: d["attributes"]["uuid"]["string"] for d in slice_obj["spec"]["devices"]}
+
+    done = mixed.run_as_container(NAMESPACE, "nvml", "ctr", [sys.executable, str(PROBE)])
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert (seen["init"], seen["count"]) == (0, 2)
+    assert sorted(g["uuid"] for g in seen["gpus"]) == sorted(uuids[r["device"]] for r in results)
+    assert {g["name"] for g in seen["gpus"]} == {"NVIDIA H100 80GB HBM3"}
+    delete_pod(mixed, "nvml")
+    mixed.kubectl("delete", "resourceclaimtemplate", "two", "-n", NAMESPACE)
 
 
 def test_prepare_error_keeps_the_pod_pending_with_the_kubelet_event(mixed: Cluster) -> None:
