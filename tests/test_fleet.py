@@ -62,6 +62,17 @@ def test_a_deleted_pod_is_failed_first_and_deleted_only_once_terminal_as_the_kub
         assert keys(stage(name))[".status.phase"] == ("In", ("Succeeded", "Failed"))
 
 
+def test_a_deleted_pod_with_claims_is_failed_only_once_unprepared_as_the_kubelet_does() -> None:
+    # The kubelet unprepares before the terminal status (kubelet.go SyncTerminatingPod): the claim
+    # controller deallocates a terminal pod's claims, never one still prepared.
+    terminate, unprepared = keys(stage("pod-terminate")), keys(stage("pod-terminate-unprepared"))
+    assert terminate[".spec.resourceClaims"] == ("DoesNotExist", ())
+    assert terminate[".status.extendedResourceClaimStatus"] == ("DoesNotExist", ())
+    assert unprepared['.metadata.annotations["fakeplugin.dev/unprepared"]'] == ("In", ("true",))
+    assert unprepared[".status.phase"] == ("NotIn", ("Succeeded", "Failed"))
+    assert stage("pod-terminate-unprepared")["spec"]["next"] == stage("pod-terminate")["spec"]["next"]
+
+
 def test_an_annotated_running_pod_completes_after_its_delay_and_is_then_unprepared() -> None:
     complete = stage("pod-complete")
     assert keys(complete)['.metadata.annotations["fakeplugin.dev/complete-after"]'] == ("Exists", ())
@@ -87,6 +98,7 @@ def test_kwok_config_file_is_the_configuration_then_the_stages() -> None:
         "pod-ready-prepared",
         "pod-complete",
         "pod-terminate",
+        "pod-terminate-unprepared",
         "pod-delete",
         "pod-delete-unprepared",
     ]

@@ -200,5 +200,6 @@ def show_kueue(cluster: Any) -> None:
         end="",
     )
     wait_running(cluster, 1, "batch.kubernetes.io/job-name")
-    step("kubectl get clusterqueues,workloads")
-    print(cluster.kubectl("get", "clusterqueues,workloads", "-n", NAMESPACE).stdout, end="")
+    # Kueue's Workloads by group: from 1.37 `workloads` names scheduling.k8s.io's (the gang API).
+    step("kubectl get clusterqueues,workloads.kueue.x-k8s.io")
+    print(cluster.kubectl("get", "clusterqueues,workloads.kueue.x-k8s.io", "-n", NAMESPACE).stdout, end="")

@@ -9,9 +9,12 @@ annotated UNPREPARED (NodeUnprepareResources, same file).
 A deleted pod ends as the kubelet ends it (kubernetes/kubernetes v1.37.2): a pod not yet Succeeded or Failed
 is first set Failed, its containers terminated and the conditions others wrote (DisruptionTarget) kept
 (pkg/kubelet/status/status_manager.go TerminatePod and mergePodStatus, pkg/kubelet/kubelet_pods.go
-getPhase); only a pod whose phase is terminal is deleted, with grace 0 and its finalizers left to their
-owners, a Job's tracking finalizer to the Job controller (status_manager.go syncPod, canBeDeleted). Jobs
-see such a pod Failed with its DisruptionTarget condition, which their podFailurePolicy matches.
+getPhase), a pod with claims only once the fleet unprepared them (pkg/kubelet/kubelet.go SyncTerminatingPod
+unprepares before the status changes, so the claim controller, which deallocates a terminal pod's claims,
+never deallocates a prepared claim); only a pod whose phase is terminal is deleted, with grace 0 and its
+finalizers left to their owners, a Job's tracking finalizer to the Job controller (status_manager.go
+syncPod, canBeDeleted). Jobs see such a pod Failed with its DisruptionTarget condition, which their
+podFailurePolicy matches.
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ def kwok_stages() -> list[dict[str, Any]]:
     """The Stages a fleet's kwok runs with (its --config file holds these documents)."""
     running = {"statusTemplate": _POD_RUNNING}
     gone = {"delete": True}
+    failed = {"statusTemplate": _POD_FAILED}
     return [
         _stage(
             "node-ready",
@@ -191,7 +195,8 @@ def kwok_stages() -> list[dict[str, Any]]:
                 "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_AFTER}"]'},
             },
         ),
-        _stage("pod-terminate", "Pod", [_DELETING, _NOT_ENDED], {"statusTemplate": _POD_FAILED}),
+        _stage("pod-terminate", "Pod", [_DELETING, _NOT_ENDED, *_NO_CLAIMS], failed),
+        _stage("pod-terminate-unprepared", "Pod", [_DELETING, _NOT_ENDED, _annotated(UNPREPARED)], failed),
         _stage("pod-delete", "Pod", [_DELETING, _ENDED, *_NO_CLAIMS], gone),
         _stage("pod-delete-unprepared", "Pod", [_DELETING, _ENDED, _annotated(UNPREPARED)], gone),
     ]

@@ -129,8 +129,13 @@ def test_gpu_test4_each_container_sees_only_its_own_mig_device(
         data = sorted(
             m["destination"] for m in view.mounts if m["destination"].startswith("/run/fakeplugin/")
         )
-        # its nvidia-smi data and NVML description (the cluster's plugins have the mock NVML library)
-        assert data == [f"/run/fakeplugin/gpus/{device}.env", f"/run/fakeplugin/nvml/{device}.nvml"], ctr
+        # its nvidia-smi data, NVML description and live values (the cluster's plugins have the mock NVML
+        # library)
+        assert data == [
+            f"/run/fakeplugin/gpus/{device}.env",
+            f"/run/fakeplugin/nvml/{device}.live",
+            f"/run/fakeplugin/nvml/{device}.nvml",
+        ], ctr
         smi = view.run("nvidia-smi -L")
         assert smi.returncode == 0, smi.stderr
         gpu_line, mig_line = smi.stdout.splitlines()  # its GPU, and under it only its own MIG device
